@@ -1,0 +1,114 @@
+// The emulated AMD GPU: command processors that consume each queue's ring between its read
+// and write pointers when the doorbell moves, and execute the PM4 (compute) and SDMA (copy)
+// packets the driver wrote, decoded with the same descriptions the encoders use
+// (amd/pm4.def, amd/sdma.def). It faults loudly on bad packets and addresses.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "amd/packets.hpp"
+#include "emu/kernels.hpp"
+
+namespace hcq::amd::emu {
+
+// GPU virtual memory of the emulated device. GPU addresses equal the host addresses the
+// emulated KFD backed them with, so translation is a bounds check against the mappings.
+class Memory final : public hcq::emu::AddressSpace {
+ public:
+  void map(uint64_t va, uint64_t size);
+  void unmap(uint64_t va);
+  // Throws hcq::emu::Fault naming the address when [va, va+size) is not inside one mapping.
+  void* translate(uint64_t va, uint64_t size) const override;
+  // The mapping containing va: {base, size}; {0, 0} when none.
+  std::pair<uint64_t, uint64_t> mapping_of(uint64_t va) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::map<uint64_t, uint64_t> maps_;  // base -> size
+};
+
+// What the GPU tells its (emulated) kernel driver.
+class GpuEvents {
+ public:
+  virtual ~GpuEvents() = default;
+  // An interrupt with a context id (PM4 RELEASE_MEM INT_CTXID, SDMA TRAP INT_CONTEXT).
+  virtual void interrupt(uint32_t context_id) = 0;
+  // A queue stopped on a fault: a memory fault (bad address) or a bad packet.
+  virtual void fault(uint32_t queue_id, bool memory_fault, uint64_t address,
+                     const std::string& what) = 0;
+};
+
+struct QueueDesc {
+  enum class Type : uint8_t { Pm4, Sdma };
+  Type type = Type::Pm4;
+  uint32_t id = 0;
+  uint64_t ring_va = 0;
+  uint64_t ring_bytes = 0;       // power of two
+  uint64_t rptr_va = 0;          // 64-bit; the engine writes it (PM4: dwords, SDMA: bytes)
+  uint64_t wptr_va = 0;          // 64-bit; written by the driver (same units)
+  const volatile uint64_t* doorbell = nullptr;  // the driver writes the new wptr here
+};
+
+class Engine {
+ public:
+  // `timestamp_hz`: frequency of the counter RELEASE_MEM/SDMA TIMESTAMP write.
+  Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz = 100'000'000);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void add_queue(const QueueDesc& q);
+  void remove_queue(uint32_t id);
+  // Look at the doorbells now (the emulated KFD calls this before it sleeps in WAIT_EVENTS).
+  void kick();
+  uint64_t timestamp() const;  // the GPU clock counter
+
+ private:
+  struct Queue;
+  struct KernelCache;
+  enum class Res : uint8_t;
+  void run();
+  bool pass();          // one round-robin pass over the queues; true when any made progress
+  bool step(Queue& q);  // true when it made progress
+  bool step_pm4(Queue& q, uint64_t wptr);
+  bool step_sdma(Queue& q, uint64_t wptr);
+  Res exec_pm4(Queue& q, const uint32_t* p, uint32_t len);
+  Res exec_sdma(Queue& q, const uint32_t* p, uint32_t len);
+  void dispatch(Queue& q, const uint32_t* p);
+  void fail(Queue& q, bool memory_fault, uint64_t address, const std::string& what);
+
+  Gen gen_;
+  Memory& mem_;
+  GpuEvents& events_;
+  uint64_t timestamp_hz_;
+  // Packet descriptions by opcode, looked up once: PM4 body sizes for this generation
+  // (exact for fixed-size packets, a minimum for variable ones) and SDMA descriptions.
+  const PacketInfo* pm4_info_[256] = {};
+  uint16_t pm4_body_[256] = {};
+  bool pm4_exact_[256] = {};
+  const PacketInfo* sdma_info_[256] = {};
+
+  std::mutex mu_;          // queues_, the wake-up condition
+  std::mutex exec_mu_;     // held by the engine thread during a pass; remove_queue waits on it
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::atomic<uint64_t> list_gen_{0};   // bumped when queues_ changes
+  uint64_t seen_gen_ = ~uint64_t{0};    // engine thread only
+  std::vector<Queue*> active_;          // engine thread only: the queues of this pass
+  std::vector<std::unique_ptr<Queue>> graveyard_;  // removed from inside a pass; freed after it
+  std::unique_ptr<KernelCache> kernels_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> kicks_{0};
+  std::thread thread_;
+};
+
+}  // namespace hcq::amd::emu

@@ -1,0 +1,381 @@
+#include "amd/emu/kfd.hpp"
+
+#include <linux/kfd_ioctl.h>
+#include <sys/mman.h>
+
+#include <libdrm/drm.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "amd/emu/engine.hpp"
+#include "os/emulated_kernel.hpp"
+
+namespace hcq::amd::emu {
+namespace {
+
+constexpr uint32_t kGpuId = 0x6a5c;           // any non-zero id (real ids hash the PCI location)
+constexpr int kRenderMinor = 128;
+constexpr uint64_t kDoorbellMmapOffset = 1ull << 40;  // where /dev/kfd maps the doorbell page
+constexpr uint64_t kUnsignaledSlot = ~0ull;           // KFD's empty event-mailbox value
+
+// State of the emulated KFD: one process, one GPU.
+class KfdState final : public GpuEvents {
+ public:
+  explicit KfdState(const Target& t) : target_(t) {
+    doorbells_ = static_cast<uint64_t*>(::mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    engine_ = std::make_unique<Engine>(t.gen, memory_, *this);
+  }
+  ~KfdState() override {
+    engine_.reset();
+    for (auto& [h, a] : allocs_)
+      ::mmap(reinterpret_cast<void*>(a.va), a.size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    ::munmap(doorbells_, 0x2000);
+  }
+
+  int ioctl(unsigned long req, void* arg);
+  void* mmap_kfd(uint64_t offset, size_t length) {
+    if (offset != kDoorbellMmapOffset || length != 0x2000) {
+      errno = EINVAL;
+      return MAP_FAILED;
+    }
+    return doorbells_;
+  }
+  void* mmap_render(void* addr, uint64_t offset, size_t length, int flags) {
+    std::lock_guard lk(mu_);
+    for (auto& [h, a] : allocs_)
+      if (a.mmap_offset == offset) {
+        if (length > a.size || ((flags & MAP_FIXED) && addr != reinterpret_cast<void*>(a.va))) {
+          errno = EINVAL;
+          return MAP_FAILED;
+        }
+        return reinterpret_cast<void*>(a.va);  // backed at the GPU address since ALLOC
+      }
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+
+  // GpuEvents
+  void interrupt(uint32_t context_id) override { signal_event(context_id); }
+  void fault(uint32_t, bool memory_fault, uint64_t address, const std::string&) override {
+    std::lock_guard lk(mu_);
+    for (auto& [id, e] : events_) {
+      if (memory_fault && e.type == KFD_IOC_EVENT_MEMORY) {
+        e.data = {};
+        e.data.memory_exception_data.gpu_id = kGpuId;
+        e.data.memory_exception_data.va = address;
+        e.data.memory_exception_data.failure.NotPresent = 1;
+        e.signaled = true;
+      } else if (!memory_fault && e.type == KFD_IOC_EVENT_HW_EXCEPTION) {
+        e.data = {};
+        e.data.hw_exception_data.gpu_id = kGpuId;
+        e.data.hw_exception_data.reset_type = 1;
+        e.data.hw_exception_data.reset_cause = 1;  // hang
+        e.signaled = true;
+      }
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Alloc {
+    uint64_t va, size, mmap_offset;
+    uint32_t flags;
+    bool gpu_mapped;
+  };
+  struct Event {
+    uint32_t type;
+    bool auto_reset;
+    bool signaled = false;
+    uint32_t slot = 0;
+    kfd_event_data data{};
+  };
+
+  void signal_event(uint32_t id) {
+    std::lock_guard lk(mu_);
+    auto it = events_.find(id);
+    if (it == events_.end()) return;
+    it->second.signaled = true;
+    cv_.notify_all();
+  }
+  int wait_events(kfd_ioctl_wait_events_args* a);
+
+  const Target& target_;
+  Memory memory_;
+  std::unique_ptr<Engine> engine_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool vm_acquired_ = false;
+  uint64_t next_handle_ = 1;
+  std::map<uint64_t, Alloc> allocs_;
+  std::map<uint32_t, Event> events_;
+  uint32_t next_event_ = 1;
+  uint64_t* event_page_ = nullptr;
+  uint32_t next_slot_ = 0;
+  std::map<uint32_t, QueueDesc> queues_;
+  uint32_t next_queue_ = 0;
+  uint64_t* doorbells_;
+};
+
+int KfdState::ioctl(unsigned long req, void* arg) {
+  switch (req) {
+    case AMDKFD_IOC_GET_VERSION: {
+      auto* a = static_cast<kfd_ioctl_get_version_args*>(arg);
+      a->major_version = KFD_IOCTL_MAJOR_VERSION;
+      a->minor_version = KFD_IOCTL_MINOR_VERSION;
+      return 0;
+    }
+    case AMDKFD_IOC_ACQUIRE_VM: {
+      auto* a = static_cast<kfd_ioctl_acquire_vm_args*>(arg);
+      if (a->gpu_id != kGpuId) return -EINVAL;
+      vm_acquired_ = true;
+      return 0;
+    }
+    case AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: {
+      auto* a = static_cast<kfd_ioctl_alloc_memory_of_gpu_args*>(arg);
+      if (!vm_acquired_ || a->gpu_id != kGpuId) return -EINVAL;
+      if (a->size == 0 || (a->size & 4095) || (a->va_addr & 4095)) return -EINVAL;
+      if (!(a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)))
+        return -EINVAL;  // userptr, doorbell and MMIO allocations are not emulated
+      // Back the range at its GPU address: the emulated GPU and the CPU share it.
+      void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+      if (p == MAP_FAILED) return -ENOMEM;
+      std::lock_guard lk(mu_);
+      uint64_t h = next_handle_++;
+      uint64_t off = h << 32;  // render-node mmap offset, one per allocation
+      allocs_[h] = {a->va_addr, a->size, off, a->flags, false};
+      a->handle = h;
+      a->mmap_offset = off;
+      return 0;
+    }
+    case AMDKFD_IOC_MAP_MEMORY_TO_GPU:
+    case AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: {
+      auto* a = static_cast<kfd_ioctl_map_memory_to_gpu_args*>(arg);
+      std::lock_guard lk(mu_);
+      auto it = allocs_.find(a->handle);
+      if (it == allocs_.end() || a->n_devices != 1) return -EINVAL;
+      if (*reinterpret_cast<const uint32_t*>(a->device_ids_array_ptr) != kGpuId) return -EINVAL;
+      bool map = req == AMDKFD_IOC_MAP_MEMORY_TO_GPU;
+      if (map && !it->second.gpu_mapped) memory_.map(it->second.va, it->second.size);
+      if (!map && it->second.gpu_mapped) memory_.unmap(it->second.va);
+      it->second.gpu_mapped = map;
+      a->n_success = 1;
+      return 0;
+    }
+    case AMDKFD_IOC_FREE_MEMORY_OF_GPU: {
+      auto* a = static_cast<kfd_ioctl_free_memory_of_gpu_args*>(arg);
+      std::lock_guard lk(mu_);
+      auto it = allocs_.find(a->handle);
+      if (it == allocs_.end()) return -EINVAL;
+      if (it->second.gpu_mapped) memory_.unmap(it->second.va);
+      ::mmap(reinterpret_cast<void*>(it->second.va), it->second.size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      allocs_.erase(it);
+      return 0;
+    }
+    case AMDKFD_IOC_CREATE_QUEUE: {
+      auto* a = static_cast<kfd_ioctl_create_queue_args*>(arg);
+      if (a->gpu_id != kGpuId) return -EINVAL;
+      if (a->ring_size < 1024 || (a->ring_size & (a->ring_size - 1))) return -EINVAL;
+      if (a->queue_type != KFD_IOC_QUEUE_TYPE_COMPUTE && a->queue_type != KFD_IOC_QUEUE_TYPE_SDMA)
+        return -EINVAL;  // AQL queues are not emulated
+      if (a->queue_type == KFD_IOC_QUEUE_TYPE_COMPUTE && a->eop_buffer_size != 4096)
+        return -EINVAL;
+      try {
+        memory_.translate(a->ring_base_address, a->ring_size);
+        memory_.translate(a->read_pointer_address, 8);
+        memory_.translate(a->write_pointer_address, 8);
+      } catch (const hcq::emu::Fault&) {
+        return -EINVAL;  // KFD checks the ring and pointers are mapped buffers
+      }
+      std::lock_guard lk(mu_);
+      if (next_queue_ >= 0x2000 / 8) return -ENOSPC;
+      uint32_t id = next_queue_++;
+      QueueDesc q;
+      q.type = a->queue_type == KFD_IOC_QUEUE_TYPE_SDMA ? QueueDesc::Type::Sdma
+                                                        : QueueDesc::Type::Pm4;
+      q.id = id;
+      q.ring_va = a->ring_base_address;
+      q.ring_bytes = a->ring_size;
+      q.rptr_va = a->read_pointer_address;
+      q.wptr_va = a->write_pointer_address;
+      doorbells_[id] = 0;
+      q.doorbell = &doorbells_[id];
+      queues_[id] = q;
+      engine_->add_queue(q);
+      a->queue_id = id;
+      a->doorbell_offset = kDoorbellMmapOffset + id * 8;
+      return 0;
+    }
+    case AMDKFD_IOC_DESTROY_QUEUE: {
+      auto* a = static_cast<kfd_ioctl_destroy_queue_args*>(arg);
+      {
+        std::lock_guard lk(mu_);
+        if (!queues_.erase(a->queue_id)) return -EINVAL;
+      }
+      engine_->remove_queue(a->queue_id);
+      return 0;
+    }
+    case AMDKFD_IOC_CREATE_EVENT: {
+      auto* a = static_cast<kfd_ioctl_create_event_args*>(arg);
+      std::lock_guard lk(mu_);
+      if (a->event_page_offset && !event_page_) {
+        auto it = allocs_.find(a->event_page_offset);
+        if (it == allocs_.end()) return -EINVAL;
+        event_page_ = reinterpret_cast<uint64_t*>(it->second.va);
+        for (size_t i = 0; i < it->second.size / 8; i++) event_page_[i] = kUnsignaledSlot;
+      }
+      Event e{a->event_type, a->auto_reset != 0};
+      if (a->event_type == KFD_IOC_EVENT_SIGNAL) {
+        if (!event_page_) return -EINVAL;  // dGPUs need the event page first
+        e.slot = next_slot_++;
+        a->event_slot_index = e.slot;
+        a->event_trigger_data = next_event_;
+      }
+      a->event_id = next_event_++;
+      events_[a->event_id] = e;
+      return 0;
+    }
+    case AMDKFD_IOC_DESTROY_EVENT: {
+      auto* a = static_cast<kfd_ioctl_destroy_event_args*>(arg);
+      std::lock_guard lk(mu_);
+      return events_.erase(a->event_id) ? 0 : -EINVAL;
+    }
+    case AMDKFD_IOC_SET_EVENT: {
+      signal_event(static_cast<kfd_ioctl_set_event_args*>(arg)->event_id);
+      return 0;
+    }
+    case AMDKFD_IOC_RESET_EVENT: {
+      auto* a = static_cast<kfd_ioctl_reset_event_args*>(arg);
+      std::lock_guard lk(mu_);
+      auto it = events_.find(a->event_id);
+      if (it == events_.end()) return -EINVAL;
+      it->second.signaled = false;
+      return 0;
+    }
+    case AMDKFD_IOC_WAIT_EVENTS:
+      return wait_events(static_cast<kfd_ioctl_wait_events_args*>(arg));
+    case AMDKFD_IOC_GET_CLOCK_COUNTERS: {
+      auto* a = static_cast<kfd_ioctl_get_clock_counters_args*>(arg);
+      a->gpu_clock_counter = engine_->timestamp();
+      a->cpu_clock_counter = a->system_clock_counter = uint64_t(
+          std::chrono::steady_clock::now().time_since_epoch().count());
+      a->system_clock_freq = 1'000'000'000;
+      return 0;
+    }
+    default:
+      return -ENOTTY;
+  }
+}
+
+int KfdState::wait_events(kfd_ioctl_wait_events_args* a) {
+  auto* evs = reinterpret_cast<kfd_event_data*>(a->events_ptr);
+  engine_->kick();
+  std::unique_lock lk(mu_);
+  for (uint32_t i = 0; i < a->num_events; i++)
+    if (!events_.count(evs[i].event_id)) return -EINVAL;
+  auto ready = [&] {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < a->num_events; i++) n += events_[evs[i].event_id].signaled;
+    return a->wait_for_all ? n == a->num_events : n > 0;
+  };
+  bool ok = cv_.wait_for(lk, std::chrono::milliseconds(a->timeout), ready);
+  a->wait_result = ok ? KFD_IOC_WAIT_RESULT_COMPLETE : KFD_IOC_WAIT_RESULT_TIMEOUT;
+  for (uint32_t i = 0; i < a->num_events; i++) {
+    Event& e = events_[evs[i].event_id];
+    if (!e.signaled) continue;
+    if (e.type == KFD_IOC_EVENT_MEMORY || e.type == KFD_IOC_EVENT_HW_EXCEPTION) {
+      uint32_t id = evs[i].event_id;
+      evs[i] = e.data;
+      evs[i].event_id = id;
+    }
+    if (e.type == KFD_IOC_EVENT_SIGNAL && event_page_) event_page_[e.slot] = kUnsignaledSlot;
+    if (e.auto_reset) e.signaled = false;
+  }
+  return 0;
+}
+
+class KfdNode final : public os::EmulatedNode {
+ public:
+  explicit KfdNode(std::shared_ptr<KfdState> s) : s_(std::move(s)) {}
+  int ioctl(int, unsigned long req, void* arg) override { return s_->ioctl(req, arg); }
+  void* mmap(void*, size_t len, int, int, int, off_t off) override {
+    return s_->mmap_kfd(uint64_t(off), len);
+  }
+
+ private:
+  std::shared_ptr<KfdState> s_;
+};
+
+class RenderNode final : public os::EmulatedNode {
+ public:
+  explicit RenderNode(std::shared_ptr<KfdState> s) : s_(std::move(s)) {}
+  int ioctl(int, unsigned long req, void* arg) override {
+    if (req != DRM_IOCTL_VERSION) return -ENOTTY;
+    auto* v = static_cast<drm_version_t*>(arg);
+    static const char name[] = "amdgpu";
+    v->version_major = 3;
+    v->version_minor = 57;
+    if (v->name && v->name_len) std::strncpy(v->name, name, v->name_len);
+    v->name_len = sizeof(name) - 1;
+    return 0;
+  }
+  void* mmap(void* addr, size_t len, int, int flags, int, off_t off) override {
+    return s_->mmap_render(addr, uint64_t(off), len, flags);
+  }
+
+ private:
+  std::shared_ptr<KfdState> s_;
+};
+
+std::string gpu_properties(const Target& t) {
+  auto line = [](const char* k, uint64_t v) { return std::string(k) + " " + std::to_string(v) + "\n"; };
+  std::string s;
+  s += line("cpu_cores_count", 0);
+  s += line("simd_count", uint64_t(t.cu_count) * t.simd_per_cu);
+  s += line("lds_size_in_kb", t.lds_size_in_kb);
+  s += line("gds_size_in_kb", 0);
+  s += line("wave_front_size", t.wave_size);
+  s += line("array_count", t.array_count);
+  s += line("simd_arrays_per_engine", t.simd_arrays_per_engine);
+  s += line("cu_per_simd_array", t.cu_count / std::max(1u, t.array_count));
+  s += line("simd_per_cu", t.simd_per_cu);
+  s += line("max_waves_per_simd", t.gen == Gen::Gfx9 ? 8 : 16);
+  s += line("vendor_id", 0x1002);
+  s += line("device_id", t.device_id);
+  s += line("drm_render_minor", kRenderMinor);
+  s += line("gfx_target_version", t.gfx_target_version);
+  s += line("num_sdma_engines", t.num_sdma_engines);
+  s += line("num_sdma_xgmi_engines", 0);
+  s += line("num_cp_queues", 24);
+  s += line("num_xcc", t.num_xcc);
+  s += line("local_mem_size", t.vram_bytes);
+  return s;
+}
+
+}  // namespace
+
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
+  auto k = std::make_shared<os::EmulatedKernel>();
+  auto state = std::make_shared<KfdState>(target);
+  k->add_node("/dev/kfd", std::make_shared<KfdNode>(state));
+  k->add_node("/dev/dri/renderD" + std::to_string(kRenderMinor),
+              std::make_shared<RenderNode>(state));
+  const std::string nodes = "/sys/devices/virtual/kfd/kfd/topology/nodes/";
+  k->add_file(nodes + "0/gpu_id", "0\n");
+  k->add_file(nodes + "0/name", "\n");
+  k->add_file(nodes + "0/properties", "cpu_cores_count 2\nsimd_count 0\n");
+  k->add_file(nodes + "1/gpu_id", std::to_string(kGpuId) + "\n");
+  k->add_file(nodes + "1/name", target.name + "\n");
+  k->add_file(nodes + "1/properties", gpu_properties(target));
+  return k;
+}
+
+}  // namespace hcq::amd::emu

@@ -1,0 +1,16 @@
+// An emulated KFD and amdgpu render node behind the kernel boundary, with the sysfs KFD
+// topology of one GPU of a chosen target and the emulated GPU (Engine) that runs its queues.
+#pragma once
+
+#include <memory>
+
+#include "amd/targets.hpp"
+#include "os/kernel.hpp"
+
+namespace hcq::amd::emu {
+
+// A kernel with /dev/kfd, /dev/dri/renderD128 and
+// /sys/devices/virtual/kfd/kfd/topology/nodes/{0 (CPU), 1 (the GPU)}.
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+
+}  // namespace hcq::amd::emu

@@ -1,0 +1,66 @@
+// PM4 (compute) and SDMA (copy) encoders for the core queue commands, per generation.
+// Every field comes from the packet descriptions (pm4.def, sdma.def, regs.def).
+#pragma once
+
+#include "amd/packets.hpp"
+#include "core/driver.hpp"
+
+namespace hcq::amd {
+
+// Where a `wake` signal raises the host interrupt: the KFD event's mailbox slot and id.
+struct InterruptTarget {
+  uint64_t mailbox_va = 0;
+  uint32_t event_id = 0;
+};
+
+class Pm4Encoder final : public Encoder {
+ public:
+  Pm4Encoder(Gen gen, InterruptTarget irq);
+  void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
+  void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+              std::vector<PatchSite>& s) override;
+  void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) override;
+  void memory_barrier(CommandStream& cs) override;
+  void exec(CommandStream& cs, const KernelObject& k, uint64_t kernargs, Dim3 grid, Dim3 block,
+            std::vector<PatchSite>& s) override;
+  void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
+            std::vector<PatchSite>& s) override;
+
+  // An INDIRECT_BUFFER packet running `ndwords` at `va` (4 dwords).
+  static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t ndwords);
+
+ private:
+  void release_mem(uint32_t* p, uint32_t data_sel, uint32_t int_sel, uint64_t va,
+                   uint64_t data, uint32_t ctxid, bool cache_flush) const;
+  Gen gen_;
+  InterruptTarget irq_;
+  uint32_t rsrc3_reg_;
+};
+
+class SdmaEncoder final : public Encoder {
+ public:
+  SdmaEncoder(Gen gen, InterruptTarget irq);
+  // 64-bit >= as three 32-bit steps (SDMA polls compare 32 bits): poll the high word >=,
+  // then only while the high word still equals the target's, poll the low word >=.
+  void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
+  // Two 32-bit fences, low word first: a reader may see a lower value briefly, never a
+  // higher one, so >= waits stay correct across a 2^32 boundary.
+  void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+              std::vector<PatchSite>& s) override;
+  void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) override;
+  void memory_barrier(CommandStream& cs) override;
+  void exec(CommandStream& cs, const KernelObject& k, uint64_t kernargs, Dim3 grid, Dim3 block,
+            std::vector<PatchSite>& s) override;
+  void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
+            std::vector<PatchSite>& s) override;
+
+  // An INDIRECT packet running `ndwords` (a multiple of 8) at 32-byte aligned `va` (6 dwords).
+  static void indirect(uint32_t* out, uint64_t va, uint32_t ndwords);
+
+ private:
+  void fence(uint32_t* p, uint64_t va, uint32_t data) const;
+  Gen gen_;
+  InterruptTarget irq_;
+};
+
+}  // namespace hcq::amd

@@ -1,0 +1,40 @@
+// The AMD driver's entry in the driver registry: "amd:N" opens the N-th KFD GPU of this
+// machine, "emu:<gfx target>" an emulated AMD GPU of that target.
+#include "amd/factory.hpp"
+
+#include "amd/emu/kfd.hpp"
+#include "amd/kfd_driver.hpp"
+#include "amd/targets.hpp"
+#include "core/error.hpp"
+
+namespace hcq::amd {
+
+DriverFactory factory() {
+  DriverFactory f;
+  f.name = "amd";
+  f.list = [] {
+    std::vector<Device::Listing> out;
+    auto nodes = kfd_gpu_nodes(*os::real_kernel());
+    for (size_t i = 0; i < nodes.size(); i++)
+      out.push_back({"amd:" + std::to_string(i), "AMD " + nodes[i].target + " (KFD)", false});
+    for (auto& t : targets()) out.push_back({"emu:" + t.name, t.marketing_name, true});
+    return out;
+  };
+  f.open = [](const std::string& name) -> std::unique_ptr<DeviceDriver> {
+    if (name.rfind("amd:", 0) == 0) {
+      std::string idx = name.substr(4);
+      if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos)
+        throw InvalidInput("bad device name '" + name + "': expected amd:<index>");
+      return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
+    }
+    if (name.rfind("emu:", 0) == 0) {
+      const Target* t = find_target(name.substr(4));
+      if (!t) return nullptr;  // maybe another vendor's emulated target
+      return open_kfd_device(emu::make_emulated_system(*t), 0, name);
+    }
+    return nullptr;
+  };
+  return f;
+}
+
+}  // namespace hcq::amd

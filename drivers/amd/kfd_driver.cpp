@@ -1,0 +1,607 @@
+#include "amd/kfd_driver.hpp"
+
+#include <fcntl.h>
+#include <linux/kfd_ioctl.h>
+#include <sys/mman.h>
+
+#include <libdrm/drm.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "amd/code_object.hpp"
+#include "amd/encoders.hpp"
+#include "amd/targets.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+namespace hcq::amd {
+namespace {
+
+constexpr const char* kTopology = "/sys/devices/virtual/kfd/kfd/topology/nodes";
+constexpr uint64_t kPage = 4096;
+// The driver reserves one range of host address space and uses it as GPU virtual address
+// space too (CPU and GPU see buffers at the same address). The first part holds the driver's
+// own objects (rings, EOP and context-save areas); lib/core's heap hands out the rest.
+constexpr uint64_t kPrivateVa = 4ull << 30;
+constexpr uint64_t kHeapVa = 256ull << 30;
+constexpr uint64_t kRingBytes = 1 << 20;
+
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << v;
+  return s.str();
+}
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::map<std::string, uint64_t> parse_properties(const std::string& text) {
+  std::map<std::string, uint64_t> props;
+  std::istringstream in(text);
+  std::string key;
+  uint64_t value;
+  while (in >> key >> value) props[key] = value;
+  return props;
+}
+
+struct NodeInfo {
+  uint32_t gpu_id = 0;
+  std::string dir;
+  std::map<std::string, uint64_t> props;
+};
+
+std::vector<NodeInfo> gpu_nodes(os::Kernel& k) {
+  std::vector<NodeInfo> out;
+  auto names = k.list_dir(kTopology);
+  std::sort(names.begin(), names.end(), [](auto& a, auto& b) {
+    return std::strtoul(a.c_str(), nullptr, 10) < std::strtoul(b.c_str(), nullptr, 10);
+  });
+  for (auto& n : names) {
+    std::string dir = std::string(kTopology) + "/" + n;
+    auto id = k.read_file(dir + "/gpu_id");
+    auto props = k.read_file(dir + "/properties");
+    if (!id || !props) continue;
+    uint32_t gpu_id = uint32_t(std::strtoul(id->c_str(), nullptr, 10));
+    if (gpu_id == 0) continue;  // a CPU node
+    out.push_back({gpu_id, dir, parse_properties(*props)});
+  }
+  return out;
+}
+
+std::string target_name(uint64_t version) {
+  if (auto* t = find_target(uint32_t(version))) return t->name;
+  return "gfx?" + std::to_string(version);
+}
+
+class KfdDriver;
+
+// A KFD user-mode queue: ring, read/write pointers and doorbell mapped into the process.
+class KfdQueue final : public HwQueue {
+ public:
+  KfdQueue(KfdDriver& drv, QueueKind kind);
+  ~KfdQueue() override;
+  void submit(const uint32_t* words, size_t n) override;
+  void submit_indirect(uint64_t va, size_t ndwords) override;
+  const std::string& describe() const override { return name_; }
+  uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
+  uint64_t write_pointer() const { return put_; }
+  const uint32_t* ring() const { return ring_; }
+  uint64_t ring_dwords() const { return kRingBytes / 4; }
+  QueueKind kind() const { return kind_; }
+
+ private:
+  void wait_for_space(uint64_t needed_units);
+  void submit_locked(const uint32_t* words, size_t n);
+  void ring_doorbell();
+  KfdDriver& drv_;
+  QueueKind kind_;
+  std::string name_;
+  uint32_t queue_id_ = 0;
+  uint32_t* ring_ = nullptr;
+  uint64_t ring_va_ = 0;
+  uint64_t* rptr_ = nullptr;
+  uint64_t* wptr_ = nullptr;
+  volatile uint64_t* doorbell_ = nullptr;
+  uint64_t put_ = 0;  // PM4: dwords, SDMA: bytes (KFD's units for each queue type)
+  std::mutex mu_;
+};
+
+class KfdDriver final : public DeviceDriver {
+ public:
+  KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name);
+  ~KfdDriver() override;
+
+  const DeviceProperties& properties() const override { return props_; }
+  uint64_t va_base() const override { return reserve_base_ + kPrivateVa; }
+  uint64_t va_size() const override { return kHeapVa; }
+  Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
+  void free(const Allocation& a) override;
+  std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
+  std::unique_ptr<Encoder> encoder(QueueKind kind) override;
+  std::unique_ptr<ProgramImage> load_program(Device& dev,
+                                             std::span<const std::byte> image) override {
+    return load_amd_program(dev, image);
+  }
+  void wait_interrupt(std::chrono::milliseconds timeout) override;
+  void check_faults() override;
+
+  // Driver-private memory (rings, EOP, context save areas): never freed before close.
+  Allocation private_alloc(uint64_t size, MemoryKind kind, bool uncached = false);
+  volatile uint64_t* doorbell(uint64_t doorbell_offset);
+  os::Kernel& kernel() { return *kernel_; }
+  int kfd_fd() const { return kfd_fd_; }
+  uint32_t gpu_id() const { return node_.gpu_id; }
+  Gen gen() const { return gen_; }
+  const NodeInfo& node() const { return node_; }
+  void register_queue(KfdQueue* q) {
+    std::lock_guard lk(fault_mu_);
+    queues_.push_back(q);
+  }
+  void unregister_queue(KfdQueue* q) {
+    std::lock_guard lk(fault_mu_);
+    queues_.erase(std::remove(queues_.begin(), queues_.end(), q), queues_.end());
+  }
+
+ private:
+  int ioctl(unsigned long req, void* arg, const char* what);
+  Allocation alloc_at(uint64_t va, uint64_t size, uint32_t flags, MemoryKind kind);
+  void reserve(uint64_t va, uint64_t size);
+  [[noreturn]] void raise_fault(const std::string& what);
+  std::string describe_queues();
+
+  std::shared_ptr<os::Kernel> kernel_;
+  NodeInfo node_;
+  Gen gen_ = Gen::Gfx11;
+  DeviceProperties props_;
+  int kfd_fd_ = -1, drm_fd_ = -1;
+  uint64_t reserve_base_ = 0, reserve_size_ = 0;
+  uint64_t private_next_ = 0;
+  std::mutex private_mu_;
+  std::vector<Allocation> private_allocs_;
+  void* doorbell_page_ = nullptr;
+  uint64_t doorbell_base_ = 0;
+  Allocation event_page_;
+  InterruptTarget irq_;
+  uint32_t memory_event_ = 0, hw_event_ = 0;
+  std::mutex fault_mu_;
+  std::string fault_;  // sticky once the device reported a fault
+  std::vector<KfdQueue*> queues_;
+};
+
+// ---- driver ---------------------------------------------------------------------------
+
+KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name)
+    : kernel_(std::move(kernel)) {
+  auto nodes = gpu_nodes(*kernel_);
+  if (index < 0 || size_t(index) >= nodes.size())
+    throw InvalidInput(name + ": no such AMD GPU (KFD topology lists " +
+                       std::to_string(nodes.size()) + ")");
+  node_ = nodes[size_t(index)];
+  auto& p = node_.props;
+  uint64_t version = p["gfx_target_version"];
+  const Target* target = find_target(uint32_t(version));
+  if (!target)
+    throw InvalidInput(name + ": GPU target " + target_name(version) +
+                       " (gfx_target_version " + std::to_string(version) +
+                       ") is not one hcq emits packets for (gfx90a, gfx942, gfx1100, gfx1201)");
+  gen_ = target->gen;
+
+  kfd_fd_ = kernel_->open("/dev/kfd", O_RDWR);
+  if (kfd_fd_ < 0) throw OsError(name + ": open /dev/kfd", -kfd_fd_);
+  kfd_ioctl_get_version_args ver{};
+  ioctl(AMDKFD_IOC_GET_VERSION, &ver, "AMDKFD_IOC_GET_VERSION");
+  if (ver.major_version != KFD_IOCTL_MAJOR_VERSION)
+    throw Error(name + ": KFD interface version " + std::to_string(ver.major_version) + "." +
+                std::to_string(ver.minor_version) + " is not the " +
+                std::to_string(KFD_IOCTL_MAJOR_VERSION) + ".x hcq was built for");
+
+  std::string render = "/dev/dri/renderD" + std::to_string(p["drm_render_minor"]);
+  drm_fd_ = kernel_->open(render, O_RDWR);
+  if (drm_fd_ < 0) throw OsError(name + ": open " + render, -drm_fd_);
+  char drv_name[32] = {};
+  drm_version_t dv{};
+  dv.name = drv_name;
+  dv.name_len = sizeof(drv_name) - 1;
+  if (int r = kernel_->ioctl(drm_fd_, DRM_IOCTL_VERSION, &dv); r < 0)
+    throw OsError(name + ": DRM_IOCTL_VERSION on " + render, -r);
+  if (std::string(drv_name) != "amdgpu")
+    throw Error(name + ": " + render + " is driven by '" + drv_name + "', not amdgpu");
+
+  kfd_ioctl_acquire_vm_args vm{};
+  vm.drm_fd = uint32_t(drm_fd_);
+  vm.gpu_id = node_.gpu_id;
+  ioctl(AMDKFD_IOC_ACQUIRE_VM, &vm, "AMDKFD_IOC_ACQUIRE_VM");
+
+  // One host address range serves as GPU virtual addresses (as tinygrad and ROCr do).
+  reserve_size_ = kPrivateVa + kHeapVa;
+  void* base = kernel_->mmap(nullptr, reserve_size_, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) throw OsError(name + ": reserving GPU address space", errno);
+  reserve_base_ = reinterpret_cast<uint64_t>(base);
+  private_next_ = reserve_base_;
+
+  // Signal event with its mailbox page; memory and hardware exception events for faults.
+  event_page_ = private_alloc(0x8000, MemoryKind::Host, true);
+  kfd_ioctl_create_event_args ev{};
+  ev.event_page_offset = event_page_.handle;
+  ev.event_type = KFD_IOC_EVENT_SIGNAL;
+  ev.auto_reset = 1;
+  ioctl(AMDKFD_IOC_CREATE_EVENT, &ev, "AMDKFD_IOC_CREATE_EVENT (signal)");
+  irq_.event_id = ev.event_id;
+  irq_.mailbox_va = event_page_.va + uint64_t(ev.event_slot_index) * 8;
+  kfd_ioctl_create_event_args mem{};
+  mem.event_type = KFD_IOC_EVENT_MEMORY;
+  ioctl(AMDKFD_IOC_CREATE_EVENT, &mem, "AMDKFD_IOC_CREATE_EVENT (memory)");
+  memory_event_ = mem.event_id;
+  kfd_ioctl_create_event_args hw{};
+  hw.event_type = KFD_IOC_EVENT_HW_EXCEPTION;
+  ioctl(AMDKFD_IOC_CREATE_EVENT, &hw, "AMDKFD_IOC_CREATE_EVENT (hw exception)");
+  hw_event_ = hw.event_id;
+
+  props_.name = name;
+  props_.vendor = "AMD";
+  props_.arch = target->name;
+  props_.emulated = kernel_->emulated();
+  props_.description = kernel_->emulated() ? target->marketing_name
+                                           : "AMD " + target->name + " (KFD gpu_id " +
+                                                 std::to_string(node_.gpu_id) + ")";
+  props_.timestamp_hz = 100'000'000;  // the GPU clock counter runs at 100 MHz (tinygrad, ROCr)
+  uint64_t simd_per_cu = std::max<uint64_t>(1, p["simd_per_cu"]);
+  props_.compute_units = uint32_t(p["simd_count"] / simd_per_cu);
+  props_.wave_size = uint32_t(p["wave_front_size"]);
+  props_.device_memory_bytes = p["local_mem_size"];
+  props_.caps = Capabilities{};
+}
+
+KfdDriver::~KfdDriver() {
+  for (auto& a : private_allocs_) {
+    kfd_ioctl_unmap_memory_from_gpu_args um{};
+    uint32_t id = node_.gpu_id;
+    um.handle = a.handle;
+    um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+    um.n_devices = 1;
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
+    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+  }
+  if (doorbell_page_) kernel_->munmap(doorbell_page_, 0x2000);
+  if (reserve_base_) kernel_->munmap(reinterpret_cast<void*>(reserve_base_), reserve_size_);
+  if (drm_fd_ >= 0) kernel_->close(drm_fd_);
+  if (kfd_fd_ >= 0) kernel_->close(kfd_fd_);
+}
+
+int KfdDriver::ioctl(unsigned long req, void* arg, const char* what) {
+  int r = kernel_->ioctl(kfd_fd_, req, arg);
+  if (r < 0) throw OsError(props_.name.empty() ? what : props_.name + ": " + what, -r);
+  return r;
+}
+
+void KfdDriver::reserve(uint64_t va, uint64_t size) {
+  kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+Allocation KfdDriver::alloc_at(uint64_t va, uint64_t size, uint32_t flags, MemoryKind kind) {
+  kfd_ioctl_alloc_memory_of_gpu_args a{};
+  a.va_addr = va;
+  a.size = size;
+  a.gpu_id = node_.gpu_id;
+  a.flags = flags;
+  ioctl(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a,
+        ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (" + std::to_string(size) + " bytes of " +
+         to_string(kind) + " memory)").c_str());
+  Allocation out{va, size, nullptr, kind, a.handle};
+  // Map for the CPU at the GPU address; VRAM outside a small BAR may refuse (no CPU view).
+  void* p = kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_FIXED, drm_fd_, off_t(a.mmap_offset));
+  if (p != MAP_FAILED) out.host = p;
+  uint32_t id = node_.gpu_id;
+  kfd_ioctl_map_memory_to_gpu_args m{};
+  m.handle = a.handle;
+  m.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+  m.n_devices = 1;
+  try {
+    ioctl(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &m, "AMDKFD_IOC_MAP_MEMORY_TO_GPU");
+  } catch (...) {
+    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+    reserve(va, size);
+    throw;
+  }
+  return out;
+}
+
+Allocation KfdDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) {
+  uint32_t flags = KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE;
+  if (executable) flags |= KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+  if (kind == MemoryKind::Device)
+    flags |= KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC;
+  else
+    flags |= KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT |
+             KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED;
+  return alloc_at(va, size, flags, kind);
+}
+
+void KfdDriver::free(const Allocation& a) {
+  uint32_t id = node_.gpu_id;
+  kfd_ioctl_unmap_memory_from_gpu_args um{};
+  um.handle = a.handle;
+  um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+  um.n_devices = 1;
+  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
+  if (a.host) kernel_->munmap(a.host, a.size);
+  kfd_ioctl_free_memory_of_gpu_args f{a.handle};
+  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+  reserve(a.va, a.size);  // keep the range ours so no host mapping lands in GPU space
+}
+
+Allocation KfdDriver::private_alloc(uint64_t size, MemoryKind kind, bool uncached) {
+  std::lock_guard lk(private_mu_);
+  size = align_up(size, kPage);
+  // Power-of-two sizes are aligned to themselves (rings need it; KFD checks exact mappings).
+  uint64_t align = (size & (size - 1)) == 0 ? std::min<uint64_t>(size, 2 << 20) : kPage;
+  uint64_t va = align_up(private_next_, align);
+  if (va + size > reserve_base_ + kPrivateVa)
+    throw Error(props_.name + ": driver-private GPU address space exhausted");
+  private_next_ = va + size;
+  uint32_t flags = KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE | KFD_IOC_ALLOC_MEM_FLAGS_NO_SUBSTITUTE |
+                   KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE;
+  flags |= kind == MemoryKind::Device
+               ? KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_PUBLIC
+               : KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_COHERENT;
+  if (uncached) flags |= KFD_IOC_ALLOC_MEM_FLAGS_UNCACHED;
+  Allocation a = alloc_at(va, size, flags, kind);
+  private_allocs_.push_back(a);
+  return a;
+}
+
+volatile uint64_t* KfdDriver::doorbell(uint64_t offset) {
+  std::lock_guard lk(private_mu_);
+  // Doorbells live in a two-page (8 KiB) doorbell aperture mapped from /dev/kfd.
+  if (!doorbell_page_) {
+    doorbell_base_ = offset & ~uint64_t(0x1fff);
+    void* p = kernel_->mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, kfd_fd_,
+                            off_t(doorbell_base_));
+    if (p == MAP_FAILED) throw OsError(props_.name + ": mapping the doorbell page", errno);
+    doorbell_page_ = p;
+  }
+  return reinterpret_cast<volatile uint64_t*>(static_cast<char*>(doorbell_page_) +
+                                              (offset & 0x1fff));
+}
+
+std::unique_ptr<HwQueue> KfdDriver::create_queue(QueueKind kind) {
+  return std::make_unique<KfdQueue>(*this, kind);
+}
+
+std::unique_ptr<Encoder> KfdDriver::encoder(QueueKind kind) {
+  if (kind == QueueKind::Compute) return std::make_unique<Pm4Encoder>(gen_, irq_);
+  return std::make_unique<SdmaEncoder>(gen_, irq_);
+}
+
+void KfdDriver::check_faults() {
+  std::lock_guard lk(fault_mu_);
+  if (!fault_.empty()) throw GpuFaultError(fault_);
+}
+
+[[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
+  std::string msg;
+  {
+    std::lock_guard lk(fault_mu_);
+    if (fault_.empty()) fault_ = props_.name + ": " + what + describe_queues();
+    msg = fault_;
+  }
+  throw GpuFaultError(msg);
+}
+
+std::string KfdDriver::describe_queues() {
+  // Where each queue stopped: the packet at its read pointer, decoded by the descriptions.
+  std::string out;
+  for (KfdQueue* q : queues_) {
+    uint64_t r = q->read_pointer(), w = q->write_pointer();
+    if (r == w) continue;
+    out += "; " + q->describe() + " stopped at ";
+    if (q->kind() == QueueKind::Compute) {
+      uint32_t h = q->ring()[r % q->ring_dwords()];
+      auto* info = pm4::header_type(h) == 3 ? pm4::find(uint8_t(pm4::header_opcode(h))) : nullptr;
+      out += "ring dword " + hex(r) + ": PM4 header " + hex(h) + " (" +
+             (info ? info->name : "unknown opcode " + hex(pm4::header_opcode(h))) + ")";
+    } else {
+      uint32_t h = q->ring()[(r / 4) % q->ring_dwords()];
+      auto* info = sdma::find(uint8_t(sdma::header_op(h)), uint8_t(sdma::header_sub_op(h)));
+      out += "ring byte " + hex(r) + ": SDMA header " + hex(h) + " (" +
+             (info ? info->name : "unknown op " + hex(sdma::header_op(h))) + ")";
+    }
+  }
+  return out;
+}
+
+void KfdDriver::wait_interrupt(std::chrono::milliseconds timeout) {
+  check_faults();
+  kfd_event_data ev[3]{};
+  ev[0].event_id = irq_.event_id;
+  ev[1].event_id = memory_event_;
+  ev[2].event_id = hw_event_;
+  kfd_ioctl_wait_events_args w{};
+  w.events_ptr = reinterpret_cast<uint64_t>(ev);
+  w.num_events = 3;
+  w.wait_for_all = 0;
+  w.timeout = uint32_t(std::max<int64_t>(1, timeout.count()));
+  ioctl(AMDKFD_IOC_WAIT_EVENTS, &w, "AMDKFD_IOC_WAIT_EVENTS");
+  const auto& m = ev[1].memory_exception_data;
+  if (m.gpu_id) {
+    std::string kind = m.failure.NotPresent ? "page not present"
+                       : m.failure.ReadOnly ? "write to read-only page"
+                       : m.failure.NoExecute ? "execute of non-executable page"
+                                             : "memory fault";
+    raise_fault("GPU memory fault at " + hex(m.va) + " (" + kind + ")");
+  }
+  const auto& h = ev[2].hw_exception_data;
+  if (h.gpu_id)
+    raise_fault("GPU hardware exception (reset type " + std::to_string(h.reset_type) +
+                ", cause " + std::to_string(h.reset_cause) +
+                (h.memory_lost ? ", memory lost" : "") + ")");
+}
+
+// ---- queues ---------------------------------------------------------------------------
+
+// Context-save area sizes KFD checks at CREATE_QUEUE (Linux amdkfd kfd_queue.c, libhsakmt
+// queues.c): computed from the node's topology.
+struct CwsrSizes {
+  uint64_t ctl_stack, ctx_save, total;
+};
+CwsrSizes cwsr_sizes(const NodeInfo& n) {
+  auto p = n.props;
+  uint64_t v = p["gfx_target_version"];
+  uint64_t xcc = std::max<uint64_t>(1, p["num_xcc"]);
+  uint64_t simd_per_cu = std::max<uint64_t>(1, p["simd_per_cu"]);
+  uint64_t cu = p["simd_count"] / simd_per_cu / xcc;
+  uint64_t arrays = std::max<uint64_t>(1, p["simd_arrays_per_engine"]);
+  uint64_t waves = v < 100100 ? std::min(cu * 40, p["array_count"] / xcc / arrays * 512) : cu * 32;
+  uint64_t vgpr = (v == 90010 || v == 90008 || v == 90500 || (v >= 90400 && v < 90500))
+                      ? 0x80000
+                  : (v == 110000 || v == 110001 || v == 120000 || v == 120001) ? 0x60000
+                                                                                : 0x40000;
+  uint64_t lds = v == 90500 ? (p["lds_size_in_kb"] << 10) : 0x10000;
+  uint64_t wg = align_up(cu * (vgpr + 0x4000 + lds + 0x1000), kPage);
+  uint64_t ctl = align_up(40 + waves * (v >= 100100 ? 12 : 8) + 8, kPage);
+  if (v >= 100100 && v < 110000) ctl = std::min<uint64_t>(ctl, 0x7000);
+  uint64_t debug = align_up(waves * 32, 64);
+  uint64_t ctx = ctl + wg;
+  return {ctl, ctx, align_up((ctx + debug) * xcc, kPage)};
+}
+
+KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind) : drv_(drv), kind_(kind) {
+  Allocation ring = drv.private_alloc(kRingBytes, MemoryKind::Host, true);
+  Allocation ptrs = drv.private_alloc(kPage, MemoryKind::Host, true);
+  ring_ = static_cast<uint32_t*>(ring.host);
+  ring_va_ = ring.va;
+  rptr_ = static_cast<uint64_t*>(ptrs.host);
+  wptr_ = rptr_ + 1;
+  *rptr_ = *wptr_ = 0;
+  kfd_ioctl_create_queue_args q{};
+  q.ring_base_address = ring.va;
+  q.ring_size = uint32_t(kRingBytes);
+  q.read_pointer_address = ptrs.va;
+  q.write_pointer_address = ptrs.va + 8;
+  q.gpu_id = drv.gpu_id();
+  q.queue_percentage = 100;
+  q.queue_priority = 7;
+  if (kind == QueueKind::Compute) {
+    q.queue_type = KFD_IOC_QUEUE_TYPE_COMPUTE;
+    Allocation eop = drv.private_alloc(kPage, MemoryKind::Device);
+    CwsrSizes c = cwsr_sizes(drv.node());
+    Allocation cwsr = drv.private_alloc(c.total, MemoryKind::Device);
+    q.eop_buffer_address = eop.va;
+    q.eop_buffer_size = kPage;
+    q.ctx_save_restore_address = cwsr.va;
+    q.ctx_save_restore_size = uint32_t(c.ctx_save);
+    q.ctl_stack_size = uint32_t(c.ctl_stack);
+  } else {
+    q.queue_type = KFD_IOC_QUEUE_TYPE_SDMA;
+  }
+  int r = drv.kernel().ioctl(drv.kfd_fd(), AMDKFD_IOC_CREATE_QUEUE, &q);
+  if (r < 0)
+    throw OsError(drv.properties().name + ": AMDKFD_IOC_CREATE_QUEUE (" + to_string(kind) + ")",
+                  -r);
+  queue_id_ = q.queue_id;
+  doorbell_ = drv.doorbell(q.doorbell_offset);
+  name_ = std::string(to_string(kind)) + " queue " + std::to_string(queue_id_);
+  drv.register_queue(this);
+}
+
+KfdQueue::~KfdQueue() {
+  drv_.unregister_queue(this);
+  kfd_ioctl_destroy_queue_args d{};
+  d.queue_id = queue_id_;
+  drv_.kernel().ioctl(drv_.kfd_fd(), AMDKFD_IOC_DESTROY_QUEUE, &d);
+}
+
+void KfdQueue::wait_for_space(uint64_t needed) {
+  // Units as the queue counts them (dwords or bytes); the ring holds kRingBytes.
+  const uint64_t capacity = kind_ == QueueKind::Compute ? kRingBytes / 4 : kRingBytes;
+  if (needed >= capacity)
+    throw InvalidInput(drv_.properties().name + ": " + name_ + ": submission of " +
+                       std::to_string(needed) + " units does not fit a ring of " +
+                       std::to_string(capacity));
+  auto start = std::chrono::steady_clock::now();
+  while (put_ + needed - read_pointer() > capacity) {
+    drv_.check_faults();
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      throw TimeoutError(drv_.properties().name + ": " + name_ +
+                         ": ring full for 10 s (read pointer " + std::to_string(read_pointer()) +
+                         ", write pointer " + std::to_string(put_) + ")");
+    __builtin_ia32_pause();
+  }
+}
+
+void KfdQueue::ring_doorbell() {
+  __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // ring contents and wptr before the doorbell
+  *doorbell_ = put_;
+}
+
+void KfdQueue::submit(const uint32_t* words, size_t n) {
+  std::lock_guard lk(mu_);
+  submit_locked(words, n);
+}
+
+void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
+  drv_.check_faults();
+  const uint64_t ring_dw = kRingBytes / 4;
+  if (kind_ == QueueKind::Compute) {
+    // PM4 packets may wrap around the ring end; the write pointer counts dwords.
+    wait_for_space(n);
+    for (size_t i = 0; i < n; i++) ring_[(put_ + i) % ring_dw] = words[i];
+    put_ += n;
+  } else {
+    // SDMA packets must not wrap: pad the tail with NOPs (zero dwords) and restart at 0.
+    uint64_t pos = (put_ / 4) % ring_dw;
+    uint64_t pad = pos + n > ring_dw ? ring_dw - pos : 0;
+    wait_for_space((pad + n) * 4);
+    for (uint64_t i = 0; i < pad; i++) ring_[pos + i] = 0;
+    put_ += pad * 4;
+    pos = (put_ / 4) % ring_dw;
+    std::memcpy(ring_ + pos, words, n * 4);
+    put_ += n * 4;
+  }
+  ring_doorbell();
+}
+
+void KfdQueue::submit_indirect(uint64_t va, size_t ndwords) {
+  if (kind_ == QueueKind::Compute) {
+    uint32_t ib[4];
+    Pm4Encoder::indirect_buffer(ib, va, uint32_t(ndwords));
+    submit(ib, 4);
+    return;
+  }
+  // An SDMA IB runs a multiple of 8 dwords (the recording's bound copy is zero-padded) and
+  // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
+  std::lock_guard lk(mu_);
+  const uint64_t ring_dw = kRingBytes / 4;
+  uint64_t pos = (put_ / 4) % ring_dw;
+  if (ring_dw - pos < 6) pos = 0;  // submit_locked wraps to 0 then (ring_dw is a multiple of 8)
+  uint32_t pad = uint32_t((8 - (pos + 6) % 8) % 8);
+  uint32_t words[14] = {};
+  SdmaEncoder::indirect(words + pad, va, uint32_t(align_up(ndwords, 8)));
+  submit_locked(words, pad + 6);
+}
+
+}  // namespace
+
+std::vector<KfdNode> kfd_gpu_nodes(os::Kernel& kernel) {
+  std::vector<KfdNode> out;
+  for (auto& n : gpu_nodes(kernel))
+    out.push_back({n.gpu_id, target_name(n.props["gfx_target_version"])});
+  return out;
+}
+
+std::unique_ptr<DeviceDriver> open_kfd_device(std::shared_ptr<os::Kernel> kernel, int index,
+                                              const std::string& device_name) {
+  return std::make_unique<KfdDriver>(std::move(kernel), index, device_name);
+}
+
+}  // namespace hcq::amd

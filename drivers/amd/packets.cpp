@@ -1,0 +1,102 @@
+#include "amd/packets.hpp"
+
+#include <string_view>
+#include <vector>
+
+namespace hcq::amd {
+
+const char* to_string(Gen g) {
+  switch (g) {
+    case Gen::Gfx9: return "gfx9";
+    case Gen::Gfx11: return "gfx11";
+    case Gen::Gfx12: return "gfx12";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Table {
+  std::vector<PacketInfo> packets;
+  std::vector<std::vector<Field>> fields;
+  // Fields arrive grouped under their packet, in .def order.
+  void packet(const char* name, uint8_t op, uint8_t sub, uint8_t n) {
+    packets.push_back({name, op, sub, n, {}});
+    fields.emplace_back();
+  }
+  void field(const Field& f) { fields.back().push_back(f); }
+  void finish() {
+    for (size_t i = 0; i < packets.size(); i++) packets[i].fields = fields[i];
+  }
+};
+
+const Table& pm4_table() {
+  static const Table t = [] {
+    Table t;
+#define PM4_PACKET(id, op, n) t.packet(#id, op, 0, n);
+#define PM4_FIELD(pkt, f, gens, dw, lo, w) t.field(pm4::pkt##_##f);
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+    t.finish();
+    return t;
+  }();
+  return t;
+}
+
+const Table& sdma_table() {
+  static const Table t = [] {
+    Table t;
+#define SDMA_PACKET(id, op, sub, n) t.packet(#id, op, sub, n);
+#define SDMA_FIELD(pkt, f, gens, dw, lo, w) t.field(sdma::pkt##_##f##_##gens);
+#include "amd/sdma.def"
+#undef SDMA_PACKET
+#undef SDMA_FIELD
+    t.finish();
+    return t;
+  }();
+  return t;
+}
+
+}  // namespace
+
+namespace pm4 {
+std::span<const PacketInfo> packets() { return pm4_table().packets; }
+const PacketInfo* find(uint8_t opcode) {
+  for (auto& p : packets())
+    if (p.opcode == opcode) return &p;
+  return nullptr;
+}
+}  // namespace pm4
+
+namespace regs {
+namespace {
+constexpr Reg kAll[] = {
+#define REG(n, gens, addr) n##_##gens,
+#include "amd/regs.def"
+#undef REG
+};
+}  // namespace
+std::span<const Reg> all() { return kAll; }
+uint32_t address(const char* name, Gen gen) {
+  for (auto& r : kAll)
+    if (has_gen(r.gens, gen) && std::string_view(r.name) == name) return r.address;
+  return 0;
+}
+const char* name_at(uint32_t address, Gen gen) {
+  for (auto& r : kAll)
+    if (has_gen(r.gens, gen) && r.address == address) return r.name;
+  return nullptr;
+}
+}  // namespace regs
+
+namespace sdma {
+std::span<const PacketInfo> packets() { return sdma_table().packets; }
+const PacketInfo* find(uint8_t op, uint8_t sub_op) {
+  for (auto& p : packets())
+    if (p.opcode == op && (p.sub_op == sub_op || op != TIMESTAMP)) return &p;
+  return nullptr;
+}
+}  // namespace sdma
+
+}  // namespace hcq::amd

@@ -1,0 +1,356 @@
+#include "core/device.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/queue.hpp"
+#include "core/registry.hpp"
+
+namespace hcq {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kSignalBytes = 16;
+constexpr uint32_t kSignalsPerPage = kPage / kSignalBytes;
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string hex(uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << v;
+  return s.str();
+}
+
+}  // namespace
+
+// ---- Buffer ---------------------------------------------------------------------------
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    dev_ = o.dev_;
+    a_ = o.a_;
+    size_ = o.size_;
+    o.dev_ = nullptr;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (dev_) dev_->release(a_);
+  dev_ = nullptr;
+}
+
+// ---- Signal ---------------------------------------------------------------------------
+
+Signal& Signal::operator=(Signal&& o) noexcept {
+  if (this != &o) {
+    reset();
+    dev_ = o.dev_;
+    slot_ = o.slot_;
+    va_ = o.va_;
+    id_ = o.id_;
+    o.dev_ = nullptr;
+  }
+  return *this;
+}
+
+void Signal::reset() {
+  if (dev_) dev_->release_signal(id_);
+  dev_ = nullptr;
+}
+
+void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
+  using clock = std::chrono::steady_clock;
+  if (value() >= v) return;
+  auto start = clock::now();
+  // Spin first: a round trip on a busy device completes within microseconds.
+  for (int i = 0; i < 4000; i++) {
+    if (value() >= v) return;
+    __builtin_ia32_pause();
+  }
+  auto deadline = start + timeout;
+  for (;;) {
+    uint64_t gen = dev_->irq_generation();
+    if (value() >= v) return;
+    auto now = clock::now();
+    if (now >= deadline) {
+      dev_->driver().check_faults();
+      throw TimeoutError(dev_->name() + ": signal " + std::to_string(id_) + " (va " + hex(va_) +
+                         ") timed out after " + std::to_string(timeout.count()) +
+                         " ms: waiting for value >= " + std::to_string(v) + ", value is " +
+                         std::to_string(value()));
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    dev_->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),
+                                    std::chrono::milliseconds(100)),
+                         gen);
+  }
+}
+
+// ---- Device ---------------------------------------------------------------------------
+
+std::unique_ptr<Device> Device::open(const std::string& name) { return open(name, Options{}); }
+
+std::unique_ptr<Device> Device::open(const std::string& name, const Options& opt) {
+  std::string want = name;
+  if (want.empty() || want == "auto") {
+    auto all = list();
+    auto it = std::find_if(all.begin(), all.end(), [](auto& l) { return !l.emulated; });
+    want = it != all.end() ? it->name : "emu:gfx1100";
+  }
+  for (auto& f : builtin_drivers())
+    if (auto drv = f.open(want)) return std::make_unique<Device>(std::move(drv), opt);
+  std::string known;
+  for (auto& l : list()) known += (known.empty() ? "" : ", ") + l.name;
+  throw InvalidInput("unknown device '" + name + "' (devices here: " + known + ")");
+}
+
+std::vector<Device::Listing> Device::list() {
+  std::vector<Listing> real, emu;
+  for (auto& f : builtin_drivers())
+    for (auto& l : f.list()) (l.emulated ? emu : real).push_back(l);
+  real.insert(real.end(), emu.begin(), emu.end());
+  return real;
+}
+
+Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
+    : driver_(std::move(driver)),
+      opt_(opt),
+      heap_(driver_->va_base(), driver_->va_size(), driver_->properties().name),
+      cache_(opt.buffer_cache_bytes) {
+  for (auto k : {QueueKind::Compute, QueueKind::Copy}) {
+    queues_[int(k)] = driver_->create_queue(k);
+    encoders_[int(k)] = driver_->encoder(k);
+  }
+  timeline_.signal_ = new_signal(opt.timeline_start);
+  timeline_.last_ = opt.timeline_start;
+  kernarg_mem_ = allocate(opt.kernarg_ring_bytes, MemoryKind::Host);
+  staging_mem_ = allocate(opt.staging_ring_bytes, MemoryKind::Host);
+  auto wait = [this](uint64_t tag) { timeline_.wait(tag); };
+  kernarg_ring_ = std::make_unique<TaggedRing>(opt.kernarg_ring_bytes, wait);
+  staging_ring_ = std::make_unique<TaggedRing>(opt.staging_ring_bytes, wait);
+}
+
+Device::~Device() {
+  try {
+    synchronize(std::chrono::milliseconds(2000));
+  } catch (const Error&) {
+    // A faulted or hung device is torn down anyway; the error was reported to its waiter.
+  }
+  kernarg_mem_.reset();
+  staging_mem_.reset();
+  timeline_.signal_.reset();
+  queues_[0].reset();
+  queues_[1].reset();
+  std::lock_guard lk(mem_mu_);
+  for (auto& a : cache_.drain()) driver_->free(a);
+  for (auto& a : signal_pages_) driver_->free(a);
+}
+
+Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
+  if (size == 0) throw InvalidInput(name() + ": cannot allocate a buffer of 0 bytes");
+  uint64_t rounded = round_up(size, kPage);
+  Buffer b;
+  std::lock_guard lk(mem_mu_);
+  Allocation a;
+  // Cached entries are keyed by size and kind (kind in the low bits of the key).
+  if (!executable && cache_.take(rounded | uint64_t(kind), a)) {
+    a.kind = kind;
+  } else {
+    // Large buffers are aligned to 2 MiB so the GPU can use large pages.
+    uint64_t align = rounded >= (2u << 20) ? (2u << 20) : kPage;
+    uint64_t va = heap_.allocate(rounded, align);
+    try {
+      a = driver_->allocate(va, rounded, kind, executable);
+    } catch (...) {
+      heap_.free(va);
+      throw;
+    }
+  }
+  b.dev_ = this;
+  b.a_ = a;
+  b.size_ = size;
+  return b;
+}
+
+void Device::release(Allocation a) {
+  std::lock_guard lk(mem_mu_);
+  for (auto& old : cache_.put(a.size | uint64_t(a.kind), a)) {
+    driver_->free(old);
+    heap_.free(old.va);
+  }
+}
+
+Signal Device::new_signal(uint64_t initial) {
+  std::lock_guard lk(mem_mu_);
+  if (free_signal_slots_.empty()) {
+    uint64_t va = heap_.allocate(kPage, kPage);
+    signal_pages_.push_back(driver_->allocate(va, kPage, MemoryKind::Host, false));
+    uint32_t first = uint32_t(signal_pages_.size() - 1) * kSignalsPerPage;
+    for (uint32_t i = kSignalsPerPage; i-- > 0;) free_signal_slots_.push_back(first + i);
+  }
+  uint32_t id = free_signal_slots_.back();
+  free_signal_slots_.pop_back();
+  auto& page = signal_pages_[id / kSignalsPerPage];
+  uint64_t off = uint64_t(id % kSignalsPerPage) * kSignalBytes;
+  Signal s;
+  s.dev_ = this;
+  s.id_ = id;
+  s.va_ = page.va + off;
+  s.slot_ = reinterpret_cast<uint64_t*>(static_cast<char*>(page.host) + off);
+  s.slot_[1] = 0;
+  s.set(initial);
+  return s;
+}
+
+void Device::release_signal(uint32_t id) {
+  std::lock_guard lk(mem_mu_);
+  free_signal_slots_.push_back(id);
+}
+
+HwQueue& Device::hw_queue(QueueKind kind) { return *queues_[int(kind)]; }
+Encoder& Device::encoder(QueueKind kind) { return *encoders_[int(kind)]; }
+
+std::pair<uint64_t, void*> Device::kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag) {
+  std::lock_guard lk(ring_mu_);
+  uint64_t off = kernarg_ring_->allocate(std::max<uint64_t>(size, 1), align, tag);
+  return {kernarg_mem_.va() + off, static_cast<char*>(kernarg_mem_.host()) + off};
+}
+
+uint64_t Device::irq_generation() {
+  std::lock_guard lk(irq_mu_);
+  return irq_generation_;
+}
+
+void Device::wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generation) {
+  std::unique_lock lk(irq_mu_);
+  if (irq_generation_ != seen_generation) return;
+  if (irq_sleeper_) {
+    irq_cv_.wait_for(lk, t, [&] { return irq_generation_ != seen_generation; });
+    return;
+  }
+  irq_sleeper_ = true;
+  lk.unlock();
+  auto wake_all = [&] {
+    lk.lock();
+    irq_sleeper_ = false;
+    ++irq_generation_;
+    irq_cv_.notify_all();
+  };
+  try {
+    driver_->wait_interrupt(t);
+  } catch (...) {
+    wake_all();
+    throw;
+  }
+  wake_all();
+}
+
+void Device::synchronize(std::chrono::milliseconds timeout) {
+  uint64_t last;
+  {
+    std::lock_guard lk(submit_mu_);
+    last = timeline_.last();
+  }
+  timeline_.wait(last, timeout);
+  driver_->check_faults();
+}
+
+// ---- copies ---------------------------------------------------------------------------
+
+static void check_range(const Device& d, const Buffer& b, uint64_t off, uint64_t size,
+                        const char* what) {
+  if (!b) throw InvalidInput(d.name() + ": " + what + ": empty buffer");
+  if (b.device() != &d)
+    throw InvalidInput(d.name() + ": " + what + ": buffer belongs to device " +
+                       b.device()->name());
+  if (off > b.size() || size > b.size() - off)
+    throw InvalidInput(d.name() + ": " + what + ": range [" + std::to_string(off) + ", " +
+                       std::to_string(off) + "+" + std::to_string(size) +
+                       ") is outside the buffer of " + std::to_string(b.size()) + " bytes");
+}
+
+void Device::copy_in(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size) {
+  check_range(*this, dst, dst_offset, size, "copy_in");
+  staged_copy(true, dst, dst_offset, const_cast<void*>(src), size);
+}
+
+void Device::copy_out(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size) {
+  check_range(*this, src, src_offset, size, "copy_out");
+  staged_copy(false, src, src_offset, dst, size);
+}
+
+void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* host,
+                         uint64_t size) {
+  if (size == 0) return;
+  char* h = static_cast<char*>(host);
+  if (properties().caps.uma && buf.host()) {
+    // Device memory is host memory: order after queued work, then memcpy.
+    synchronize();
+    char* d = static_cast<char*>(buf.host()) + off;
+    to_device ? std::memcpy(d, h, size) : std::memcpy(h, d, size);
+    return;
+  }
+  const uint64_t chunk = std::min(opt_.staging_chunk_bytes, opt_.staging_ring_bytes / 2);
+  struct Pending {
+    uint64_t tag;
+    char* staging;
+    char* host;
+    uint64_t size;
+  };
+  std::vector<Pending> pending;  // copy-out chunks waiting to be read by the host
+  size_t first_pending = 0;
+  const size_t max_pending = std::max<uint64_t>(1, opt_.staging_ring_bytes / chunk - 1);
+  auto drain_one = [&] {
+    Pending& p = pending[first_pending++];
+    timeline_.wait(p.tag);
+    std::memcpy(p.host, p.staging, p.size);
+  };
+  for (uint64_t done = 0; done < size;) {
+    uint64_t n = std::min(chunk, size - done);
+    if (!to_device && pending.size() - first_pending >= max_pending) drain_one();
+    {
+      std::lock_guard lk(submit_mu_);
+      auto [prev, next] = timeline_.advance();
+      uint64_t soff;
+      {
+        std::lock_guard rl(ring_mu_);
+        soff = staging_ring_->allocate(n, 256, next);
+      }
+      char* staging = static_cast<char*>(staging_mem_.host()) + soff;
+      uint64_t staging_va = staging_mem_.va() + soff;
+      if (to_device) std::memcpy(staging, h + done, n);
+      CopyQueue q(*this);
+      q.wait(timeline_.signal(), prev);
+      if (to_device)
+        q.copy(buf.va() + off + done, staging_va, n);
+      else
+        q.copy(staging_va, buf.va() + off + done, n);
+      q.signal(timeline_.signal(), next);
+      q.submit();
+      if (!to_device) pending.push_back({next, staging, h + done, n});
+    }
+    done += n;
+  }
+  while (first_pending < pending.size()) drain_one();
+}
+
+void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+                  uint64_t size) {
+  check_range(*this, dst, dst_offset, size, "copy (destination)");
+  check_range(*this, src, src_offset, size, "copy (source)");
+  if (size == 0) return;
+  std::lock_guard lk(submit_mu_);
+  auto [prev, next] = timeline_.advance();
+  CopyQueue q(*this);
+  q.wait(timeline_.signal(), prev);
+  q.copy(dst.va() + dst_offset, src.va() + src_offset, size);
+  q.signal(timeline_.signal(), next);
+  q.submit();
+}
+
+}  // namespace hcq

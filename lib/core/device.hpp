@@ -1,0 +1,189 @@
+// Device: a GPU opened by name ("amd:0", "emu:gfx1100"). It owns the driver, the address
+// heap and buffer cache, the signals, the device timeline, the kernel-argument ring, the
+// host staging ring and the hardware queues, and offers the plain operations (allocate,
+// copy in/out, synchronize) that everything above builds on.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/allocators.hpp"
+#include "core/driver.hpp"
+#include "core/types.hpp"
+
+namespace hcq {
+
+class Device;
+
+// Device memory. Move-only; returns its memory to the device's cache when destroyed.
+// A Buffer must not outlive its Device.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  uint64_t va() const { return a_.va; }
+  uint64_t size() const { return size_; }
+  void* host() const { return a_.host; }  // null when not CPU-visible
+  MemoryKind kind() const { return a_.kind; }
+  Device* device() const { return dev_; }
+  explicit operator bool() const { return dev_ != nullptr; }
+  void reset();
+
+ private:
+  friend class Device;
+  Device* dev_ = nullptr;
+  Allocation a_;
+  uint64_t size_ = 0;  // as requested (the allocation may be larger)
+};
+
+// A 64-bit value and a 64-bit timestamp in device-visible memory. Move-only handle.
+class Signal {
+ public:
+  static constexpr std::chrono::milliseconds kDefaultTimeout{10000};
+
+  Signal() = default;
+  Signal(Signal&& o) noexcept { *this = std::move(o); }
+  Signal& operator=(Signal&& o) noexcept;
+  Signal(const Signal&) = delete;
+  Signal& operator=(const Signal&) = delete;
+  ~Signal() { reset(); }
+
+  uint64_t value() const { return __atomic_load_n(&slot_[0], __ATOMIC_ACQUIRE); }
+  void set(uint64_t v) { __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE); }
+  uint64_t timestamp() const { return __atomic_load_n(&slot_[1], __ATOMIC_ACQUIRE); }
+  uint64_t va() const { return va_; }              // of the value; the timestamp is at va()+8
+  uint64_t timestamp_va() const { return va_ + 8; }
+  uint32_t id() const { return id_; }
+  Device& device() const { return *dev_; }
+
+  // Wait until value() >= v: spin briefly, then sleep on the device's interrupt. Throws
+  // TimeoutError naming the device, signal, value expected and seen; GpuFaultError on a fault.
+  void wait(uint64_t v, std::chrono::milliseconds timeout = kDefaultTimeout) const;
+  void reset();
+
+ private:
+  friend class Device;
+  Device* dev_ = nullptr;
+  uint64_t* slot_ = nullptr;
+  uint64_t va_ = 0;
+  uint32_t id_ = 0;
+};
+
+// The device timeline: one signal, monotonic; each submission waits for the previous value
+// and signals the next. Values are full 64-bit everywhere (hardware waits included), so
+// crossing 2^31 or 2^32 changes nothing.
+class Timeline {
+ public:
+  const Signal& signal() const { return signal_; }
+  uint64_t last() const { return last_; }   // the value the newest submission signals
+  // Reserve the next value: returns {value to wait for, value to signal}.
+  std::pair<uint64_t, uint64_t> advance() { uint64_t prev = last_++; return {prev, last_}; }
+  void wait(uint64_t v, std::chrono::milliseconds timeout = Signal::kDefaultTimeout) const {
+    signal_.wait(v, timeout);
+  }
+
+ private:
+  friend class Device;
+  Signal signal_;
+  uint64_t last_ = 0;
+};
+
+class Device {
+ public:
+  struct Options {
+    uint64_t timeline_start = 0;             // first timeline value (tests start near a wrap)
+    uint64_t kernarg_ring_bytes = 1 << 20;
+    uint64_t staging_ring_bytes = 16 << 20;
+    uint64_t staging_chunk_bytes = 2 << 20;  // one copy-queue copy per chunk
+    uint64_t buffer_cache_bytes = 256 << 20;
+  };
+
+  // Opens "amd:N" or "emu:<target>". Throws InvalidInput for an unknown name.
+  static std::unique_ptr<Device> open(const std::string& name);
+  static std::unique_ptr<Device> open(const std::string& name, const Options& opt);
+  // Every name that can be opened here: real devices first, then emulated targets.
+  struct Listing {
+    std::string name, description;
+    bool emulated;
+  };
+  static std::vector<Listing> list();
+
+  Device(std::unique_ptr<DeviceDriver> driver, const Options& opt);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceProperties& properties() const { return driver_->properties(); }
+  const std::string& name() const { return properties().name; }
+  DeviceDriver& driver() { return *driver_; }
+
+  Buffer allocate(uint64_t size, MemoryKind kind = MemoryKind::Device, bool executable = false);
+  Signal new_signal(uint64_t initial = 0);
+  Timeline& timeline() { return timeline_; }
+
+  // Copies through the host staging ring and the copy queue (memcpy on UMA devices).
+  // copy_in returns once `src` may be reused; copy_out returns with the data in `dst`.
+  void copy_in(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size);
+  void copy_out(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size);
+  // Device-to-device on this device's copy queue.
+  void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
+            uint64_t size);
+  // Wait until everything submitted so far has finished.
+  void synchronize(std::chrono::milliseconds timeout = Signal::kDefaultTimeout);
+
+  // The hardware queue of a kind, and its encoder (for recordings).
+  HwQueue& hw_queue(QueueKind kind);
+  Encoder& encoder(QueueKind kind);
+  // Serialises submissions: timeline values are handed out in submission order.
+  std::mutex& submit_mutex() { return submit_mu_; }
+
+  // Kernel-argument space: a chunk of host-visible memory freed when the timeline reaches
+  // `tag`. Returns {gpu address, cpu pointer}.
+  std::pair<uint64_t, void*> kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag);
+
+  // Used by Signal::wait: sleep on the device interrupt for at most `t`, unless an
+  // interrupt arrived since `irq_generation()` returned `seen_generation`.
+  uint64_t irq_generation();
+  void wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generation);
+
+ private:
+  friend class Buffer;
+  friend class Signal;
+  void release(Allocation a);
+  void release_signal(uint32_t id);
+  void staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* host, uint64_t size);
+
+  std::unique_ptr<DeviceDriver> driver_;
+  Options opt_;
+  std::mutex mem_mu_;  // heap, cache, signal pool
+  VaHeap heap_;
+  SizeCache<Allocation> cache_;
+  std::vector<Allocation> signal_pages_;
+  std::vector<uint32_t> free_signal_slots_;
+  std::unique_ptr<HwQueue> queues_[2];
+  std::unique_ptr<Encoder> encoders_[2];
+  std::mutex submit_mu_;
+  Timeline timeline_;
+  std::mutex ring_mu_;
+  Buffer kernarg_mem_, staging_mem_;
+  std::unique_ptr<TaggedRing> kernarg_ring_, staging_ring_;
+  // One sleeper in the driver at a time; the rest wait for its wake-up (no lost wake-ups
+  // with the driver's auto-reset interrupt event).
+  std::mutex irq_mu_;
+  std::condition_variable irq_cv_;
+  bool irq_sleeper_ = false;
+  uint64_t irq_generation_ = 0;
+};
+
+}  // namespace hcq

@@ -1,0 +1,118 @@
+// The narrow interface between lib/core and a vendor driver in drivers/<vendor>/.
+// lib/core owns policy (address heap, caches, rings, timelines, queues as recordings);
+// a driver owns the kernel objects, the hardware rings and the packet encoders.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/command_stream.hpp"
+#include "core/types.hpp"
+
+namespace hcq {
+
+class Device;
+
+struct Allocation {
+  uint64_t va = 0;
+  uint64_t size = 0;
+  void* host = nullptr;  // CPU mapping at the same address, or null when not CPU-visible
+  MemoryKind kind = MemoryKind::Device;
+  uint64_t handle = 0;   // the driver's own handle
+};
+
+// One kernel argument as a program's metadata describes it.
+struct KernelArg {
+  enum class Kind : uint8_t { Buffer, Value, Hidden };
+  std::string name;
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  Kind kind = Kind::Value;
+};
+
+// A kernel loaded on a device: what core needs to lay out arguments and launch it.
+// Drivers derive from it to keep what their encoder needs (register words ...).
+class KernelObject {
+ public:
+  virtual ~KernelObject() = default;
+  std::string name;
+  uint64_t code_va = 0;  // where the kernel's machine code starts
+  uint32_t kernarg_size = 0;
+  uint32_t kernarg_align = 16;
+  uint32_t lds_bytes = 0;
+  uint32_t scratch_bytes = 0;
+  std::vector<KernelArg> args;
+};
+
+// A loaded code object: its device memory and its kernels.
+class ProgramImage {
+ public:
+  virtual ~ProgramImage() = default;
+  virtual std::shared_ptr<const KernelObject> kernel(const std::string& name) const = 0;
+  virtual std::vector<std::string> kernel_names() const = 0;
+};
+
+// Encodes the common queue commands into a command stream and returns the patch sites of
+// every patchable field, appended to `sites`.
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  // Block until the 64-bit value at `va` is >= `value`.
+  virtual void wait(CommandStream& cs, uint64_t va, uint64_t value,
+                    std::vector<PatchSite>& sites) = 0;
+  // Write the 64-bit `value` to `va` after all prior work; `wake` also interrupts the host.
+  virtual void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+                      std::vector<PatchSite>& sites) = 0;
+  // Write the GPU timestamp counter (64-bit) to `va` after all prior work.
+  virtual void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& sites) = 0;
+  // Compute queues: make prior writes visible to later reads (caches written back/invalidated).
+  virtual void memory_barrier(CommandStream& cs) = 0;
+  virtual void exec(CommandStream& cs, const KernelObject& k, uint64_t kernargs, Dim3 grid,
+                    Dim3 block, std::vector<PatchSite>& sites) = 0;
+  // Copy queues: a linear copy of any size (split at the engine's limit).
+  virtual void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
+                    std::vector<PatchSite>& sites) = 0;
+};
+
+// A hardware queue (ring) of the device.
+class HwQueue {
+ public:
+  virtual ~HwQueue() = default;
+  // Copy `n` dwords into the ring and ring the doorbell.
+  virtual void submit(const uint32_t* words, size_t n) = 0;
+  // Run a command buffer resident in device memory at `va` (indirect buffer).
+  virtual void submit_indirect(uint64_t va, size_t ndwords) = 0;
+  virtual const std::string& describe() const = 0;  // "compute queue 0"
+};
+
+class DeviceDriver {
+ public:
+  virtual ~DeviceDriver() = default;
+  virtual const DeviceProperties& properties() const = 0;
+
+  // The address range lib/core's heap hands out from (reserved by the driver).
+  virtual uint64_t va_base() const = 0;
+  virtual uint64_t va_size() const = 0;
+  // Back [va, va+size) with memory of `kind`; mapped for the CPU when possible.
+  virtual Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) = 0;
+  virtual void free(const Allocation& a) = 0;
+
+  virtual std::unique_ptr<HwQueue> create_queue(QueueKind kind) = 0;
+  virtual std::unique_ptr<Encoder> encoder(QueueKind kind) = 0;
+
+  // Load a code object (the device's native format) into device memory.
+  virtual std::unique_ptr<ProgramImage> load_program(Device& dev,
+                                                     std::span<const std::byte> image) = 0;
+
+  // Sleep until the device interrupts the host (a `wake` signal), or `timeout` passes.
+  // Throws GpuFaultError when the device reports a fault.
+  virtual void wait_interrupt(std::chrono::milliseconds timeout) = 0;
+  // Throws GpuFaultError if a fault was reported since the device was opened.
+  virtual void check_faults() = 0;
+};
+
+}  // namespace hcq

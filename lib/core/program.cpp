@@ -1,0 +1,94 @@
+#include "core/program.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/queue.hpp"
+
+namespace hcq {
+namespace {
+
+std::shared_ptr<const ProgramImage> load(Device& dev, std::span<const std::byte> image) {
+  return dev.driver().load_program(dev, image);
+}
+
+}  // namespace
+
+Program::Program(Device& dev, std::span<const std::byte> image, const std::string& kernel)
+    : Program(dev, load(dev, image), kernel) {}
+
+Program::Program(Device& dev, std::shared_ptr<const ProgramImage> image, const std::string& kernel)
+    : dev_(&dev), image_(std::move(image)) {
+  kernel_ = image_->kernel(kernel);
+  if (!kernel_) {
+    std::string names;
+    for (auto& n : image_->kernel_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InvalidInput("code object has no kernel '" + kernel + "' (it has: " + names + ")");
+  }
+}
+
+void Program::fill_args(const KernelArgs& args, void* out) const {
+  const auto& k = *kernel_;
+  std::vector<const KernelArg*> explicit_args;
+  for (auto& a : k.args)
+    if (a.kind != KernelArg::Kind::Hidden) explicit_args.push_back(&a);
+  const auto& given = args.args();
+  if (given.size() != explicit_args.size())
+    throw InvalidInput("kernel '" + k.name + "' takes " + std::to_string(explicit_args.size()) +
+                       " arguments, " + std::to_string(given.size()) + " given");
+  auto* bytes = static_cast<std::byte*>(out);
+  std::fill(bytes, bytes + k.kernarg_size, std::byte{0});
+  for (size_t i = 0; i < given.size(); i++) {
+    const KernelArg& want = *explicit_args[i];
+    const auto& g = given[i];
+    std::string which = "kernel '" + k.name + "' argument " + std::to_string(i) +
+                        (want.name.empty() ? "" : " ('" + want.name + "')");
+    if ((want.kind == KernelArg::Kind::Buffer) != g.is_address)
+      throw InvalidInput(which + " expects " +
+                         (want.kind == KernelArg::Kind::Buffer ? "a buffer" : "a value") +
+                         ", got " + (g.is_address ? "a buffer" : "a value"));
+    if (g.bytes.size() != want.size)
+      throw InvalidInput(which + " is " + std::to_string(want.size) + " bytes, got " +
+                         std::to_string(g.bytes.size()));
+    if (uint64_t(want.offset) + want.size > k.kernarg_size)
+      throw InvalidInput(which + " lies outside the kernarg segment");
+    std::copy(g.bytes.begin(), g.bytes.end(), bytes + want.offset);
+  }
+}
+
+std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 block, bool wait,
+                                      std::chrono::milliseconds timeout) {
+  Signal start, end;
+  if (wait) {
+    start = dev_->new_signal();
+    end = dev_->new_signal();
+  }
+  // Lay the arguments out before reserving a timeline value, so bad arguments leave the
+  // timeline untouched.
+  std::vector<std::byte> laid(std::max<uint32_t>(kernel_->kernarg_size, 1));
+  fill_args(args, laid.data());
+  uint64_t done;
+  {
+    std::lock_guard lk(dev_->submit_mutex());
+    auto& tl = dev_->timeline();
+    auto [prev, next] = tl.advance();
+    auto [va, host] = dev_->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, next);
+    std::memcpy(host, laid.data(), kernel_->kernarg_size);
+    ComputeQueue q(*dev_);
+    q.wait(tl.signal(), prev);
+    q.memory_barrier();
+    if (wait) q.timestamp(start);
+    q.exec(*this, va, grid, block);
+    if (wait) q.timestamp(end);
+    q.signal(tl.signal(), next);
+    q.submit();
+    done = next;
+  }
+  if (!wait) return std::nullopt;
+  dev_->timeline().wait(done, timeout);
+  double hz = double(dev_->properties().timestamp_hz);
+  return double(end.timestamp() - start.timestamp()) / hz;
+}
+
+}  // namespace hcq

@@ -1,0 +1,70 @@
+// Program: a code object loaded on a device and one kernel in it; lays out kernel arguments
+// from the code object's metadata and launches on the device's compute queue.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/driver.hpp"
+
+namespace hcq {
+
+// Kernel arguments in declaration order: buffers (their address) and plain values.
+class KernelArgs {
+ public:
+  KernelArgs& buffer(const Buffer& b, uint64_t offset = 0) { return address(b.va() + offset); }
+  KernelArgs& address(uint64_t va) { return push(&va, 8, true); }
+  template <class T>
+  KernelArgs& value(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return push(&v, sizeof(T), false);
+  }
+  struct Arg {
+    std::vector<std::byte> bytes;
+    bool is_address;
+  };
+  const std::vector<Arg>& args() const { return args_; }
+
+ private:
+  KernelArgs& push(const void* p, size_t n, bool addr) {
+    Arg a{std::vector<std::byte>(n), addr};
+    std::memcpy(a.bytes.data(), p, n);
+    args_.push_back(std::move(a));
+    return *this;
+  }
+  std::vector<Arg> args_;
+};
+
+class Program {
+ public:
+  // `image` is the device's native code object; `kernel` a kernel in it.
+  Program(Device& dev, std::span<const std::byte> image, const std::string& kernel);
+  Program(Device& dev, std::shared_ptr<const ProgramImage> image, const std::string& kernel);
+
+  // Lay out `args` into `out` (kernarg_size() bytes) by the metadata's offsets; throws
+  // InvalidInput naming the kernel and argument on a count, size or kind mismatch.
+  void fill_args(const KernelArgs& args, void* out) const;
+
+  // Launch on the device's compute queue, ordered on the device timeline. With `wait`,
+  // returns the GPU-timestamped duration in seconds.
+  std::optional<double> launch(const KernelArgs& args, Dim3 grid, Dim3 block, bool wait = false,
+                               std::chrono::milliseconds timeout = Signal::kDefaultTimeout);
+
+  const KernelObject& kernel() const { return *kernel_; }
+  uint32_t kernarg_size() const { return kernel_->kernarg_size; }
+  Device& device() const { return *dev_; }
+
+ private:
+  Device* dev_;
+  std::shared_ptr<const ProgramImage> image_;
+  std::shared_ptr<const KernelObject> kernel_;
+};
+
+}  // namespace hcq

@@ -1,0 +1,129 @@
+#include "core/queue.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+#include "core/program.hpp"
+
+namespace hcq {
+
+Queue::Queue(Device& dev, QueueKind kind)
+    : dev_(&dev), kind_(kind), enc_(&dev.encoder(kind)) {
+  cs_.reserve(64);
+}
+
+template <class F>
+Queue& Queue::record(Cmd c, F&& encode) {
+  if (bound_)
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
+                       " queue recording is bound to device memory; record before bind()");
+  uint32_t first = uint32_t(sites_.size());
+  encode();
+  cmds_.push_back({c, first, uint32_t(sites_.size()) - first});
+  return *this;
+}
+
+Queue& Queue::wait(uint64_t va, uint64_t value) {
+  return record(Cmd::Wait, [&] { enc_->wait(cs_, va, value, sites_); });
+}
+
+Queue& Queue::signal(const Signal& s, uint64_t value, bool wake) {
+  return record(Cmd::Signal, [&] { enc_->signal(cs_, s.va(), value, wake, sites_); });
+}
+
+Queue& Queue::timestamp(const Signal& s) {
+  return record(Cmd::Timestamp, [&] { enc_->timestamp(cs_, s.timestamp_va(), sites_); });
+}
+
+void Queue::patch(size_t cmd, Cmd expect, PatchRole role, uint64_t value) {
+  if (cmd >= cmds_.size() || cmds_[cmd].cmd != expect)
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) + " queue has no command #" +
+                       std::to_string(cmd) + " of the kind being updated");
+  const Recorded& r = cmds_[cmd];
+  for (uint32_t i = r.first_site; i < r.first_site + r.sites; i++)
+    if (sites_[i].role == role) cs_.patch(sites_[i], value);
+}
+
+void Queue::patch(size_t cmd, Cmd expect, PatchRole a, PatchRole b, std::optional<uint64_t> va,
+                  std::optional<uint64_t> value) {
+  if (va) patch(cmd, expect, a, *va);
+  if (value) patch(cmd, expect, b, *value);
+}
+
+void Queue::update_wait(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value) {
+  patch(cmd, Cmd::Wait, PatchRole::WaitAddress, PatchRole::WaitValue, va, value);
+}
+
+void Queue::update_signal(size_t cmd, std::optional<uint64_t> va,
+                          std::optional<uint64_t> value) {
+  patch(cmd, Cmd::Signal, PatchRole::SignalAddress, PatchRole::SignalValue, va, value);
+}
+
+void Queue::bind() {
+  if (!dev_->properties().caps.indirect_buffers)
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
+                       " queues cannot run command buffers from device memory");
+  if (bound_) return;
+  // Padded with zero dwords to a multiple of 8 (SDMA runs IBs in 8-dword units; a zero dword
+  // is a NOP there). The padding is not part of the stream.
+  uint64_t bytes = (cs_.size() + 7) / 8 * 32;
+  bound_ = dev_->allocate(bytes, MemoryKind::Host);
+  if (!bound_.host())
+    throw Error(dev_->name() + ": host memory for a bound recording is not CPU-visible");
+  std::memset(bound_.host(), 0, bytes);
+  cs_.bind(static_cast<uint32_t*>(bound_.host()));
+}
+
+void Queue::submit() {
+  if (cs_.size() == 0) return;
+  HwQueue& hw = dev_->hw_queue(kind_);
+  if (bound_)
+    hw.submit_indirect(bound_.va(), cs_.size());
+  else
+    hw.submit(cs_.data(), cs_.size());
+}
+
+ComputeQueue& ComputeQueue::memory_barrier() {
+  record(Cmd::Barrier, [&] { enc_->memory_barrier(cs_); });
+  return *this;
+}
+
+ComputeQueue& ComputeQueue::exec(const Program& p, uint64_t kernargs, Dim3 grid, Dim3 block) {
+  if (&p.device() != dev_)
+    throw InvalidInput(dev_->name() + ": program '" + p.kernel().name + "' was loaded on " +
+                       p.device().name());
+  if (grid.count() == 0 || block.count() == 0)
+    throw InvalidInput(dev_->name() + ": launch of '" + p.kernel().name +
+                       "' with an empty grid or workgroup");
+  record(Cmd::Exec, [&] { enc_->exec(cs_, p.kernel(), kernargs, grid, block, sites_); });
+  return *this;
+}
+
+void ComputeQueue::update_exec(size_t cmd, std::optional<uint64_t> kernargs,
+                               std::optional<Dim3> grid, std::optional<Dim3> block) {
+  if (kernargs) patch(cmd, Cmd::Exec, PatchRole::KernargAddress, *kernargs);
+  if (grid) {
+    patch(cmd, Cmd::Exec, PatchRole::GridX, grid->x);
+    patch(cmd, Cmd::Exec, PatchRole::GridY, grid->y);
+    patch(cmd, Cmd::Exec, PatchRole::GridZ, grid->z);
+  }
+  if (block) {
+    patch(cmd, Cmd::Exec, PatchRole::BlockX, block->x);
+    patch(cmd, Cmd::Exec, PatchRole::BlockY, block->y);
+    patch(cmd, Cmd::Exec, PatchRole::BlockZ, block->z);
+  }
+}
+
+CopyQueue& CopyQueue::copy(uint64_t dst, uint64_t src, uint64_t size) {
+  // A zero-byte copy still takes a command number, so numbering never depends on sizes.
+  record(Cmd::Copy, [&] {
+    if (size) enc_->copy(cs_, dst, src, size, sites_);
+  });
+  return *this;
+}
+
+void CopyQueue::update_copy(size_t cmd, std::optional<uint64_t> dst, std::optional<uint64_t> src) {
+  patch(cmd, Cmd::Copy, PatchRole::CopyDst, PatchRole::CopySrc, dst, src);
+}
+
+}  // namespace hcq

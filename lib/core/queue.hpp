@@ -1,0 +1,83 @@
+// Recorded queues: commands encoded once by the device's encoder, patchable afterwards (a
+// signal or wait value or address, a copy address, a launch's grid, block or arguments) and
+// submitted any number of times. bind() places the commands in device memory so a
+// resubmission copies nothing: patches land there and submit() rings one indirect buffer.
+//
+// Commands are numbered in recording order from 0; the update_* calls take that number.
+// A bound recording must not be patched while a submission of it may still be running.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/command_stream.hpp"
+#include "core/device.hpp"
+
+namespace hcq {
+
+class Program;
+class KernelArgs;
+
+class Queue {
+ public:
+  Queue(Device& dev, QueueKind kind);
+  virtual ~Queue() = default;
+  Queue(Queue&&) = default;
+
+  Queue& wait(const Signal& s, uint64_t value) { return wait(s.va(), value); }
+  Queue& wait(uint64_t va, uint64_t value);
+  Queue& signal(const Signal& s, uint64_t value, bool wake = true);
+  Queue& timestamp(const Signal& s);
+
+  void update_wait(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);
+  void update_signal(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);
+
+  void bind();
+  void submit();
+
+  size_t commands() const { return cmds_.size(); }
+  const CommandStream& stream() const { return cs_; }
+  QueueKind kind() const { return kind_; }
+  Device& device() const { return *dev_; }
+
+ protected:
+  enum class Cmd : uint8_t { Wait, Signal, Timestamp, Barrier, Exec, Copy };
+  struct Recorded {
+    Cmd cmd;
+    uint32_t first_site, sites;
+  };
+  template <class F>
+  Queue& record(Cmd c, F&& encode);
+  void patch(size_t cmd, Cmd expect, PatchRole role, uint64_t value);
+  void patch(size_t cmd, Cmd expect, PatchRole a, PatchRole b, std::optional<uint64_t> va,
+             std::optional<uint64_t> value);
+
+  Device* dev_;
+  QueueKind kind_;
+  Encoder* enc_;
+  CommandStream cs_;
+  std::vector<PatchSite> sites_;
+  std::vector<Recorded> cmds_;
+  Buffer bound_;
+};
+
+class ComputeQueue : public Queue {
+ public:
+  explicit ComputeQueue(Device& dev) : Queue(dev, QueueKind::Compute) {}
+  ComputeQueue& memory_barrier();
+  // Launch with kernel arguments already in device memory at `kernargs`.
+  ComputeQueue& exec(const Program& p, uint64_t kernargs, Dim3 grid, Dim3 block);
+  void update_exec(size_t cmd, std::optional<uint64_t> kernargs, std::optional<Dim3> grid,
+                   std::optional<Dim3> block);
+};
+
+class CopyQueue : public Queue {
+ public:
+  explicit CopyQueue(Device& dev) : Queue(dev, QueueKind::Copy) {}
+  CopyQueue& copy(uint64_t dst, uint64_t src, uint64_t size);
+  // The size is fixed at recording; the addresses may change.
+  void update_copy(size_t cmd, std::optional<uint64_t> dst, std::optional<uint64_t> src);
+};
+
+}  // namespace hcq

@@ -1,0 +1,46 @@
+// Small value types shared by every layer of lib/core and the drivers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hcq {
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  uint64_t count() const { return uint64_t{x} * y * z; }
+  bool operator==(const Dim3&) const = default;
+};
+
+enum class MemoryKind : uint8_t {
+  Device,  // VRAM (or the device's own memory on UMA parts)
+  Host,    // system memory the device can reach (GTT)
+};
+
+enum class QueueKind : uint8_t { Compute, Copy };
+
+const char* to_string(QueueKind k);
+const char* to_string(MemoryKind k);
+
+// What a device can do, so lib/ decides by capability and never by vendor.
+struct Capabilities {
+  bool copy_engine = true;     // has a DMA engine (else copies run as kernels)
+  bool uma = false;            // device memory is host memory (copies may be memcpy)
+  bool host_reachable = true;  // can reach host memory at all (USB-attached GPUs cannot)
+  bool indirect_buffers = true;  // queues can run command buffers bound in device memory
+};
+
+struct DeviceProperties {
+  std::string name;         // the name it was opened by: "amd:0", "emu:gfx1100"
+  std::string vendor;       // "AMD"
+  std::string arch;         // "gfx1100"
+  std::string description;  // one line for people
+  bool emulated = false;
+  uint64_t device_memory_bytes = 0;
+  uint64_t timestamp_hz = 0;  // GPU timestamp counter frequency
+  uint32_t compute_units = 0;
+  uint32_t wave_size = 0;
+  Capabilities caps;
+};
+
+}  // namespace hcq

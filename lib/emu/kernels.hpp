@@ -1,0 +1,67 @@
+// CPU implementations of kernels for emulated GPUs. An emulated GPU that decodes a dispatch
+// finds the kernel's name from the code it was pointed at, and runs the implementation
+// registered under that name over the decoded grid, workgroup size and kernel arguments.
+// Vendor-neutral: every emulated GPU uses the same registry and the same implementations.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+#include "core/types.hpp"
+
+namespace hcq::emu {
+
+// An access the emulated GPU cannot make (no mapping, out of bounds, bad packet). The
+// engine turns it into a queue fault the driver sees.
+class Fault : public std::runtime_error {
+ public:
+  Fault(const std::string& what, uint64_t address) : std::runtime_error(what), address_(address) {}
+  uint64_t address() const { return address_; }
+
+ private:
+  uint64_t address_;
+};
+
+// GPU virtual addresses as the emulated GPU sees them.
+class AddressSpace {
+ public:
+  virtual ~AddressSpace() = default;
+  // Host pointer for [va, va+size); throws Fault when any byte is unmapped.
+  virtual void* translate(uint64_t va, uint64_t size) const = 0;
+};
+
+struct Dispatch {
+  Dim3 grid;   // workgroups in each dimension
+  Dim3 block;  // work-items per workgroup in each dimension
+  const std::byte* kernargs = nullptr;
+  uint32_t kernarg_size = 0;
+  const AddressSpace* memory = nullptr;
+
+  // A kernel argument at `offset` in the kernarg segment.
+  template <class T>
+  T arg(uint32_t offset) const {
+    if (offset + sizeof(T) > kernarg_size)
+      throw Fault("kernel argument at offset " + std::to_string(offset) +
+                      " is past the kernarg segment", offset);
+    T v;
+    std::memcpy(&v, kernargs + offset, sizeof(T));
+    return v;
+  }
+  // `count` elements of T at GPU address `va`, bounds-checked against the mappings.
+  template <class T>
+  T* ptr(uint64_t va, uint64_t count) const {
+    return static_cast<T*>(memory->translate(va, count * sizeof(T)));
+  }
+  uint64_t threads() const { return grid.count() * block.count(); }
+};
+
+using KernelFn = std::function<void(const Dispatch&)>;
+
+void register_kernel(const std::string& name, KernelFn fn);
+// Null when no implementation is registered under `name`.
+const KernelFn* find_kernel(const std::string& name);
+
+}  // namespace hcq::emu

@@ -1,0 +1,122 @@
+#include "os/emulated_kernel.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace hcq::os {
+
+void* EmulatedNode::mmap(void*, size_t, int, int, int, off_t) {
+  errno = ENODEV;
+  return MAP_FAILED;
+}
+
+int EmulatedNode::munmap(void*, size_t) { return 0; }
+
+void EmulatedKernel::add_node(const std::string& path, std::shared_ptr<EmulatedNode> node) {
+  std::lock_guard lk(mu_);
+  nodes_[path] = std::move(node);
+}
+
+void EmulatedKernel::add_file(const std::string& path, std::string content) {
+  std::lock_guard lk(mu_);
+  files_[path] = std::move(content);
+}
+
+int EmulatedKernel::open(const std::string& path, int) {
+  std::shared_ptr<EmulatedNode> node;
+  int fd;
+  {
+    std::lock_guard lk(mu_);
+    auto it = nodes_.find(path);
+    if (it == nodes_.end()) return -ENOENT;
+    node = it->second;
+    fd = next_fd_++;
+    fds_[fd] = node;
+  }
+  node->on_open(fd);
+  return fd;
+}
+
+std::shared_ptr<EmulatedNode> EmulatedKernel::node_of(int fd) {
+  std::lock_guard lk(mu_);
+  auto it = fds_.find(fd);
+  return it == fds_.end() ? nullptr : it->second;
+}
+
+int EmulatedKernel::close(int fd) {
+  std::shared_ptr<EmulatedNode> node;
+  {
+    std::lock_guard lk(mu_);
+    auto it = fds_.find(fd);
+    if (it == fds_.end()) return -EBADF;
+    node = it->second;
+    fds_.erase(it);
+  }
+  node->on_close(fd);
+  return 0;
+}
+
+int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
+  auto node = node_of(fd);
+  if (!node) return -EBADF;
+  return node->ioctl(fd, request, arg);
+}
+
+void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,
+                           off_t offset) {
+  if (fd < 0 || (flags & MAP_ANONYMOUS)) return ::mmap(addr, length, prot, flags, -1, 0);
+  auto node = node_of(fd);
+  if (!node) {
+    errno = EBADF;
+    return MAP_FAILED;
+  }
+  void* p = node->mmap(addr, length, prot, flags, fd, offset);
+  if (p != MAP_FAILED) {
+    std::lock_guard lk(mu_);
+    node_maps_[reinterpret_cast<uintptr_t>(p)] = {length, node};
+  }
+  return p;
+}
+
+int EmulatedKernel::munmap(void* addr, size_t length) {
+  std::shared_ptr<EmulatedNode> node;
+  {
+    std::lock_guard lk(mu_);
+    auto it = node_maps_.find(reinterpret_cast<uintptr_t>(addr));
+    if (it != node_maps_.end()) {
+      node = it->second.second;
+      node_maps_.erase(it);
+    }
+  }
+  if (node) return node->munmap(addr, length);
+  return ::munmap(addr, length) < 0 ? -errno : 0;
+}
+
+std::optional<std::string> EmulatedKernel::read_file(const std::string& path) {
+  std::lock_guard lk(mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
+  std::lock_guard lk(mu_);
+  std::string prefix = path;
+  if (prefix.empty() || prefix.back() != '/') prefix += '/';
+  std::vector<std::string> names;
+  auto add = [&](const std::string& full) {
+    if (full.compare(0, prefix.size(), prefix) != 0) return;
+    std::string rest = full.substr(prefix.size());
+    std::string name = rest.substr(0, rest.find('/'));
+    if (!name.empty() && (names.empty() || names.back() != name)) names.push_back(name);
+  };
+  for (auto& [p, _] : files_) add(p);
+  for (auto& [p, _] : nodes_) add(p);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace hcq::os

@@ -1,0 +1,41 @@
+// The kernel boundary: every open, close, ioctl, mmap, munmap and sysfs read a driver makes
+// goes through one Kernel. RealKernel calls the OS; EmulatedKernel routes device nodes and
+// sysfs paths to emulated kernel drivers, so the driver code above is the same in both.
+//
+// Calls follow the POSIX conventions so driver code reads like code against the real OS:
+// open/ioctl/munmap return -errno on failure, mmap returns MAP_FAILED and sets errno.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hcq::os {
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+
+  virtual int open(const std::string& path, int flags) = 0;
+  virtual int close(int fd) = 0;
+  virtual int ioctl(int fd, unsigned long request, void* arg) = 0;
+  virtual void* mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) = 0;
+  virtual int munmap(void* addr, size_t length) = 0;
+
+  // Whole-file reads of small (sysfs/procfs) files; nullopt when the file does not exist.
+  virtual std::optional<std::string> read_file(const std::string& path) = 0;
+  // Entry names of a directory (without "." and ".."), sorted; empty when it does not exist.
+  virtual std::vector<std::string> list_dir(const std::string& path) = 0;
+
+  // True for kernels that route to emulated drivers (device names are marked as such).
+  virtual bool emulated() const = 0;
+};
+
+// The process-wide real OS.
+std::shared_ptr<Kernel> real_kernel();
+
+}  // namespace hcq::os

@@ -1,0 +1,66 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "os/kernel.hpp"
+
+namespace hcq::os {
+namespace {
+
+class RealKernel final : public Kernel {
+ public:
+  int open(const std::string& path, int flags) override {
+    int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+  }
+  int close(int fd) override { return ::close(fd) < 0 ? -errno : 0; }
+  int ioctl(int fd, unsigned long request, void* arg) override {
+    int r;
+    do {
+      r = ::ioctl(fd, request, arg);
+    } while (r < 0 && (errno == EINTR || errno == EAGAIN));
+    return r < 0 ? -errno : r;
+  }
+  void* mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) override {
+    return ::mmap(addr, length, prot, flags, fd, offset);
+  }
+  int munmap(void* addr, size_t length) override {
+    return ::munmap(addr, length) < 0 ? -errno : 0;
+  }
+  std::optional<std::string> read_file(const std::string& path) override {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::vector<std::string> list_dir(const std::string& path) override {
+    std::vector<std::string> names;
+    DIR* d = ::opendir(path.c_str());
+    if (!d) return names;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  bool emulated() const override { return false; }
+};
+
+}  // namespace
+
+std::shared_ptr<Kernel> real_kernel() {
+  static std::shared_ptr<Kernel> k = std::make_shared<RealKernel>();
+  return k;
+}
+
+}  // namespace hcq::os

@@ -1,0 +1,165 @@
+// Byte-exact PM4 and SDMA encodings. The expected dwords are worked out by hand from the
+// public packet definitions (Linux amdgpu nvd.h/soc15d.h, sdma_v6_0_0_pkt_open.h,
+// vega10_sdma_pkt_open.h, PAL's WAIT_REG_MEM64), not from hcq's own tables.
+#include "amd/encoders.hpp"
+
+#include <gtest/gtest.h>
+
+#include "amd/code_object.hpp"
+
+namespace hcq::amd {
+namespace {
+
+using Words = std::vector<uint32_t>;
+const InterruptTarget kIrq{0x7f0000001008, 7};
+
+Words words(const CommandStream& cs) { return Words(cs.data(), cs.data() + cs.size()); }
+
+TEST(Pm4Encoder, WaitIsWaitRegMem64GreaterEqual) {
+  for (Gen g : {Gen::Gfx9, Gen::Gfx11, Gen::Gfx12}) {
+    Pm4Encoder e(g, kIrq);
+    CommandStream cs;
+    std::vector<PatchSite> sites;
+    e.wait(cs, 0x00007f0012345678, 0x100000002, sites);
+    EXPECT_EQ(words(cs), (Words{0xC0079300, 0x15, 0x12345678, 0x7f00, 0x2, 0x1, 0xffffffff,
+                                0xffffffff, 0x4}));
+    cs.patch(sites[1], 0xAABBCCDD11223344);
+    EXPECT_EQ(cs.data()[4], 0x11223344u);
+    EXPECT_EQ(cs.data()[5], 0xAABBCCDDu);
+  }
+}
+
+TEST(Pm4Encoder, SignalPerGenerationWithAndWithoutWake) {
+  struct Case {
+    Gen gen;
+    uint32_t event_dw;
+  };
+  // EVENT_TYPE 0x14 | EVENT_INDEX 5 plus each generation's cache write-back bits.
+  for (auto c : {Case{Gen::Gfx9, 0x00088514}, Case{Gen::Gfx11, 0x0070F514},
+                 Case{Gen::Gfx12, 0x00600514}}) {
+    Pm4Encoder e(c.gen, kIrq);
+    CommandStream cs;
+    std::vector<PatchSite> sites;
+    e.signal(cs, 0x00007f0012345678, 0x100000002, false, sites);
+    EXPECT_EQ(words(cs), (Words{0xC0064900, c.event_dw, 0x40000000, 0x12345678, 0x7f00, 2, 1, 0}))
+        << to_string(c.gen);
+    CommandStream w;
+    e.signal(w, 0x1000, 5, true, sites);
+    ASSERT_EQ(w.size(), 16u);
+    // Second RELEASE_MEM: 32-bit event id to the mailbox, interrupt after write confirm.
+    EXPECT_EQ(Words(w.data() + 8, w.data() + 16),
+              (Words{0xC0064900, 0x514, 0x22000000, 0x00001008, 0x7f00, 7, 0, 7}));
+  }
+}
+
+TEST(Pm4Encoder, TimestampWritesTheGpuClock) {
+  Pm4Encoder e(Gen::Gfx11, kIrq);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  e.timestamp(cs, 0x2008, sites);
+  EXPECT_EQ(words(cs), (Words{0xC0064900, 0x514, 0x60000000, 0x2008, 0, 0, 0, 0}));
+}
+
+TEST(Pm4Encoder, MemoryBarrierIsAcquireMem) {
+  CommandStream g9, g11;
+  Pm4Encoder(Gen::Gfx9, kIrq).memory_barrier(g9);
+  Pm4Encoder(Gen::Gfx11, kIrq).memory_barrier(g11);
+  EXPECT_EQ(words(g9), (Words{0xC0055800, 0x28C40000, 0xffffffff, 0xff, 0, 0, 0xA}));
+  EXPECT_EQ(words(g11), (Words{0xC0065800, 0, 0xffffffff, 0xff, 0, 0, 0xA, 0xC3F1}));
+}
+
+AmdKernel test_kernel() {
+  AmdKernel k;
+  k.name = "k";
+  k.code_va = 0x7f0000042100;
+  k.kd.compute_pgm_rsrc1 = 0x00AC0041;
+  k.kd.compute_pgm_rsrc2 = 0x0000008C;  // USER_SGPR = 6, TGID_X_EN
+  k.kd.compute_pgm_rsrc3 = 0x9;
+  k.kd.kernel_code_properties = 0x9;  // private segment buffer (4 SGPRs) + kernarg pointer
+  k.lds_bytes = 1000;                 // 2 blocks of 512 bytes
+  k.wave_size = 32;
+  return k;
+}
+
+TEST(Pm4Encoder, DispatchRegistersAndPacket) {
+  AmdKernel k = test_kernel();
+  ASSERT_EQ(k.kd.kernarg_sgpr(), 4);
+  Pm4Encoder e(Gen::Gfx11, kIrq);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  e.exec(cs, k, 0x7f00AABB0000, {10, 2, 1}, {64, 1, 1}, sites);
+  Words expect = {
+      0xC0027600, 0x20C, 0x00000421, 0x7f,           // PGM_LO/HI = code >> 8
+      0xC0027600, 0x212, 0x00AC0041, 0x0001008C,     // RSRC1, RSRC2 | LDS_SIZE 2 << 15
+      0xC0017600, 0x228, 0x9,                        // RSRC3 (gfx10+ address)
+      0xC0017600, 0x218, 0,                          // TMPRING_SIZE
+      0xC0037600, 0x21B, 0, 0, 0,                    // RESTART_X/Y/Z
+      0xC0067600, 0x240, 0, 0, 0, 0, 0xAABB0000, 0x7f00,  // USER_DATA: s[4:5] = kernargs
+      0xC0017600, 0x215, 0,                          // RESOURCE_LIMITS
+      0xC0067600, 0x204, 0, 0, 0, 64, 1, 1,          // START_X..Z, NUM_THREAD_X..Z
+      0xC0031500, 10, 2, 1, 0x8005,                  // DISPATCH_DIRECT, wave32 initiator
+      0xC0004600, 0x407,                             // EVENT_WRITE CS_PARTIAL_FLUSH
+  };
+  EXPECT_EQ(words(cs), expect);
+  // gfx9 differs in the RSRC3 address and has no CS_W32_EN.
+  CommandStream g9;
+  Pm4Encoder(Gen::Gfx9, kIrq).exec(g9, k, 0x7f00AABB0000, {10, 2, 1}, {64, 1, 1}, sites);
+  EXPECT_EQ(g9.data()[9], 0x22Du);
+  EXPECT_EQ(g9.data()[g9.size() - 3], 0x5u);
+}
+
+TEST(Pm4Encoder, IndirectBuffer) {
+  uint32_t p[4];
+  Pm4Encoder::indirect_buffer(p, 0x7f0000123400, 40);
+  EXPECT_EQ(Words(p, p + 4), (Words{0xC0023F00, 0x00123400, 0x7f00, 0x00800028}));
+}
+
+TEST(SdmaEncoder, CopySplitsAtTheEngineLimit) {
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  SdmaEncoder(Gen::Gfx11, kIrq).copy(cs, 0x2000000000, 0x1000000000, 0x40000005, sites);
+  EXPECT_EQ(words(cs), (Words{1, 0x3FFFFEFF, 0, 0, 0x10, 0, 0x20,  //
+                              1, 0x00000104, 0, 0x3FFFFF00, 0x10, 0x3FFFFF00, 0x20}));
+  CommandStream g9;
+  SdmaEncoder(Gen::Gfx9, kIrq).copy(g9, 0x2000, 0x1000, 0x400000, sites);
+  EXPECT_EQ(words(g9), (Words{1, 0x3FFEFF, 0, 0x1000, 0, 0x2000, 0,  //
+                              1, 0xFF, 0, 0x3FFF00 + 0x1000, 0, 0x3FFF00 + 0x2000, 0}));
+  // Patching the addresses moves every chunk.
+  cs.patch(sites[2], 0x3000000000);  // chunk 2 source of the gfx11 copy
+  EXPECT_EQ(cs.data()[10], 0x3FFFFF00u);
+  EXPECT_EQ(cs.data()[11], 0x30u);
+}
+
+TEST(SdmaEncoder, SignalIsTwoFencesLowFirstThenMailboxAndTrap) {
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  SdmaEncoder(Gen::Gfx11, kIrq).signal(cs, 0x5000, 0x300000004, true, sites);
+  EXPECT_EQ(words(cs), (Words{0x00030005, 0x5000, 0, 4,  //
+                              0x00030005, 0x5004, 0, 3,  //
+                              0x00030005, 0x00001008, 0x7f00, 7, 6, 7}));
+  CommandStream g9;
+  SdmaEncoder(Gen::Gfx9, kIrq).signal(g9, 0x5000, 1, false, sites);
+  EXPECT_EQ(words(g9), (Words{5, 0x5000, 0, 1, 5, 0x5004, 0, 0}));
+}
+
+TEST(SdmaEncoder, WaitPollsHighThenLowOnlyWhileHighMatches) {
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  SdmaEncoder(Gen::Gfx12, kIrq).wait(cs, 0x5000, 0x100000002, sites);
+  EXPECT_EQ(words(cs), (Words{0xD0000008, 0x5004, 0, 1, 0xffffffff, 0x0FFF0004,  //
+                              9, 0x5004, 0, 1, 6,                                //
+                              0xD0000008, 0x5000, 0, 2, 0xffffffff, 0x0FFF0004}));
+}
+
+TEST(SdmaEncoder, TimestampAndIndirect) {
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  SdmaEncoder(Gen::Gfx9, kIrq).timestamp(cs, 0x6008, sites);
+  EXPECT_EQ(words(cs), (Words{0x20D, 0x6008, 0}));
+  uint32_t p[6];
+  SdmaEncoder::indirect(p, 0x7f0000001000, 16);
+  EXPECT_EQ(Words(p, p + 6), (Words{4, 0x1000, 0x7f00, 16, 0, 0}));
+}
+
+}  // namespace
+}  // namespace hcq::amd
