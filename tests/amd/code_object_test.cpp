@@ -252,6 +252,38 @@ TEST_P(BuiltObject, LoadAndFindKernelAt) {
   }
 }
 
+// find_kernel_at counts the dynamic symbols from DT_HASH, or from DT_GNU_HASH when DT_HASH is
+// absent (lld writes both by default); each alone must do.
+TEST_P(BuiltObject, FindKernelAtWithEitherHashTable) {
+  const auto co = CodeObject::parse(bytes_);
+  Bytes loaded(co.image_bytes());
+  co.load(loaded.data(), 0);
+  auto eh = get<Elf64_Ehdr>(loaded, 0);
+  size_t dyn = 0;
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    auto ph = get<Elf64_Phdr>(loaded, eh.e_phoff + i * sizeof(Elf64_Phdr));
+    if (ph.p_type == PT_DYNAMIC) dyn = ph.p_vaddr;
+  }
+  ASSERT_NE(dyn, 0u);
+  for (int64_t drop : {int64_t{DT_HASH}, int64_t{DT_GNU_HASH}}) {
+    Bytes image = loaded;
+    for (size_t off = dyn;; off += sizeof(Elf64_Dyn)) {
+      auto d = get<Elf64_Dyn>(image, off);
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag == drop) put<int64_t>(image, off, DT_DEBUG);  // an entry the search ignores
+    }
+    for (auto& k : co.kernels()) {
+      std::string name;
+      KernelDescriptor kd;
+      EXPECT_TRUE(find_kernel_at(image.data(), image.size(),
+                                 k.descriptor_offset + k.kd.kernel_code_entry_byte_offset, name,
+                                 kd))
+          << k.name << " without dynamic tag " << drop;
+      EXPECT_EQ(name, k.name);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, BuiltObject,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201"),
                          [](const auto& info) { return info.param; });

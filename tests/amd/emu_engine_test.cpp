@@ -1028,6 +1028,30 @@ TEST_F(EngineTest, RemoveQueueAndDestroyWhileBlocked) {
   r2->detach();
 }
 
+TEST(EmuEngine, RemoveQueueFromTheFaultCallback) {
+  struct Removing : Events {
+    Engine* eng = nullptr;
+    void fault(uint32_t q, bool memory, uint64_t addr, const std::string& what) override {
+      eng->remove_queue(q);  // runs on the engine thread, inside a pass
+      Events::fault(q, memory, addr, what);
+    }
+  };
+  Memory mem;
+  Removing ev;
+  Engine eng(Gen::Gfx12, mem, ev);
+  ev.eng = &eng;
+  Ring r(mem, eng, QueueDesc::Type::Pm4, 9, 4096);
+  r.submit({pm4::header(pm4::Op(0x99), 1), 0});
+  EXPECT_EQ(ev.wait_fault().queue, 9u);
+  // The id is free again; a new queue with it runs.
+  Buf data(mem, 4096);
+  r.detach();
+  Ring r2(mem, eng, QueueDesc::Type::Pm4, 9, 4096);
+  r2.submit(release_mem(pm4::kDataSel32, 0, data.va(), 5));
+  ASSERT_TRUE(r2.drained());
+  EXPECT_EQ(*data.at<uint32_t>(), 5u);
+}
+
 TEST_F(EngineTest, AddQueueValidates) {
   Buf ring(mem, 4096);
   volatile uint64_t db = 0;

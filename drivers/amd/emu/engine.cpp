@@ -281,7 +281,10 @@ void Engine::remove_queue(uint32_t id) {
       }
     return;
   }
-  std::lock_guard ex(exec_mu_);
+  // Between passes the engine re-takes exec_mu_ at once; removers_ makes it step aside.
+  removers_.fetch_add(1);
+  std::unique_lock ex(exec_mu_);
+  removers_.fetch_sub(1);
   std::unique_ptr<Queue> gone;
   std::lock_guard lk(mu_);
   for (auto it = queues_.begin(); it != queues_.end(); ++it)
@@ -315,6 +318,7 @@ void Engine::run() {
   auto sleep = std::chrono::microseconds(kMinSleep);
   uint64_t seen_kicks = kicks_.load(std::memory_order_acquire);
   while (!stop_.load(std::memory_order_relaxed)) {
+    while (removers_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
     if (pass()) {
       last = clock::now();
       sleep = kMinSleep;

@@ -99,6 +99,7 @@ class Engine {
 
   std::mutex mu_;          // queues_, the wake-up condition
   std::mutex exec_mu_;     // held by the engine thread during a pass; remove_queue waits on it
+  std::atomic<int> removers_{0};  // threads waiting in remove_queue: the engine lets them in
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> list_gen_{0};   // bumped when queues_ changes

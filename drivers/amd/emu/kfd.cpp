@@ -26,7 +26,7 @@ constexpr uint64_t kUnsignaledSlot = ~0ull;           // KFD's empty event-mailb
 // State of the emulated KFD: one process, one GPU.
 class KfdState final : public GpuEvents {
  public:
-  explicit KfdState(const Target& t) : target_(t) {
+  explicit KfdState(const Target& t) {
     doorbells_ = static_cast<uint64_t*>(::mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE,
                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     engine_ = std::make_unique<Engine>(t.gen, memory_, *this);
@@ -106,7 +106,6 @@ class KfdState final : public GpuEvents {
   }
   int wait_events(kfd_ioctl_wait_events_args* a);
 
-  const Target& target_;
   Memory memory_;
   std::unique_ptr<Engine> engine_;
   std::mutex mu_;

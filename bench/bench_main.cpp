@@ -1,0 +1,110 @@
+// hcq's speed targets, measured with Google Benchmark (JSON with --benchmark_format=json).
+// docs/performance.md records the figures and the command that reproduces them.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "amd/code_object.hpp"
+#include "amd/encoders.hpp"
+#include "core/hcq.hpp"
+#include "kernels.hpp"
+
+namespace {
+
+using namespace hcq;
+
+// Encoding one dispatch: SET_SH_REG program/resources/user data/sizes, DISPATCH_DIRECT and
+// the RELEASE_MEM signal, into a reused command stream.
+void BM_EncodeDispatch(benchmark::State& state) {
+  amd::Pm4Encoder enc(amd::Gen::Gfx11, {0x7f0000001000, 3});
+  amd::AmdKernel k;
+  k.code_va = 0x7f0000100000;
+  k.kd.compute_pgm_rsrc2 = 0x8C;
+  k.kd.kernel_code_properties = 0x9;
+  k.wave_size = 32;
+  CommandStream cs;
+  cs.reserve(256);
+  std::vector<PatchSite> sites;
+  sites.reserve(64);
+  uint64_t v = 0;
+  for (auto _ : state) {
+    cs.clear();
+    sites.clear();
+    enc.exec(cs, k, 0x7f0000200000, {64, 1, 1}, {256, 1, 1}, sites);
+    enc.signal(cs, 0x7f0000300000, ++v, false, sites);
+    benchmark::DoNotOptimize(cs.data());
+  }
+  state.counters["dwords"] = double(cs.size());
+}
+BENCHMARK(BM_EncodeDispatch);
+
+// A host signal round trip between two threads: A sets s1, B sees it and sets s2, A sees it.
+void BM_HostSignalRoundTrip(benchmark::State& state) {
+  auto dev = Device::open("emu:gfx1100");
+  Signal ping = dev->new_signal(), pong = dev->new_signal();
+  std::atomic<bool> done{false};
+  std::thread peer([&] {
+    for (uint64_t i = 1;; i++) {
+      while (ping.value() < i)
+        if (done.load(std::memory_order_relaxed)) return;
+      pong.set(i);
+    }
+  });
+  uint64_t i = 0;
+  for (auto _ : state) {
+    ping.set(++i);
+    pong.wait(i);
+  }
+  done = true;
+  peer.join();
+}
+BENCHMARK(BM_HostSignalRoundTrip)->UseRealTime();
+
+// An empty kernel launched on the emulated GPU and waited for: encode, ring, doorbell, the
+// emulated command processor, the signal back.
+void BM_EmulatedEmptyLaunchRoundTrip(benchmark::State& state) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  auto image = kernels::code_object("gfx1100");
+  if (image.empty()) {
+    state.SkipWithError("no gfx1100 code object was built");
+    return;
+  }
+  Program empty(*dev, image, "empty");
+  for (auto _ : state) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true);
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTrip)->UseRealTime();
+
+constexpr uint64_t kCopyBytes = 256ull << 20;
+
+// Staged copy-in: host memory -> staging ring -> SDMA copy queue -> device buffer.
+void BM_StagedCopyIn(benchmark::State& state) {
+  auto dev = Device::open("emu:gfx1100");
+  std::vector<char> src(kCopyBytes, 1);
+  Buffer dst = dev->allocate(kCopyBytes);
+  dev->copy_in(dst, 0, src.data(), kCopyBytes);  // fault the pages in once
+  dev->synchronize();
+  for (auto _ : state) {
+    dev->copy_in(dst, 0, src.data(), kCopyBytes);
+    dev->synchronize();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations() * kCopyBytes));
+}
+BENCHMARK(BM_StagedCopyIn)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The reference: one thread's memcpy of the same size between two host buffers.
+void BM_Memcpy(benchmark::State& state) {
+  std::vector<char> src(kCopyBytes, 1), dst(kCopyBytes, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kCopyBytes);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations() * kCopyBytes));
+}
+BENCHMARK(BM_Memcpy)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
