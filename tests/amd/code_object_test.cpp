@@ -602,6 +602,80 @@ TEST(CodeObjectCorrupt, MetadataNote) {
   }
 }
 
+// The built kernels need no relocations, so this test turns the (unallocated) .comment section
+// into an allocated SHT_RELA section linked to .dynsym and writes relocations into it.
+class Relocations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    b_ = any_object();
+    if (b_.empty()) GTEST_SKIP() << "no code object was built (no AMDGPU clang)";
+    auto eh = get<Elf64_Ehdr>(b_, 0);
+    auto shstr = get<Elf64_Shdr>(b_, eh.e_shoff + eh.e_shstrndx * sizeof(Elf64_Shdr));
+    for (int i = 0; i < eh.e_shnum; ++i) {
+      size_t off = eh.e_shoff + i * sizeof(Elf64_Shdr);
+      auto sh = get<Elf64_Shdr>(b_, off);
+      std::string name = reinterpret_cast<const char*>(b_.data() + shstr.sh_offset + sh.sh_name);
+      if (name == ".comment") comment_ = off;
+      if (sh.sh_type == SHT_DYNSYM) dynsym_ = i;
+    }
+    ASSERT_NE(comment_, 0u);
+    ASSERT_GE(get<Elf64_Shdr>(b_, comment_).sh_size, 48u);
+    // A zero-filled, 8-byte aligned place in the last PT_LOAD (.dynamic's relro padding).
+    for (int i = 0; i < eh.e_phnum; ++i) {
+      auto ph = get<Elf64_Phdr>(b_, eh.e_phoff + i * sizeof(Elf64_Phdr));
+      if (ph.p_type == PT_LOAD && ph.p_memsz >= ph.p_filesz + 32)
+        target_ = (ph.p_vaddr + ph.p_filesz + 7) & ~uint64_t{7};
+    }
+    ASSERT_NE(target_, 0u);
+    kd_sym_ = (dynsym_entry(b_, "vector_add.kd") -
+               get<Elf64_Shdr>(b_, eh.e_shoff + dynsym_ * sizeof(Elf64_Shdr)).sh_offset) /
+              sizeof(Elf64_Sym);
+    kd_value_ = get<Elf64_Sym>(b_, dynsym_entry(b_, "vector_add.kd")).st_value;
+  }
+  Bytes with(std::vector<Elf64_Rela> relas) {
+    Bytes c = b_;
+    auto sh = get<Elf64_Shdr>(c, comment_);
+    sh.sh_type = SHT_RELA;
+    sh.sh_flags = SHF_ALLOC;
+    sh.sh_entsize = sizeof(Elf64_Rela);
+    sh.sh_size = relas.size() * sizeof(Elf64_Rela);
+    sh.sh_link = dynsym_;
+    put(c, comment_, sh);
+    for (size_t i = 0; i < relas.size(); ++i)
+      put(c, sh.sh_offset + i * sizeof(Elf64_Rela), relas[i]);
+    return c;
+  }
+  Bytes b_;
+  size_t comment_ = 0;
+  uint32_t dynsym_ = 0;
+  uint64_t target_ = 0, kd_sym_ = 0, kd_value_ = 0;
+};
+
+TEST_F(Relocations, Relative64Abs64AndNoneAreApplied) {
+  // R_AMDGPU_RELATIVE64 (13): B + A. R_AMDGPU_ABS64 (3): S + A. R_AMDGPU_NONE (0): nothing.
+  const auto co = CodeObject::parse(with({{target_, ELF64_R_INFO(0, 13), 0x704},
+                                          {target_ + 8, ELF64_R_INFO(kd_sym_, 3), 16},
+                                          {target_ + 16, ELF64_R_INFO(0, 0), 99}}));
+  Bytes image(co.image_bytes());
+  const uint64_t base = 0x7f0000100000ull;
+  co.load(image.data(), base);
+  EXPECT_EQ(get<uint64_t>(image, target_), base + 0x704);
+  EXPECT_EQ(get<uint64_t>(image, target_ + 8), base + kd_value_ + 16);
+  EXPECT_EQ(get<uint64_t>(image, target_ + 16), 0u);
+}
+
+TEST_F(Relocations, BadRelocationsAreRejected) {
+  expect_invalid(with({{target_, ELF64_R_INFO(0, 1), 0}}),
+                 "unsupported relocation type 1 at");  // R_AMDGPU_ABS32_LO
+  expect_invalid(with({{target_, ELF64_R_INFO(0, 5), 0}}),
+                 "unsupported relocation type 5 at");  // R_AMDGPU_REL64
+  expect_invalid(with({{target_, ELF64_R_INFO(0, 3), 0}}),
+                 "names symbol #0, which does not exist");
+  expect_invalid(with({{target_, ELF64_R_INFO(100000, 3), 0}}), "names symbol #100000");
+  expect_invalid(with({{uint64_t{1} << 40, ELF64_R_INFO(0, 13), 0}}),
+                 "relocation at 0x10000000000 is outside the loaded segments");
+}
+
 // ---------------------------------------------------------------------------------------------
 // CPU implementations (kernels/cpu_kernels.cpp).
 

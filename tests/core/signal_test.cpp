@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/hcq.hpp"
+
+namespace hcq {
+namespace {
+
+TEST(Signal, WaitReturnsOnceAnotherThreadSetsTheValue) {
+  auto dev = Device::open("emu:gfx1100");
+  Signal s = dev->new_signal(5);
+  EXPECT_EQ(s.value(), 5u);
+  s.wait(5);  // already there
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s.set(9);
+  });
+  s.wait(9, std::chrono::milliseconds(5000));
+  t.join();
+  EXPECT_EQ(s.value(), 9u);
+}
+
+TEST(Signal, TimeoutNamesDeviceSignalExpectedAndSeen) {
+  auto dev = Device::open("emu:gfx90a");
+  Signal s = dev->new_signal(3);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    s.wait(4, std::chrono::milliseconds(50));
+    FAIL();
+  } catch (const TimeoutError& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("emu:gfx90a: signal " + std::to_string(s.id()), 0), 0u) << msg;
+    EXPECT_NE(msg.find("timed out after 50 ms: waiting for value >= 4, value is 3"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(Signal, ValuesAreFull64Bit) {
+  auto dev = Device::open("emu:gfx1100");
+  Signal s = dev->new_signal((uint64_t(1) << 32) + 1);
+  s.wait(uint64_t(1) << 32);
+  EXPECT_THROW(s.wait((uint64_t(1) << 32) + 2, std::chrono::milliseconds(10)), TimeoutError);
+}
+
+TEST(Signal, SlotsAreReusedAfterRelease) {
+  auto dev = Device::open("emu:gfx1100");
+  uint32_t id;
+  {
+    Signal a = dev->new_signal();
+    id = a.id();
+  }
+  Signal b = dev->new_signal();
+  EXPECT_EQ(b.id(), id);
+  std::vector<Signal> many;
+  for (int i = 0; i < 600; i++) many.push_back(dev->new_signal(uint64_t(i)));  // > one page
+  for (int i = 0; i < 600; i++) EXPECT_EQ(many[size_t(i)].value(), uint64_t(i));
+}
+
+TEST(Timeline, StartsAtTheConfiguredValue) {
+  Device::Options opt;
+  opt.timeline_start = (uint64_t(1) << 31) - 1;
+  auto dev = Device::open("emu:gfx1100", opt);
+  auto& tl = dev->timeline();
+  EXPECT_EQ(tl.last(), (uint64_t(1) << 31) - 1);
+  EXPECT_EQ(tl.signal().value(), tl.last());
+  dev->synchronize();
+}
+
+}  // namespace
+}  // namespace hcq
