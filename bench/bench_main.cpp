@@ -24,6 +24,7 @@ void BM_EncodeDispatch(benchmark::State& state) {
   k.kd.compute_pgm_rsrc2 = 0x8C;
   k.kd.kernel_code_properties = 0x9;
   k.wave_size = 32;
+  enc.prepare(k);  // as program loading does
   CommandStream cs;
   cs.reserve(256);
   std::vector<PatchSite> sites;

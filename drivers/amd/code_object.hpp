@@ -43,6 +43,15 @@ class AmdKernel : public KernelObject {
   uint64_t descriptor_va = 0;
   KernelDescriptor kd;
   uint32_t wave_size = 64;
+
+  // The kernel's dispatch packets, encoded once (Pm4Encoder::prepare) so a launch is a copy
+  // plus the launch's own values at these dword offsets. Empty until prepared.
+  struct DispatchTemplate {
+    std::vector<uint32_t> words;
+    uint8_t gen = 0;  // the amd::Gen it was encoded for
+    int32_t kernarg_at = -1;
+    uint32_t block_at = 0, grid_at = 0;
+  } dispatch;
 };
 
 class CodeObject {

@@ -3,6 +3,8 @@
 #include "amd/code_object.hpp"
 #include "core/error.hpp"
 
+#include <cstring>
+
 namespace hcq::amd {
 
 using namespace pm4;
@@ -106,22 +108,18 @@ void Pm4Encoder::memory_barrier(CommandStream& cs) {
                               kGcrGlvInv | kGcrGl1Inv | kGcrGl2Inv | kGcrGl2Wb);
 }
 
-void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
-                      Dim3 block, std::vector<PatchSite>& s) {
-  const auto& k = static_cast<const AmdKernel&>(obj);
+void Pm4Encoder::prepare(AmdKernel& k) const {
   const uint32_t nuser = k.kd.user_sgpr_count();
   const int karg = k.kd.kernarg_sgpr();
   // LDS is allocated per dispatch in 512-byte blocks (COMPUTE_PGM_RSRC2.LDS_SIZE, bits 23:15).
   const uint32_t lds_blocks = (k.lds_bytes + 511) / 512;
   const uint64_t pgm = k.code_va >> 8;
-
-  uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(4 + 4 + 3 + 3 + 5 + 2 + nuser + 3 + 8 + 5 + 2);
-  uint32_t* q = p;
+  auto& t = k.dispatch;
+  t.words.clear();
   auto set_sh = [&](uint32_t reg, std::initializer_list<uint32_t> vals) {
-    *q++ = header(SET_SH_REG, uint32_t(vals.size()) + 1);
-    *q++ = SET_SH_REG_REG_OFFSET(sh(reg));
-    for (uint32_t v : vals) *q++ = v;
+    t.words.push_back(header(SET_SH_REG, uint32_t(vals.size()) + 1));
+    t.words.push_back(SET_SH_REG_REG_OFFSET(sh(reg)));
+    t.words.insert(t.words.end(), vals);
   };
   set_sh(regs::COMPUTE_PGM_LO_ALL.address, {lo(pgm), hi(pgm)});
   set_sh(regs::COMPUTE_PGM_RSRC1_ALL.address,
@@ -131,37 +129,59 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
   set_sh(regs::COMPUTE_RESTART_X_ALL.address, {0, 0, 0});
   // User SGPRs in AMDHSA order; only the kernarg segment pointer is provided (programs that
   // need a dispatch packet or scratch are rejected at load).
-  *q++ = header(SET_SH_REG, nuser + 1);
-  *q++ = SET_SH_REG_REG_OFFSET(sh(regs::COMPUTE_USER_DATA_0_ALL.address));
-  uint32_t* user = q;
-  for (uint32_t i = 0; i < nuser; i++) *q++ = 0;
-  if (karg >= 0 && uint32_t(karg) + 2 <= nuser) {
-    user[karg] = lo(kernargs);
-    user[karg + 1] = hi(kernargs);
-    s.push_back({uint32_t(user - p) + at + uint32_t(karg), PatchFormat::LoHi64,
-                 PatchRole::KernargAddress});
-  }
+  t.words.push_back(header(SET_SH_REG, nuser + 1));
+  t.words.push_back(SET_SH_REG_REG_OFFSET(sh(regs::COMPUTE_USER_DATA_0_ALL.address)));
+  size_t user = t.words.size();
+  t.words.resize(user + nuser, 0);
+  t.kernarg_at = karg >= 0 && uint32_t(karg) + 2 <= nuser ? int32_t(user) + karg : -1;
   set_sh(regs::COMPUTE_RESOURCE_LIMITS_ALL.address, {0});
-  set_sh(regs::COMPUTE_START_X_ALL.address, {0, 0, 0, block.x, block.y, block.z});
-  uint32_t block_at = at + uint32_t(q - p) - 3;
-  s.push_back({block_at + 0, PatchFormat::Lo32, PatchRole::BlockX});
-  s.push_back({block_at + 1, PatchFormat::Lo32, PatchRole::BlockY});
-  s.push_back({block_at + 2, PatchFormat::Lo32, PatchRole::BlockZ});
+  set_sh(regs::COMPUTE_START_X_ALL.address, {0, 0, 0, 1, 1, 1});
+  t.block_at = uint32_t(t.words.size()) - 3;
   uint32_t initiator = kInitiatorComputeShaderEn | kInitiatorForceStartAt000;
   if (gen_ != Gen::Gfx9 && k.wave_size == 32) initiator |= kInitiatorCsW32En;
-  uint32_t grid_at = at + uint32_t(q - p) + 1;
-  *q++ = header(DISPATCH_DIRECT, 4);
-  *q++ = grid.x;
-  *q++ = grid.y;
-  *q++ = grid.z;
-  *q++ = initiator;
-  s.push_back({grid_at + 0, PatchFormat::Lo32, PatchRole::GridX});
-  s.push_back({grid_at + 1, PatchFormat::Lo32, PatchRole::GridY});
-  s.push_back({grid_at + 2, PatchFormat::Lo32, PatchRole::GridZ});
+  t.words.push_back(header(DISPATCH_DIRECT, 4));
+  t.grid_at = uint32_t(t.words.size());
+  t.words.insert(t.words.end(), {1, 1, 1, initiator});
   // Wait for the dispatch's waves before later packets (signals) run.
-  *q++ = header(EVENT_WRITE, 1);
-  *q++ = EVENT_WRITE_EVENT_TYPE(kEventCsPartialFlush) |
-         EVENT_WRITE_EVENT_INDEX(kEventIndexPartialFlush);
+  t.words.push_back(header(EVENT_WRITE, 1));
+  t.words.push_back(EVENT_WRITE_EVENT_TYPE(kEventCsPartialFlush) |
+                    EVENT_WRITE_EVENT_INDEX(kEventIndexPartialFlush));
+  t.gen = uint8_t(gen_);
+}
+
+void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
+                      Dim3 block, std::vector<PatchSite>& s) {
+  const auto& k = static_cast<const AmdKernel&>(obj);
+  const AmdKernel::DispatchTemplate* t = &k.dispatch;
+  AmdKernel local;
+  if (t->gen != uint8_t(gen_) || t->words.empty()) {  // not prepared for this generation
+    local = k;
+    prepare(local);
+    t = &local.dispatch;
+  }
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(t->words.size());
+  std::memcpy(p, t->words.data(), t->words.size() * 4);
+  p[t->block_at] = block.x;
+  p[t->block_at + 1] = block.y;
+  p[t->block_at + 2] = block.z;
+  p[t->grid_at] = grid.x;
+  p[t->grid_at + 1] = grid.y;
+  p[t->grid_at + 2] = grid.z;
+  size_t first = s.size();
+  s.resize(first + (t->kernarg_at >= 0 ? 7 : 6));
+  PatchSite* site = s.data() + first;
+  *site++ = {at + t->block_at, PatchFormat::Lo32, PatchRole::BlockX};
+  *site++ = {at + t->block_at + 1, PatchFormat::Lo32, PatchRole::BlockY};
+  *site++ = {at + t->block_at + 2, PatchFormat::Lo32, PatchRole::BlockZ};
+  *site++ = {at + t->grid_at, PatchFormat::Lo32, PatchRole::GridX};
+  *site++ = {at + t->grid_at + 1, PatchFormat::Lo32, PatchRole::GridY};
+  *site++ = {at + t->grid_at + 2, PatchFormat::Lo32, PatchRole::GridZ};
+  if (t->kernarg_at >= 0) {
+    p[t->kernarg_at] = lo(kernargs);
+    p[t->kernarg_at + 1] = hi(kernargs);
+    *site = {at + uint32_t(t->kernarg_at), PatchFormat::LoHi64, PatchRole::KernargAddress};
+  }
 }
 
 void Pm4Encoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {

@@ -6,6 +6,10 @@
 #include "core/driver.hpp"
 
 namespace hcq::amd {
+class AmdKernel;
+}
+
+namespace hcq::amd {
 
 // Where a `wake` signal raises the host interrupt: the KFD event's mailbox slot and id.
 struct InterruptTarget {
@@ -25,6 +29,9 @@ class Pm4Encoder final : public Encoder {
             std::vector<PatchSite>& s) override;
   void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
             std::vector<PatchSite>& s) override;
+
+  // Encode `k`'s dispatch template for this generation (done once at program load).
+  void prepare(AmdKernel& k) const;
 
   // An INDIRECT_BUFFER packet running `ndwords` at `va` (4 dwords).
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t ndwords);

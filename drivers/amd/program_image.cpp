@@ -3,12 +3,19 @@
 #include <map>
 
 #include "amd/code_object.hpp"
+#include "amd/encoders.hpp"
 #include "amd/kfd_driver.hpp"
+#include "amd/targets.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd {
 namespace {
+
+Gen target_gen(const Device& dev) {
+  const Target* t = find_target(dev.properties().arch);
+  return t ? t->gen : Gen::Gfx11;
+}
 
 class AmdProgramImage final : public ProgramImage {
  public:
@@ -47,6 +54,7 @@ class AmdProgramImage final : public ProgramImage {
       obj->scratch_bytes = k.scratch_bytes;
       obj->wave_size = k.wave_size;
       obj->args = k.args;
+      Pm4Encoder(target_gen(dev), {}).prepare(*obj);
       if (!why.empty()) {
         unsupported_[k.name] = why;
         continue;

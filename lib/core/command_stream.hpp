@@ -5,7 +5,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <algorithm>
+#include <memory>
 
 namespace hcq {
 
@@ -32,17 +33,37 @@ struct PatchSite {
 
 class CommandStream {
  public:
-  // Room for n more dwords; the encoder fills them all.
-  uint32_t* grow(size_t n) {
-    size_t at = words_.size();
-    words_.resize(at + n);
-    return words_.data() + at;
+  CommandStream() = default;
+  CommandStream(CommandStream&& o) noexcept { *this = std::move(o); }
+  CommandStream& operator=(CommandStream&& o) noexcept {
+    words_ = std::move(o.words_);
+    size_ = o.size_;
+    cap_ = o.cap_;
+    bound_ = o.bound_;
+    o.size_ = o.cap_ = 0;
+    o.bound_ = nullptr;
+    return *this;
   }
-  void reserve(size_t n) { words_.reserve(n); }
-  size_t size() const { return words_.size(); }
-  const uint32_t* data() const { return words_.data(); }
-  uint32_t* data() { return words_.data(); }
-  void clear() { words_.clear(); }
+
+  // Room for n more dwords; the encoder fills them all. Not zeroed: encoding a dispatch
+  // must cost tens of nanoseconds.
+  uint32_t* grow(size_t n) {
+    if (size_ + n > cap_) reserve(std::max(cap_ * 2, size_ + n));
+    uint32_t* p = words_.get() + size_;
+    size_ += n;
+    return p;
+  }
+  void reserve(size_t n) {
+    if (n <= cap_) return;
+    std::unique_ptr<uint32_t[]> w(new uint32_t[n]);
+    if (size_) std::memcpy(w.get(), words_.get(), size_ * 4);
+    words_ = std::move(w);
+    cap_ = n;
+  }
+  size_t size() const { return size_; }
+  const uint32_t* data() const { return words_.get(); }
+  uint32_t* data() { return words_.get(); }
+  void clear() { size_ = 0; }
 
   void patch(const PatchSite& site, uint64_t value) {
     put(site.dword, value + site.add, site.format);
@@ -50,7 +71,7 @@ class CommandStream {
   // Mirror every patch into a device-resident copy of the stream.
   void bind(uint32_t* device_copy) {
     bound_ = device_copy;
-    std::memcpy(bound_, words_.data(), words_.size() * 4);
+    if (size_) std::memcpy(bound_, words_.get(), size_ * 4);
   }
   uint32_t* bound() const { return bound_; }
 
@@ -68,7 +89,8 @@ class CommandStream {
     words_[dword] = v;
     if (bound_) __atomic_store_n(&bound_[dword], v, __ATOMIC_RELAXED);
   }
-  std::vector<uint32_t> words_;
+  std::unique_ptr<uint32_t[]> words_;
+  size_t size_ = 0, cap_ = 0;
   uint32_t* bound_ = nullptr;
 };
 

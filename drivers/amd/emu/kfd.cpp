@@ -143,9 +143,11 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       if (!(a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)))
         return -EINVAL;  // userptr, doorbell and MMIO allocations are not emulated
       // Back the range at its GPU address: the emulated GPU and the CPU share it.
+      // Private anonymous memory: faults in fast, and large buffers may use huge pages.
       void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
       if (p == MAP_FAILED) return -ENOMEM;
+      if (a->size >= (2u << 20)) ::madvise(p, a->size, MADV_HUGEPAGE);
       std::lock_guard lk(mu_);
       uint64_t h = next_handle_++;
       uint64_t off = h << 32;  // render-node mmap offset, one per allocation
