@@ -120,6 +120,7 @@ class KfdDriver final : public DeviceDriver {
   uint64_t va_size() const override { return kHeapVa; }
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
+  Allocation map_user(void* host, uint64_t size) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   std::unique_ptr<ProgramImage> load_program(Device& dev,
@@ -326,6 +327,34 @@ Allocation KfdDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool
   return alloc_at(va, size, flags, kind);
 }
 
+Allocation KfdDriver::map_user(void* host, uint64_t size) {
+  // KFD userptr: mmap_offset carries the CPU address; the GPU address is the same one.
+  uint64_t addr = reinterpret_cast<uint64_t>(host);
+  kfd_ioctl_alloc_memory_of_gpu_args a{};
+  a.va_addr = addr;
+  a.size = size;
+  a.gpu_id = node_.gpu_id;
+  a.mmap_offset = addr;
+  a.flags = KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
+            KFD_IOC_ALLOC_MEM_FLAGS_COHERENT;
+  ioctl(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (userptr)");
+  uint32_t id = node_.gpu_id;
+  kfd_ioctl_map_memory_to_gpu_args m{};
+  m.handle = a.handle;
+  m.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+  m.n_devices = 1;
+  try {
+    ioctl(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &m, "AMDKFD_IOC_MAP_MEMORY_TO_GPU (userptr)");
+  } catch (...) {
+    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+    throw;
+  }
+  Allocation out{addr, size, host, MemoryKind::Host, a.handle};
+  out.user = true;
+  return out;
+}
+
 void KfdDriver::free(const Allocation& a) {
   uint32_t id = node_.gpu_id;
   kfd_ioctl_unmap_memory_from_gpu_args um{};
@@ -333,6 +362,11 @@ void KfdDriver::free(const Allocation& a) {
   um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
   um.n_devices = 1;
   kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
+  if (a.user) {  // the caller's memory stays mapped for the CPU
+    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+    return;
+  }
   if (a.host) kernel_->munmap(a.host, a.size);
   kfd_ioctl_free_memory_of_gpu_args f{a.handle};
   kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);

@@ -180,7 +180,26 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
   return b;
 }
 
+Buffer Device::map_host(void* ptr, uint64_t size) {
+  auto addr = reinterpret_cast<uint64_t>(ptr);
+  if (!ptr || size == 0 || addr % kPage || size % kPage)
+    throw InvalidInput(name() + ": map_host needs a page-aligned address and size, got " +
+                       hex(addr) + " and " + std::to_string(size) + " bytes");
+  if (!properties().caps.host_reachable)
+    throw InvalidInput(name() + ": this device cannot reach host memory");
+  Buffer b;
+  b.a_ = driver_->map_user(ptr, size);
+  b.dev_ = this;
+  b.size_ = size;
+  return b;
+}
+
 void Device::release(Allocation a) {
+  if (a.user) {  // the caller's memory: unmap it, nothing to cache
+    std::lock_guard lk(mem_mu_);
+    driver_->free(a);
+    return;
+  }
   std::lock_guard lk(mem_mu_);
   for (auto& old : cache_.put(a.size | uint64_t(a.kind), a)) {
     driver_->free(old);
@@ -345,6 +364,18 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
 void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                   uint64_t size) {
   check_range(*this, dst, dst_offset, size, "copy (destination)");
+  if (src && src.device() != this) {
+    // Another device's buffer: through host memory, a staging chunk at a time.
+    check_range(*src.device(), src, src_offset, size, "copy (source)");
+    std::vector<char> bounce(std::min(size, opt_.staging_chunk_bytes));
+    for (uint64_t done = 0; done < size;) {
+      uint64_t n = std::min<uint64_t>(bounce.size(), size - done);
+      src.device()->copy_out(bounce.data(), src, src_offset + done, n);
+      copy_in(dst, dst_offset + done, bounce.data(), n);
+      done += n;
+    }
+    return;
+  }
   check_range(*this, src, src_offset, size, "copy (source)");
   if (size == 0) return;
   std::lock_guard lk(submit_mu_);

@@ -129,6 +129,9 @@ class Device {
   DeviceDriver& driver() { return *driver_; }
 
   Buffer allocate(uint64_t size, MemoryKind kind = MemoryKind::Device, bool executable = false);
+  // The caller's host memory (page-aligned address and size) as a device buffer at the same
+  // address, without copying. The memory must stay mapped while the buffer lives.
+  Buffer map_host(void* ptr, uint64_t size);
   Signal new_signal(uint64_t initial = 0);
   Timeline& timeline() { return timeline_; }
 
@@ -136,7 +139,8 @@ class Device {
   // copy_in returns once `src` may be reused; copy_out returns with the data in `dst`.
   void copy_in(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size);
   void copy_out(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size);
-  // Device-to-device on this device's copy queue.
+  // Device-to-device: on this device's copy queue, or through host memory when `src` lives
+  // on another device.
   void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
             uint64_t size);
   // Wait until everything submitted so far has finished.

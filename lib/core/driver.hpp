@@ -23,6 +23,7 @@ struct Allocation {
   void* host = nullptr;  // CPU mapping at the same address, or null when not CPU-visible
   MemoryKind kind = MemoryKind::Device;
   uint64_t handle = 0;   // the driver's own handle
+  bool user = false;     // the caller's host memory, mapped for the device (not ours to free)
 };
 
 // One kernel argument as a program's metadata describes it.
@@ -100,6 +101,9 @@ class DeviceDriver {
   // Back [va, va+size) with memory of `kind`; mapped for the CPU when possible.
   virtual Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) = 0;
   virtual void free(const Allocation& a) = 0;
+  // Map the caller's page-aligned host memory for the device at the same address (KFD
+  // userptr); free() unmaps it. Throws InvalidInput when the device cannot reach host memory.
+  virtual Allocation map_user(void* host, uint64_t size) = 0;
 
   virtual std::unique_ptr<HwQueue> create_queue(QueueKind kind) = 0;
   virtual std::unique_ptr<Encoder> encoder(QueueKind kind) = 0;

@@ -75,6 +75,42 @@ TEST_P(EmulatedAmd, DeviceToDeviceCopyOnTheCopyQueue) {
   EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin() + 5));
 }
 
+TEST_P(EmulatedAmd, MappedHostMemoryIsReachedWithoutCopies) {
+  const size_t n = 3 * 4096;
+  auto* host = static_cast<uint8_t*>(std::aligned_alloc(4096, n));
+  std::memset(host, 0, n);
+  {
+    Buffer h = dev_->map_host(host, n);
+    EXPECT_EQ(h.va(), reinterpret_cast<uint64_t>(host));
+    auto in = pattern(5000, 3);
+    Buffer d = dev_->allocate(5000);
+    dev_->copy_in(d, 0, in.data(), in.size());
+    dev_->copy(h, 100, d, 0, 5000);  // the copy engine writes straight into host memory
+    dev_->synchronize();
+    EXPECT_TRUE(std::equal(in.begin(), in.end(), host + 100));
+    EXPECT_EQ(host[99], 0);
+  }
+  try {
+    dev_->map_host(host + 1, 4096);
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("map_host needs a page-aligned address and size"),
+              std::string::npos);
+  }
+  std::free(host);
+}
+
+TEST_P(EmulatedAmd, CopiesBetweenDevicesGoThroughHostMemory) {
+  auto other = Device::open("emu:gfx1100");
+  auto in = pattern(3 << 20, 9);  // more than one staging chunk
+  Buffer a = other->allocate(in.size()), b = dev_->allocate(in.size() + 1);
+  other->copy_in(a, 0, in.data(), in.size());
+  dev_->copy(b, 1, a, 0, in.size());
+  std::vector<uint8_t> out(in.size());
+  dev_->copy_out(out.data(), b, 1, out.size());
+  EXPECT_EQ(out, in);
+}
+
 TEST_P(EmulatedAmd, BadCopyRangesAreClearErrors) {
   Buffer b = dev_->allocate(100);
   char x[200];

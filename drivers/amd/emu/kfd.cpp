@@ -34,8 +34,9 @@ class KfdState final : public GpuEvents {
   ~KfdState() override {
     engine_.reset();
     for (auto& [h, a] : allocs_)
-      ::mmap(reinterpret_cast<void*>(a.va), a.size, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      if (!(a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))
+        ::mmap(reinterpret_cast<void*>(a.va), a.size, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     ::munmap(doorbells_, 0x2000);
   }
 
@@ -140,8 +141,18 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       auto* a = static_cast<kfd_ioctl_alloc_memory_of_gpu_args*>(arg);
       if (!vm_acquired_ || a->gpu_id != kGpuId) return -EINVAL;
       if (a->size == 0 || (a->size & 4095) || (a->va_addr & 4095)) return -EINVAL;
+      if (a->flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR) {
+        // The emulated GPU sees host memory at host addresses, so a userptr must be mapped
+        // at its own CPU address (as hcq and tinygrad do on real KFD).
+        if (a->mmap_offset != a->va_addr || (a->mmap_offset & 4095)) return -EINVAL;
+        std::lock_guard lk(mu_);
+        uint64_t h = next_handle_++;
+        allocs_[h] = {a->va_addr, a->size, 0, a->flags, false};
+        a->handle = h;
+        return 0;
+      }
       if (!(a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)))
-        return -EINVAL;  // userptr, doorbell and MMIO allocations are not emulated
+        return -EINVAL;  // doorbell and MMIO allocations are not emulated
       // Back the range at its GPU address: the emulated GPU and the CPU share it.
       // Private anonymous memory: faults in fast, and large buffers may use huge pages.
       void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
@@ -176,8 +187,9 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       auto it = allocs_.find(a->handle);
       if (it == allocs_.end()) return -EINVAL;
       if (it->second.gpu_mapped) memory_.unmap(it->second.va);
-      ::mmap(reinterpret_cast<void*>(it->second.va), it->second.size, PROT_NONE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      if (!(it->second.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))  // the caller's memory stays
+        ::mmap(reinterpret_cast<void*>(it->second.va), it->second.size, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       allocs_.erase(it);
       return 0;
     }
