@@ -4,6 +4,7 @@
 #include <linux/kfd_ioctl.h>
 #include <sys/mman.h>
 
+#include <libdrm/amdgpu_drm.h>
 #include <libdrm/drm.h>
 
 #include <algorithm>
@@ -212,6 +213,15 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   if (std::string(drv_name) != "amdgpu")
     throw Error(name + ": " + render + " is driven by '" + drv_name + "', not amdgpu");
 
+  // Memory sizes from amdgpu (KFD's topology reports local_mem_size 0 on current kernels).
+  drm_amdgpu_info_vram_gtt sizes{};
+  drm_amdgpu_info info{};
+  info.return_pointer = reinterpret_cast<uint64_t>(&sizes);
+  info.return_size = sizeof(sizes);
+  info.query = AMDGPU_INFO_VRAM_GTT;
+  if (int r = kernel_->ioctl(drm_fd_, DRM_IOCTL_AMDGPU_INFO, &info); r < 0)
+    throw OsError(name + ": DRM_IOCTL_AMDGPU_INFO (VRAM_GTT) on " + render, -r);
+
   kfd_ioctl_acquire_vm_args vm{};
   vm.drm_fd = uint32_t(drm_fd_);
   vm.gpu_id = node_.gpu_id;
@@ -254,7 +264,7 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   uint64_t simd_per_cu = std::max<uint64_t>(1, p["simd_per_cu"]);
   props_.compute_units = uint32_t(p["simd_count"] / simd_per_cu);
   props_.wave_size = uint32_t(p["wave_front_size"]);
-  props_.device_memory_bytes = p["local_mem_size"];
+  props_.device_memory_bytes = sizes.vram_size;
   props_.caps = Capabilities{};
 }
 

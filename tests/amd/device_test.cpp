@@ -48,6 +48,7 @@ TEST_P(EmulatedAmd, ReportsItsProperties) {
   EXPECT_EQ(p.vendor, "AMD");
   EXPECT_TRUE(p.emulated);
   EXPECT_GT(p.compute_units, 0u);
+  EXPECT_GE(p.device_memory_bytes, 16ull << 30);  // from amdgpu's VRAM_GTT query
   EXPECT_EQ(p.timestamp_hz, 100'000'000u);
 }
 
@@ -321,6 +322,44 @@ TEST_P(EmulatedAmd, ProgramArgumentErrorsNameTheKernelAndArgument) {
     EXPECT_STREQ(e.what(), "kernel 'vector_add' argument 2 ('c') expects a buffer, got a value");
   }
   EXPECT_THROW(Program(*dev_, img, "no_such_kernel"), InvalidInput);
+}
+
+// Tiny rings wrap many times: kernel arguments and staging chunks are reused only after the
+// work that reads them is done.
+TEST_P(EmulatedAmd, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
+  Device::Options opt;
+  opt.kernarg_ring_bytes = 4096;  // ~100 launches' arguments
+  opt.staging_ring_bytes = 64 << 10;
+  opt.staging_chunk_bytes = 16 << 10;
+  auto dev = Device::open("emu:" + GetParam(), opt);
+  auto in = pattern((1 << 20) + 3, 5);  // 64 staging chunks through a 4-chunk ring
+  Buffer b = dev->allocate(in.size());
+  dev->copy_in(b, 0, in.data(), in.size());
+  std::vector<uint8_t> out(in.size());
+  dev->copy_out(out.data(), b, 0, out.size());
+  EXPECT_EQ(out, in);
+  auto image = kernels::code_object(GetParam());
+  if (image.empty()) return;
+  std::shared_ptr<const ProgramImage> img = dev->driver().load_program(*dev, image);
+  Program fill(*dev, img, "fill_u32"), spin(*dev, img, "spin_until");
+  const uint32_t launches = 600;
+  Buffer vals = dev->allocate(launches * 4);
+  // Hold the GPU in a kernel until 100 ms have passed, so the launches below queue up behind
+  // it and the host must wait for the ring instead of reusing argument space.
+  Buffer flag = dev->allocate(4096, MemoryKind::Host);
+  std::memset(flag.host(), 0, 4);
+  spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+  });
+  for (uint32_t i = 0; i < launches; i++)  // each launch writes one element with its value
+    fill.launch(KernelArgs().buffer(vals, i * 4).value(i + 1).value(1u).value(1u), {1, 1, 1},
+                {1, 1, 1});
+  release.join();
+  std::vector<uint32_t> got(launches);
+  dev->copy_out(got.data(), vals, 0, launches * 4);
+  for (uint32_t i = 0; i < launches; i++) ASSERT_EQ(got[i], i + 1) << i;
 }
 
 // The timeline crosses 2^31 and 2^32 with launches and copies in flight.

@@ -3,8 +3,10 @@
 #include <linux/kfd_ioctl.h>
 #include <sys/mman.h>
 
+#include <libdrm/amdgpu_drm.h>
 #include <libdrm/drm.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -329,8 +331,18 @@ class KfdNode final : public os::EmulatedNode {
 
 class RenderNode final : public os::EmulatedNode {
  public:
-  explicit RenderNode(std::shared_ptr<KfdState> s) : s_(std::move(s)) {}
+  RenderNode(std::shared_ptr<KfdState> s, uint64_t vram) : s_(std::move(s)), vram_(vram) {}
   int ioctl(int, unsigned long req, void* arg) override {
+    if (req == DRM_IOCTL_AMDGPU_INFO) {
+      auto* info = static_cast<drm_amdgpu_info*>(arg);
+      if (info->query != AMDGPU_INFO_VRAM_GTT) return -EINVAL;  // the one query emulated
+      drm_amdgpu_info_vram_gtt v{};
+      v.vram_size = v.vram_cpu_accessible_size = vram_;  // a resizable-BAR card
+      v.gtt_size = 16ull << 30;
+      std::memcpy(reinterpret_cast<void*>(info->return_pointer), &v,
+                  std::min<size_t>(info->return_size, sizeof(v)));
+      return 0;
+    }
     if (req != DRM_IOCTL_VERSION) return -ENOTTY;
     auto* v = static_cast<drm_version_t*>(arg);
     static const char name[] = "amdgpu";
@@ -346,6 +358,7 @@ class RenderNode final : public os::EmulatedNode {
 
  private:
   std::shared_ptr<KfdState> s_;
+  uint64_t vram_;
 };
 
 std::string gpu_properties(const Target& t) {
@@ -369,7 +382,7 @@ std::string gpu_properties(const Target& t) {
   s += line("num_sdma_xgmi_engines", 0);
   s += line("num_cp_queues", 24);
   s += line("num_xcc", t.num_xcc);
-  s += line("local_mem_size", t.vram_bytes);
+  s += line("local_mem_size", 0);  // as current kernels report it; amdgpu knows the size
   return s;
 }
 
@@ -380,7 +393,7 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
   auto state = std::make_shared<KfdState>(target);
   k->add_node("/dev/kfd", std::make_shared<KfdNode>(state));
   k->add_node("/dev/dri/renderD" + std::to_string(kRenderMinor),
-              std::make_shared<RenderNode>(state));
+              std::make_shared<RenderNode>(state, target.vram_bytes));
   const std::string nodes = "/sys/devices/virtual/kfd/kfd/topology/nodes/";
   k->add_file(nodes + "0/gpu_id", "0\n");
   k->add_file(nodes + "0/name", "\n");
