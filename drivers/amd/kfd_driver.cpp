@@ -86,7 +86,8 @@ class KfdQueue final : public HwQueue {
   KfdQueue(KfdDriver& drv, QueueKind kind);
   ~KfdQueue() override;
   void submit(const uint32_t* words, size_t n) override;
-  void submit_indirect(uint64_t va, size_t ndwords) override;
+  void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
+                       std::span<const uint32_t> after) override;
   const std::string& describe() const override { return name_; }
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   uint64_t write_pointer() const { return put_; }
@@ -108,6 +109,7 @@ class KfdQueue final : public HwQueue {
   uint64_t* wptr_ = nullptr;
   volatile uint64_t* doorbell_ = nullptr;
   uint64_t put_ = 0;  // PM4: dwords, SDMA: bytes (KFD's units for each queue type)
+  uint64_t rptr_seen_ = 0;  // the read pointer as last read
   std::mutex mu_;
 };
 
@@ -171,6 +173,7 @@ class KfdDriver final : public DeviceDriver {
   uint32_t memory_event_ = 0, hw_event_ = 0;
   std::mutex fault_mu_;
   std::string fault_;  // sticky once the device reported a fault
+  std::atomic<bool> faulted_{false};
   std::vector<KfdQueue*> queues_;
 };
 
@@ -427,8 +430,9 @@ std::unique_ptr<Encoder> KfdDriver::encoder(QueueKind kind) {
 }
 
 void KfdDriver::check_faults() {
+  if (!faulted_.load(std::memory_order_acquire)) return;
   std::lock_guard lk(fault_mu_);
-  if (!fault_.empty()) throw GpuFaultError(fault_);
+  throw GpuFaultError(fault_);
 }
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
@@ -437,6 +441,7 @@ void KfdDriver::check_faults() {
     std::lock_guard lk(fault_mu_);
     if (fault_.empty()) fault_ = props_.name + ": " + what + describe_queues();
     msg = fault_;
+    faulted_.store(true, std::memory_order_release);
   }
   throw GpuFaultError(msg);
 }
@@ -571,8 +576,12 @@ void KfdQueue::wait_for_space(uint64_t needed) {
     throw InvalidInput(drv_.properties().name + ": " + name_ + ": submission of " +
                        std::to_string(needed) + " units does not fit a ring of " +
                        std::to_string(capacity));
+  // The read pointer lives in memory the GPU writes: look at it only when the cached value
+  // says the ring may be full (a read is a cache miss on the submit path).
+  if (put_ + needed - rptr_seen_ <= capacity) return;
+  rptr_seen_ = read_pointer();
   auto start = std::chrono::steady_clock::now();
-  while (put_ + needed - read_pointer() > capacity) {
+  while (put_ + needed - (rptr_seen_ = read_pointer()) > capacity) {
     drv_.check_faults();
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
       throw TimeoutError(drv_.properties().name + ": " + name_ +
@@ -584,7 +593,13 @@ void KfdQueue::wait_for_space(uint64_t needed) {
 
 void KfdQueue::ring_doorbell() {
   __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // ring contents and wptr before the doorbell
+  // Ring contents and wptr must reach memory before the doorbell. On x86 stores stay in
+  // order, and an sfence drains write-combining buffers (rings are mapped uncached/WC).
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
   *doorbell_ = put_;
 }
 
@@ -615,23 +630,39 @@ void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
   ring_doorbell();
 }
 
-void KfdQueue::submit_indirect(uint64_t va, size_t ndwords) {
-  if (kind_ == QueueKind::Compute) {
-    uint32_t ib[4];
-    Pm4Encoder::indirect_buffer(ib, va, uint32_t(ndwords));
-    submit(ib, 4);
-    return;
-  }
-  // An SDMA IB runs a multiple of 8 dwords (the recording's bound copy is zero-padded) and
-  // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
+void KfdQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
+                               std::span<const uint32_t> after) {
+  constexpr size_t kMaxAround = 64;
+  if (before.size() > kMaxAround || after.size() > kMaxAround)
+    throw InvalidInput(name_ + ": at most 64 dwords around an indirect buffer");
+  uint32_t words[2 * kMaxAround + 14] = {};
+  size_t n = 0;
+  auto put = [&](std::span<const uint32_t> s) {
+    std::memcpy(words + n, s.data(), s.size() * 4);
+    n += s.size();
+  };
   std::lock_guard lk(mu_);
-  const uint64_t ring_dw = kRingBytes / 4;
-  uint64_t pos = (put_ / 4) % ring_dw;
-  if (ring_dw - pos < 6) pos = 0;  // submit_locked wraps to 0 then (ring_dw is a multiple of 8)
-  uint32_t pad = uint32_t((8 - (pos + 6) % 8) % 8);
-  uint32_t words[14] = {};
-  SdmaEncoder::indirect(words + pad, va, uint32_t(align_up(ndwords, 8)));
-  submit_locked(words, pad + 6);
+  put(before);
+  if (kind_ == QueueKind::Compute) {
+    Pm4Encoder::indirect_buffer(words + n, va, uint32_t(ndwords));
+    n += 4;
+  } else {
+    // An SDMA IB runs a multiple of 8 dwords (the recording's bound copy is zero-padded) and
+    // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
+    const uint64_t ring_dw = kRingBytes / 4;
+    uint64_t pos = (put_ / 4) % ring_dw;
+    auto pad_at = [&](uint64_t start) { return (8 - (start + n + 6) % 8) % 8; };
+    uint64_t pad = pad_at(pos);
+    if (pos + n + pad + 6 + after.size() > ring_dw) {  // submit_locked will restart at 0
+      pos = 0;
+      pad = pad_at(0);
+    }
+    n += pad;  // zero dwords: SDMA NOPs
+    SdmaEncoder::indirect(words + n, va, uint32_t(align_up(ndwords, 8)));
+    n += 6;
+  }
+  put(after);
+  submit_locked(words, n);
 }
 
 }  // namespace

@@ -36,12 +36,13 @@ class CommandStream {
   CommandStream() = default;
   CommandStream(CommandStream&& o) noexcept { *this = std::move(o); }
   CommandStream& operator=(CommandStream&& o) noexcept {
-    words_ = std::move(o.words_);
+    owned_ = std::move(o.owned_);
+    data_ = o.data_;
     size_ = o.size_;
     cap_ = o.cap_;
     bound_ = o.bound_;
+    o.data_ = o.bound_ = nullptr;
     o.size_ = o.cap_ = 0;
-    o.bound_ = nullptr;
     return *this;
   }
 
@@ -49,29 +50,41 @@ class CommandStream {
   // must cost tens of nanoseconds.
   uint32_t* grow(size_t n) {
     if (size_ + n > cap_) reserve(std::max(cap_ * 2, size_ + n));
-    uint32_t* p = words_.get() + size_;
+    uint32_t* p = data_ + size_;
     size_ += n;
     return p;
   }
   void reserve(size_t n) {
     if (n <= cap_) return;
     std::unique_ptr<uint32_t[]> w(new uint32_t[n]);
-    if (size_) std::memcpy(w.get(), words_.get(), size_ * 4);
-    words_ = std::move(w);
+    if (size_) std::memcpy(w.get(), data_, size_ * 4);
+    owned_ = std::move(w);
+    data_ = owned_.get();
     cap_ = n;
   }
+  // Encode straight into `storage` (capacity `cap` dwords), typically device memory the
+  // stream will be bound to; past the capacity the stream moves to host memory.
+  void use_storage(uint32_t* storage, size_t cap) {
+    if (size_) std::memcpy(storage, data_, size_ * 4);
+    owned_.reset();
+    data_ = storage;
+    cap_ = cap;
+  }
   size_t size() const { return size_; }
-  const uint32_t* data() const { return words_.get(); }
-  uint32_t* data() { return words_.get(); }
+  size_t capacity() const { return cap_; }
+  const uint32_t* data() const { return data_; }
+  uint32_t* data() { return data_; }
   void clear() { size_ = 0; }
 
   void patch(const PatchSite& site, uint64_t value) {
     put(site.dword, value + site.add, site.format);
   }
-  // Mirror every patch into a device-resident copy of the stream.
+  // Mirror every patch into a device-resident copy of the stream (nothing to copy or mirror
+  // when the stream was encoded in place there).
   void bind(uint32_t* device_copy) {
+    if (device_copy == data_) return;
     bound_ = device_copy;
-    if (size_) std::memcpy(bound_, words_.get(), size_ * 4);
+    if (size_) std::memcpy(bound_, data_, size_ * 4);
   }
   uint32_t* bound() const { return bound_; }
 
@@ -86,10 +99,11 @@ class CommandStream {
 
  private:
   void set(uint32_t dword, uint32_t v) {
-    words_[dword] = v;
+    __atomic_store_n(&data_[dword], v, __ATOMIC_RELAXED);
     if (bound_) __atomic_store_n(&bound_[dword], v, __ATOMIC_RELAXED);
   }
-  std::unique_ptr<uint32_t[]> words_;
+  std::unique_ptr<uint32_t[]> owned_;
+  uint32_t* data_ = nullptr;
   size_t size_ = 0, cap_ = 0;
   uint32_t* bound_ = nullptr;
 };

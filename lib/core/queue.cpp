@@ -14,7 +14,7 @@ Queue::Queue(Device& dev, QueueKind kind)
 
 template <class F>
 Queue& Queue::record(Cmd c, F&& encode) {
-  if (bound_)
+  if (bound_done_)
     throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
                        " queue recording is bound to device memory; record before bind()");
   uint32_t first = uint32_t(sites_.size());
@@ -59,25 +59,59 @@ void Queue::update_signal(size_t cmd, std::optional<uint64_t> va,
   patch(cmd, Cmd::Signal, PatchRole::SignalAddress, PatchRole::SignalValue, va, value);
 }
 
-void Queue::bind() {
+void Queue::check_bindable() const {
   if (!dev_->properties().caps.indirect_buffers)
     throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
                        " queues cannot run command buffers from device memory");
-  if (bound_) return;
+}
+
+void Queue::encode_in_place(uint64_t dwords) {
+  check_bindable();
+  if (bound_ || cs_.size()) return;
+  // Padded to a multiple of 8 dwords, as bind() needs.
+  uint64_t bytes = (std::max<uint64_t>(dwords, 1) + 7) / 8 * 32;
+  bound_ = dev_->allocate(bytes, MemoryKind::Host);
+  if (!bound_.host()) {
+    bound_.reset();
+    return;
+  }
+  cs_.use_storage(static_cast<uint32_t*>(bound_.host()), bytes / 4);
+}
+
+void Queue::bind() {
+  check_bindable();
   // Padded with zero dwords to a multiple of 8 (SDMA runs IBs in 8-dword units; a zero dword
   // is a NOP there). The padding is not part of the stream.
-  uint64_t bytes = (cs_.size() + 7) / 8 * 32;
-  bound_ = dev_->allocate(bytes, MemoryKind::Host);
+  const uint64_t padded = (cs_.size() + 7) / 8 * 8;
+  if (bound_done_) return;
+  if (bound_ && cs_.data() == bound_.host()) {
+    if (padded * 4 <= bound_.size()) {
+      std::memset(cs_.data() + cs_.size(), 0, (padded - cs_.size()) * 4);
+      bound_done_ = true;
+      return;
+    }
+    cs_.reserve(cs_.capacity() + 8);  // no room for the padding: move to host memory
+  }
+  Buffer old = std::move(bound_);  // in-place storage outgrown: the stream lives on the host
+  bound_ = dev_->allocate(std::max<uint64_t>(padded, 8) * 4, MemoryKind::Host);
   if (!bound_.host())
     throw Error(dev_->name() + ": host memory for a bound recording is not CPU-visible");
-  std::memset(bound_.host(), 0, bytes);
+  std::memset(bound_.host(), 0, bound_.size());
   cs_.bind(static_cast<uint32_t*>(bound_.host()));
+  bound_done_ = true;
+}
+
+void Queue::submit(std::span<const uint32_t> before, std::span<const uint32_t> after) {
+  if (!bound_done_)
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
+                       " queue: commands around a submission need a bound recording");
+  dev_->hw_queue(kind_).submit_indirect(bound_.va(), cs_.size(), before, after);
 }
 
 void Queue::submit() {
   if (cs_.size() == 0) return;
   HwQueue& hw = dev_->hw_queue(kind_);
-  if (bound_)
+  if (bound_done_)
     hw.submit_indirect(bound_.va(), cs_.size());
   else
     hw.submit(cs_.data(), cs_.size());

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "core/command_stream.hpp"
@@ -34,9 +35,21 @@ class Queue {
   void update_signal(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);
 
   void bind();
+  // Encode the commands recorded from now on straight into device memory sized for about
+  // `dwords` (bind() then copies nothing); more than that still works, through host memory.
+  void encode_in_place(uint64_t dwords);
   void submit();
+  // A bound recording, with `before` and `after` (at most 64 dwords each) written into the
+  // ring around it: per-submission commands such as timeline waits and signals.
+  void submit(std::span<const uint32_t> before, std::span<const uint32_t> after);
 
   size_t commands() const { return cmds_.size(); }
+  // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);
+  // patch_site() writes one (and its bound copy).
+  std::span<const PatchSite> sites_of(size_t cmd) const {
+    return {sites_.data() + cmds_.at(cmd).first_site, cmds_.at(cmd).sites};
+  }
+  void patch_site(const PatchSite& site, uint64_t value) { cs_.patch(site, value); }
   const CommandStream& stream() const { return cs_; }
   QueueKind kind() const { return kind_; }
   Device& device() const { return *dev_; }
@@ -59,7 +72,9 @@ class Queue {
   CommandStream cs_;
   std::vector<PatchSite> sites_;
   std::vector<Recorded> cmds_;
+  void check_bindable() const;
   Buffer bound_;
+  bool bound_done_ = false;
 };
 
 class ComputeQueue : public Queue {

@@ -1,0 +1,425 @@
+#include "batch/batch.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.hpp"
+
+namespace hcq::batch {
+
+namespace {
+
+constexpr uint64_t kInputKey = uint64_t(1) << 63;
+
+uint64_t key_of(const Mem& m) { return m.bound ? m.bound->va() : kInputKey | uint64_t(m.input); }
+
+// Byte-range dependency tracker for one memory object: segments with their last writer and
+// the readers since.
+struct RangeTracker {
+  struct Seg {
+    uint64_t end;
+    int32_t writer = -1;
+    std::vector<int32_t> readers;
+  };
+  std::map<uint64_t, Seg> segs;
+
+  // Split so that a segment boundary falls at `at` (if a segment spans it).
+  void split(uint64_t at) {
+    auto it = segs.upper_bound(at);
+    if (it == segs.begin()) return;
+    --it;
+    if (it->first < at && at < it->second.end) {
+      Seg tail = it->second;
+      it->second.end = at;
+      segs.emplace(at, std::move(tail));
+    }
+  }
+  // Record call `c` accessing [a, b); add the calls it must follow to `deps`.
+  void access(uint64_t a, uint64_t b, bool write, int32_t c, std::vector<int32_t>& deps) {
+    split(a);
+    split(b);
+    // Fill gaps in [a, b) with fresh segments so every byte is covered.
+    uint64_t pos = a;
+    auto it = segs.lower_bound(a);
+    while (pos < b) {
+      if (it == segs.end() || it->first > pos) {
+        uint64_t gap_end = it == segs.end() ? b : std::min(b, it->first);
+        it = segs.emplace_hint(it, pos, Seg{gap_end, -1, {}});
+      }
+      Seg& s = it->second;
+      if (s.writer >= 0) deps.push_back(s.writer);
+      if (write) {
+        deps.insert(deps.end(), s.readers.begin(), s.readers.end());
+        s.writer = c;
+        s.readers.clear();
+      } else {
+        s.readers.push_back(c);
+      }
+      pos = s.end;
+      ++it;
+    }
+  }
+};
+
+}  // namespace
+
+// ---- Schedule -------------------------------------------------------------------------
+
+Mem Schedule::input(uint64_t size) {
+  if (size == 0) throw InvalidInput("batch: an input must have a size");
+  input_sizes_.push_back(size);
+  return {nullptr, int32_t(input_sizes_.size() - 1), size};
+}
+
+void Schedule::check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const {
+  if (m.bound) {
+    if (m.bound->device() != dev_)
+      throw InvalidInput("batch on " + dev_->name() + ": " + what + " uses a buffer of " +
+                         m.bound->device()->name() + " (schedules span one device)");
+  } else if (m.input < 0 || size_t(m.input) >= input_sizes_.size()) {
+    throw InvalidInput("batch: " + what + " uses an input this schedule did not declare");
+  }
+  if (off > m.size || size > m.size - off)
+    throw InvalidInput("batch: " + what + ": range [" + std::to_string(off) + ", " +
+                       std::to_string(off) + "+" + std::to_string(size) +
+                       ") is outside the buffer of " + std::to_string(m.size) + " bytes");
+}
+
+size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg> args,
+                        std::vector<Access> accesses) {
+  const std::string what = "launch #" + std::to_string(calls_.size()) + " ('" +
+                           p.kernel().name + "')";
+  if (&p.device() != dev_)
+    throw InvalidInput("batch on " + dev_->name() + ": " + what + " was loaded on " +
+                       p.device().name());
+  if (grid.count() == 0 || block.count() == 0)
+    throw InvalidInput("batch: " + what + " has an empty grid or workgroup");
+  std::vector<const KernelArg*> want;
+  for (auto& a : p.kernel().args)
+    if (a.kind != KernelArg::Kind::Hidden) want.push_back(&a);
+  if (want.size() != args.size())
+    throw InvalidInput("batch: " + what + " takes " + std::to_string(want.size()) +
+                       " arguments, " + std::to_string(args.size()) + " given");
+  for (size_t i = 0; i < args.size(); i++) {
+    bool is_buf = args[i].kind_ == Arg::Kind::Buffer;
+    std::string which = what + " argument " + std::to_string(i);
+    if (is_buf != (want[i]->kind == KernelArg::Kind::Buffer))
+      throw InvalidInput("batch: " + which + (is_buf ? " is a value" : " is a buffer") +
+                         " in the kernel");
+    if (is_buf) {
+      check(args[i].mem_, args[i].offset_, 0, which);
+    } else {
+      if (args[i].kind_ == Arg::Kind::Scalar &&
+          (args[i].slot_ >= scalar_bytes_.size() ||
+           scalar_bytes_[args[i].slot_] != args[i].bytes_.size()))
+        throw InvalidInput("batch: " + which + " uses an undeclared scalar");
+      if (args[i].bytes_.size() != want[i]->size)
+        throw InvalidInput("batch: " + which + " is " + std::to_string(want[i]->size) +
+                           " bytes, got " + std::to_string(args[i].bytes_.size()));
+    }
+  }
+  if (accesses.empty()) {
+    for (auto& a : args)
+      if (a.kind_ == Arg::Kind::Buffer)
+        accesses.push_back(Access::written(a.mem_, a.offset_, a.mem_.size - a.offset_));
+  }
+  for (auto& a : accesses) check(a.mem, a.offset, a.size, what);
+  Call c;
+  c.launch = true;
+  c.program = &p;
+  c.grid = grid;
+  c.block = block;
+  c.args = std::move(args);
+  c.accesses = std::move(accesses);
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
+size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size) {
+  const std::string what = "copy #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " copies 0 bytes");
+  check(dst, dst_offset, size, what + " destination");
+  check(src, src_offset, size, what + " source");
+  Call c;
+  c.launch = false;
+  c.dst = dst;
+  c.src = src;
+  c.dst_offset = dst_offset;
+  c.src_offset = src_offset;
+  c.size = size;
+  c.accesses = {Access::read(src, src_offset, size), Access::written(dst, dst_offset, size)};
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
+// ---- Executable -----------------------------------------------------------------------
+
+struct Executable::Impl {
+  Device* dev;
+  ComputeQueue compute;
+  CopyQueue copy;
+  bool copy_used = false;
+  Signal signals[2];          // one per queue: the position of its latest signalling call
+  Buffer kernargs;            // every launch's arguments, written at link time and patched
+  // Patch table. Copy addresses and kernarg words of each input; kernarg bytes of scalars.
+  struct SitePatch {
+    Queue* queue;
+    PatchSite site;
+  };
+  struct InputPatches {
+    std::vector<SitePatch> sites;
+    std::vector<std::pair<uint64_t*, uint64_t>> words;  // kernarg word, offset added
+    uint64_t size;
+    uint64_t bound_va = 0;
+  };
+  struct ScalarPatches {
+    std::vector<std::byte*> at;
+    uint32_t bytes;
+    uint64_t value = 0;
+    bool set = false;
+  };
+  std::vector<InputPatches> inputs;
+  std::vector<ScalarPatches> scalars;
+  // Per queue, the commands written into the ring around its command buffer at each run:
+  // the wait for the device timeline's previous value, and (compute) the signal of the next.
+  CommandStream before[2], after[2];
+  std::vector<PatchSite> timeline_waits[2], timeline_signal;
+  Stats stats[2];
+  uint64_t last_done = 0;
+  size_t last_patches = 0;
+
+  explicit Impl(Device& d) : dev(&d), compute(d), copy(d) {}
+};
+
+Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::Executable(Executable&&) noexcept = default;
+Executable& Executable::operator=(Executable&&) noexcept = default;
+Executable::~Executable() {
+  if (impl_ && impl_->last_done) {
+    try {
+      impl_->dev->timeline().wait(impl_->last_done, std::chrono::milliseconds(2000));
+    } catch (const Error&) {
+      // Destroyed while a run is stuck: the device reports that to its own waiters.
+    }
+  }
+}
+
+Executable Schedule::compile() const {
+  auto impl = std::make_unique<Executable::Impl>(*dev_);
+  Executable::Impl& x = *impl;
+  const size_t n = calls_.size();
+
+  // 1. Queue of each call, its position there, and the calls it must follow.
+  std::vector<uint8_t> queue(n);
+  std::vector<uint32_t> pos(n);
+  uint32_t count[2] = {0, 0};
+  std::map<uint64_t, RangeTracker> trackers;
+  std::vector<std::vector<int32_t>> deps(n);
+  for (size_t i = 0; i < n; i++) {
+    const Call& c = calls_[i];
+    queue[i] = uint8_t(c.launch ? QueueKind::Compute : QueueKind::Copy);
+    pos[i] = ++count[queue[i]];
+    for (auto& a : c.accesses)
+      trackers[key_of(a.mem)].access(a.offset, a.offset + a.size, a.write, int32_t(i), deps[i]);
+  }
+  // 2. One wait per producer queue, for the latest value needed; the producers signal.
+  std::vector<uint32_t> wait_for(n, 0);  // value of the other queue's signal to wait for
+  std::vector<bool> signals(n, false);
+  uint32_t waited[2] = {0, 0};
+  for (size_t i = 0; i < n; i++) {
+    int other = 1 - queue[i];
+    int32_t latest = -1;
+    for (int32_t d : deps[i])
+      if (queue[d] == other && (latest < 0 || pos[d] > pos[latest])) latest = d;
+    if (latest >= 0 && pos[latest] > waited[queue[i]]) {
+      // Waits from one queue on the other are monotonic: a later one covers earlier ones.
+      wait_for[i] = pos[latest];
+      waited[queue[i]] = pos[latest];
+      signals[latest] = true;
+    }
+  }
+  (void)waited;
+
+  // 3. Kernel arguments: one host-visible block, values written now.
+  std::vector<uint64_t> karg_off(n, 0);
+  uint64_t karg_bytes = 0;
+  for (size_t i = 0; i < n; i++)
+    if (calls_[i].launch) {
+      const auto& k = calls_[i].program->kernel();
+      karg_bytes = (karg_bytes + std::max<uint64_t>(k.kernarg_align, 16) - 1) /
+                   std::max<uint64_t>(k.kernarg_align, 16) * std::max<uint64_t>(k.kernarg_align, 16);
+      karg_off[i] = karg_bytes;
+      karg_bytes += std::max<uint32_t>(k.kernarg_size, 16);
+    }
+  if (karg_bytes) {
+    x.kernargs = dev_->allocate(karg_bytes, MemoryKind::Host);
+    std::memset(x.kernargs.host(), 0, karg_bytes);
+  }
+  x.inputs.resize(input_sizes_.size());
+  for (size_t s = 0; s < input_sizes_.size(); s++) x.inputs[s].size = input_sizes_[s];
+  x.scalars.resize(scalar_bytes_.size());
+  for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
+
+  // 4. Encode both queues once, straight into device memory (sized generously; a larger
+  // stream still works through host memory).
+  uint64_t estimate[2] = {64, 64};
+  for (size_t i = 0; i < n; i++)
+    estimate[queue[i]] += calls_[i].launch ? 160 : 64 + 8 * (calls_[i].size >> 22);
+  x.compute.encode_in_place(estimate[0]);
+  if (count[int(QueueKind::Copy)]) x.copy.encode_in_place(estimate[1]);
+  for (int q = 0; q < 2; q++) x.signals[q] = dev_->new_signal(0);
+  x.copy_used = count[int(QueueKind::Copy)] > 0;
+  const Signal& tl = dev_->timeline().signal();
+  Queue* queues[2] = {&x.compute, &x.copy};
+  for (int q = 0; q < 2; q++) {
+    std::vector<PatchSite> sites;
+    dev_->encoder(QueueKind(q)).wait(x.before[q], tl.va(), 0, sites);
+    for (auto& s : sites)
+      if (s.role == PatchRole::WaitValue) x.timeline_waits[q].push_back(s);
+  }
+  x.compute.memory_barrier();
+  for (size_t i = 0; i < n; i++) {
+    const Call& c = calls_[i];
+    int q = queue[i];
+    Queue& Q = *queues[q];
+    if (wait_for[i]) {
+      Q.wait(x.signals[1 - q], wait_for[i]);
+      x.stats[q].waits++;
+    }
+    if (c.launch) {
+      auto* args = static_cast<std::byte*>(x.kernargs.host()) + karg_off[i];
+      const auto& k = c.program->kernel();
+      size_t a = 0;
+      for (auto& ka : k.args) {
+        if (ka.kind == KernelArg::Kind::Hidden) continue;
+        const Arg& arg = c.args[a++];
+        std::byte* at = args + ka.offset;
+        if (arg.kind_ == Arg::Kind::Buffer) {
+          if (arg.mem_.bound) {
+            uint64_t va = arg.mem_.bound->va() + arg.offset_;
+            std::memcpy(at, &va, 8);
+          } else {
+            x.inputs[size_t(arg.mem_.input)].words.push_back(
+                {reinterpret_cast<uint64_t*>(at), arg.offset_});
+          }
+        } else if (arg.kind_ == Arg::Kind::Scalar) {
+          x.scalars[arg.slot_].at.push_back(at);
+        } else {
+          std::memcpy(at, arg.bytes_.data(), arg.bytes_.size());
+        }
+      }
+      x.compute.memory_barrier();
+      x.compute.exec(*c.program, x.kernargs.va() + karg_off[i], c.grid, c.block);
+    } else {
+      uint64_t dst = c.dst.bound ? c.dst.bound->va() + c.dst_offset : c.dst_offset;
+      uint64_t src = c.src.bound ? c.src.bound->va() + c.src_offset : c.src_offset;
+      x.copy.copy(dst, src, c.size);
+      for (auto& s : x.copy.sites_of(x.copy.commands() - 1)) {
+        const Mem& m = s.role == PatchRole::CopyDst ? c.dst : c.src;
+        if (m.bound) continue;
+        PatchSite site = s;
+        site.add += s.role == PatchRole::CopyDst ? c.dst_offset : c.src_offset;
+        x.inputs[size_t(m.input)].sites.push_back({&x.copy, site});
+      }
+    }
+    x.stats[q].calls++;
+    if (signals[i]) {
+      Q.signal(x.signals[q], pos[i], false);
+      x.stats[q].signals++;
+    }
+  }
+  // 5. Close: the copy queue reports its end; the compute queue waits for it and advances
+  // the device timeline (patched with each run's value).
+  if (x.copy_used) {
+    x.copy.signal(x.signals[int(QueueKind::Copy)], count[int(QueueKind::Copy)] + 1, false);
+    x.compute.wait(x.signals[int(QueueKind::Copy)], count[int(QueueKind::Copy)] + 1);
+  }
+  {
+    std::vector<PatchSite> sites;
+    dev_->encoder(QueueKind::Compute).signal(x.after[0], tl.va(), 0, true, sites);
+    for (auto& s : sites)
+      if (s.role == PatchRole::SignalValue) x.timeline_signal.push_back(s);
+  }
+  x.compute.bind();
+  if (x.copy_used) x.copy.bind();
+  return Executable(std::move(impl));
+}
+
+uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
+  Impl& x = *impl_;
+  Device& dev = *x.dev;
+  // Fence on the previous run: its command buffers and signals are about to be rewritten.
+  if (x.last_done) {
+    try {
+      dev.timeline().wait(x.last_done, fence_timeout);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(dev.name() + ": batch re-run: the previous run (timeline value " +
+                         std::to_string(x.last_done) + ") has not finished after " +
+                         std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
+    }
+  }
+  size_t patches = 0;
+  for (auto& [slot, buf] : b.inputs_) {
+    if (slot >= x.inputs.size()) throw InvalidInput("batch: binding for an undeclared input");
+    auto& in = x.inputs[slot];
+    if (buf->device() != &dev)
+      throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
+                         buf->device()->name() + ", the schedule runs on " + dev.name());
+    if (buf->size() < in.size)
+      throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
+                         std::to_string(in.size) + " bytes, the buffer has " +
+                         std::to_string(buf->size()));
+    if (buf->va() == in.bound_va) continue;  // unchanged: nothing to write
+    in.bound_va = buf->va();
+    for (auto& s : in.sites) s.queue->patch_site(s.site, in.bound_va);
+    for (auto& [word, add] : in.words) *word = in.bound_va + add;
+    patches += in.sites.size() + in.words.size();
+  }
+  for (auto& [slot, bits] : b.scalars_) {
+    if (slot >= x.scalars.size()) throw InvalidInput("batch: binding for an undeclared scalar");
+    auto& sc = x.scalars[slot];
+    if (sc.set && sc.value == bits) continue;
+    sc.set = true;
+    sc.value = bits;
+    for (std::byte* at : sc.at) std::memcpy(at, &bits, sc.bytes);
+    patches += sc.at.size();
+  }
+  if (!x.last_done) {  // the first run binds everything
+    for (size_t s = 0; s < x.inputs.size(); s++)
+      if (!x.inputs[s].bound_va)
+        throw InvalidInput("batch: input " + std::to_string(s) + " is not bound");
+    for (size_t s = 0; s < x.scalars.size(); s++)
+      if (!x.scalars[s].set)
+        throw InvalidInput("batch: scalar " + std::to_string(s) + " is not set");
+  }
+  // Re-arm: the queues' signals count from zero again in every run.
+  x.signals[0].set(0);
+  x.signals[1].set(0);
+  uint64_t next;
+  {
+    std::lock_guard lk(dev.submit_mutex());
+    auto [prev, nxt] = dev.timeline().advance();
+    next = nxt;
+    for (int q = 0; q < 2; q++)
+      for (auto& s : x.timeline_waits[q]) x.before[q].patch(s, prev);
+    for (auto& s : x.timeline_signal) x.after[0].patch(s, next);
+    auto span = [](const CommandStream& c) {
+      return std::span<const uint32_t>(c.data(), c.size());
+    };
+    if (x.copy_used) x.copy.submit(span(x.before[1]), {});
+    x.compute.submit(span(x.before[0]), span(x.after[0]));
+  }
+  x.last_done = next;
+  x.last_patches = patches;
+  return next;
+}
+
+void Executable::wait(std::chrono::milliseconds timeout) const {
+  if (impl_->last_done) impl_->dev->timeline().wait(impl_->last_done, timeout);
+}
+
+size_t Executable::last_patch_count() const { return impl_->last_patches; }
+
+Executable::Stats Executable::stats(QueueKind k) const { return impl_->stats[int(k)]; }
+
+}  // namespace hcq::batch

@@ -1,0 +1,186 @@
+// The batch compiler: a schedule of kernel launches and copies is compiled once into
+// device-resident command buffers (one per queue) plus a patch table; each run writes only
+// the patches whose values changed and rings one doorbell per queue.
+//
+//   batch::Schedule s(dev);
+//   auto x = s.input(bytes);                 // bound at each run
+//   auto k = s.scalar<float>();              // set at each run
+//   s.launch(prog, grid, block, {batch::Arg::buffer(x), batch::Arg::scalar(k), ...});
+//   s.copy(y, 0, x, 0, bytes);
+//   auto exe = s.compile();
+//   uint64_t done = exe.run(batch::Bindings().input(x, buf).scalar(k, 2.0f));
+//   dev.timeline().wait(done);
+//
+// Dependencies are tracked per buffer byte range: a write waits for overlapping earlier reads
+// and writes, a read for overlapping earlier writes. Only calls another queue waits on signal;
+// a queue waits once per producer queue for the latest value it needs; same-queue order
+// needs no wait. Inputs must not alias each other or the bound buffers.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/program.hpp"
+#include "core/queue.hpp"
+
+namespace hcq::batch {
+
+// A buffer in a schedule: bound at recording, or an input slot bound at each run.
+struct Mem {
+  const Buffer* bound = nullptr;
+  int32_t input = -1;
+  uint64_t size = 0;
+  static Mem of(const Buffer& b) { return {&b, -1, b.size()}; }
+};
+
+template <class T>
+struct Scalar {
+  uint32_t slot;
+};
+
+// What a call reads or writes.
+struct Access {
+  Mem mem;
+  uint64_t offset = 0, size = 0;
+  bool write = false;
+  static Access read(Mem m, uint64_t off, uint64_t n) { return {m, off, n, false}; }
+  static Access written(Mem m, uint64_t off, uint64_t n) { return {m, off, n, true}; }
+};
+
+// A kernel argument: a buffer address (bound or input, plus an offset), a constant value, or
+// a scalar variable set at each run.
+class Arg {
+ public:
+  static Arg buffer(Mem m, uint64_t offset = 0) {
+    Arg a;
+    a.kind_ = Kind::Buffer;
+    a.mem_ = m;
+    a.offset_ = offset;
+    return a;
+  }
+  template <class T>
+  static Arg value(const T& v) {
+    Arg a;
+    a.kind_ = Kind::Value;
+    a.bytes_.resize(sizeof(T));
+    std::memcpy(a.bytes_.data(), &v, sizeof(T));
+    return a;
+  }
+  template <class T>
+  static Arg scalar(Scalar<T> s) {
+    Arg a;
+    a.kind_ = Kind::Scalar;
+    a.slot_ = s.slot;
+    a.bytes_.resize(sizeof(T));
+    return a;
+  }
+
+ private:
+  friend class Schedule;
+  friend class Executable;
+  enum class Kind : uint8_t { Buffer, Value, Scalar };
+  Kind kind_ = Kind::Value;
+  Mem mem_;
+  uint64_t offset_ = 0;
+  uint32_t slot_ = 0;
+  std::vector<std::byte> bytes_;
+};
+
+class Bindings {
+ public:
+  Bindings& input(Mem slot, const Buffer& b) {
+    inputs_.push_back({uint32_t(slot.input), &b});
+    return *this;
+  }
+  template <class T>
+  Bindings& scalar(Scalar<T> s, const T& v) {
+    uint64_t bits = 0;
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+    std::memcpy(&bits, &v, sizeof(T));
+    scalars_.push_back({s.slot, bits});
+    return *this;
+  }
+
+ private:
+  friend class Executable;
+  std::vector<std::pair<uint32_t, const Buffer*>> inputs_;
+  std::vector<std::pair<uint32_t, uint64_t>> scalars_;
+};
+
+class Executable;
+
+class Schedule {
+ public:
+  explicit Schedule(Device& dev) : dev_(&dev) {}
+
+  Mem input(uint64_t size);
+  template <class T>
+  Scalar<T> scalar() {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+    scalar_bytes_.push_back(sizeof(T));
+    return {uint32_t(scalar_bytes_.size() - 1)};
+  }
+
+  // A launch on the compute queue. Without `accesses`, every buffer argument is taken as read
+  // and written from its offset to the end of the buffer (always safe, may over-serialize).
+  size_t launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg> args,
+                std::vector<Access> accesses = {});
+  // A copy on the copy queue (device or host-visible buffers of this device).
+  size_t copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size);
+
+  Executable compile() const;
+  size_t calls() const { return calls_.size(); }
+
+ private:
+  friend class Executable;
+  struct Call {
+    bool launch;
+    const Program* program = nullptr;
+    Dim3 grid, block;
+    std::vector<Arg> args;
+    Mem dst, src;
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::vector<Access> accesses;
+  };
+  void check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const;
+
+  Device* dev_;
+  std::vector<uint64_t> input_sizes_;
+  std::vector<uint32_t> scalar_bytes_;
+  std::vector<Call> calls_;
+};
+
+class Executable {
+ public:
+  Executable(Executable&&) noexcept;
+  Executable& operator=(Executable&&) noexcept;
+  ~Executable();
+
+  // Patch what changed and submit; returns the device timeline value that marks the end of
+  // this run. Every input and scalar must be bound on the first run; later runs may bind
+  // only what changes. Waits first for the previous run (TimeoutError after `fence_timeout`).
+  uint64_t run(const Bindings& b,
+               std::chrono::milliseconds fence_timeout = Signal::kDefaultTimeout);
+  void wait(std::chrono::milliseconds timeout = Signal::kDefaultTimeout) const;
+
+  // Patch writes the last run made (bindings and timeline values), for tests and benchmarks.
+  size_t last_patch_count() const;
+  // Per queue: how many waits on other queues and signals were encoded.
+  struct Stats {
+    size_t calls = 0, waits = 0, signals = 0;
+  };
+  Stats stats(QueueKind k) const;
+
+ private:
+  friend class Schedule;
+  struct Impl;
+  explicit Executable(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hcq::batch
