@@ -316,8 +316,19 @@ KernelMeta read_kernel_meta(const MpValue& k, size_t index) {
       ka.offset = *off;
       ka.size = *size;
       if (auto* n = md_str(a, ".name", aw)) ka.name = *n;
-      if (*kind == "global_buffer")
+      if (*kind == "global_buffer") {
         ka.kind = KernelArg::Kind::Buffer;
+        // .actual_access (LLVM, from readonly/writeonly attributes) or .is_const (OpenCL
+        // const pointers): AMDGPUUsage "Code Object V3+ Metadata".
+        const MpValue* acc = a.get(".actual_access");
+        const MpValue* is_const = a.get(".is_const");
+        if (acc && acc->type == MpValue::Type::Str && acc->s == "read_only")
+          ka.access = KernelArg::Access::ReadOnly;
+        else if (acc && acc->type == MpValue::Type::Str && acc->s == "write_only")
+          ka.access = KernelArg::Access::WriteOnly;
+        else if (is_const && is_const->type == MpValue::Type::Bool && is_const->b)
+          ka.access = KernelArg::Access::ReadOnly;
+      }
       else if (*kind == "by_value")
         ka.kind = KernelArg::Kind::Value;
       else if (kind->rfind("hidden_", 0) == 0)

@@ -638,6 +638,7 @@ void KfdQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint
   uint32_t words[2 * kMaxAround + 14] = {};
   size_t n = 0;
   auto put = [&](std::span<const uint32_t> s) {
+    if (s.empty()) return;  // an empty span may carry a null pointer
     std::memcpy(words + n, s.data(), s.size() * 4);
     n += s.size();
   };

@@ -119,9 +119,14 @@ size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg
     }
   }
   if (accesses.empty()) {
-    for (auto& a : args)
-      if (a.kind_ == Arg::Kind::Buffer)
-        accesses.push_back(Access::written(a.mem_, a.offset_, a.mem_.size - a.offset_));
+    // From the metadata: const buffers are read, the rest read and written, each from the
+    // argument's offset to the end of its buffer.
+    for (size_t i = 0; i < args.size(); i++) {
+      const Arg& a = args[i];
+      if (a.kind_ != Arg::Kind::Buffer) continue;
+      bool read_only = want[i]->access == KernelArg::Access::ReadOnly;
+      accesses.push_back({a.mem_, a.offset_, a.mem_.size - a.offset_, !read_only});
+    }
   }
   for (auto& a : accesses) check(a.mem, a.offset, a.size, what);
   Call c;

@@ -126,8 +126,9 @@ class Schedule {
     return {uint32_t(scalar_bytes_.size() - 1)};
   }
 
-  // A launch on the compute queue. Without `accesses`, every buffer argument is taken as read
-  // and written from its offset to the end of the buffer (always safe, may over-serialize).
+  // A launch on the compute queue. Without `accesses`, they come from the kernel's metadata:
+  // each buffer argument from its offset to the end of the buffer, read-only when the
+  // metadata says so (a `const` pointer), else read and written (safe, may over-serialize).
   size_t launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg> args,
                 std::vector<Access> accesses = {});
   // A copy on the copy queue (device or host-visible buffers of this device).

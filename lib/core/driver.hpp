@@ -29,10 +29,14 @@ struct Allocation {
 // One kernel argument as a program's metadata describes it.
 struct KernelArg {
   enum class Kind : uint8_t { Buffer, Value, Hidden };
+  // What the kernel does with a buffer argument's memory, as far as its metadata says
+  // (a `const` pointer is read-only); ReadWrite when it says nothing.
+  enum class Access : uint8_t { ReadWrite, ReadOnly, WriteOnly };
   std::string name;
   uint32_t offset = 0;
   uint32_t size = 0;
   Kind kind = Kind::Value;
+  Access access = Access::ReadWrite;
 };
 
 // A kernel loaded on a device: what core needs to lay out arguments and launch it.

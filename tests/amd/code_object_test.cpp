@@ -174,6 +174,11 @@ TEST_P(BuiltObject, KernelsAndArguments) {
       EXPECT_EQ(k.args[i].size, want.args[i].size);
       EXPECT_EQ(k.args[i].kind, want.args[i].kind);
     }
+    if (k.name == "vector_add") {  // `const` pointers are read-only in the metadata
+      EXPECT_EQ(k.args[0].access, KernelArg::Access::ReadOnly);
+      EXPECT_EQ(k.args[1].access, KernelArg::Access::ReadOnly);
+      EXPECT_EQ(k.args[2].access, KernelArg::Access::ReadWrite);
+    }
     EXPECT_GE(k.kernarg_align, 4u);
     EXPECT_EQ(k.kernarg_align & (k.kernarg_align - 1), 0u);
     EXPECT_EQ(k.lds_bytes, 0u);

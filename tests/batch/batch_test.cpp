@@ -75,6 +75,29 @@ TEST_P(Batch, ReplaysWithChangedInputsAndScalars) {
   for (uint32_t i = 0; i < n; i++) ASSERT_EQ(out[i], 3.0f * (3.0f * v2[i] + 1.0f) + 1.0f) << i;
 }
 
+// Without explicit accesses, the metadata decides: vector_add's `const` inputs are only read,
+// so a copy reading them needs no wait; a copy reading its output does.
+TEST_P(Batch, AccessesComeFromTheKernelMetadata) {
+  Program add = program("vector_add");
+  const uint32_t n = 64;
+  Buffer a = dev_->allocate(n * 4), b = dev_->allocate(n * 4), c = dev_->allocate(n * 4),
+         d = dev_->allocate(n * 4), e = dev_->allocate(n * 4);
+  Schedule s(*dev_);
+  s.launch(add, {1, 1, 1}, {n, 1, 1},
+           {Arg::buffer(Mem::of(a)), Arg::buffer(Mem::of(b)), Arg::buffer(Mem::of(c)),
+            Arg::value(n), Arg::value(n)});
+  s.copy(Mem::of(d), 0, Mem::of(a), 0, n * 4);  // reads what the launch only reads
+  EXPECT_EQ(s.compile().stats(QueueKind::Copy).waits, 0u);
+  s.copy(Mem::of(e), 0, Mem::of(c), 0, n * 4);  // reads what the launch writes
+  Executable exe = s.compile();
+  EXPECT_EQ(exe.stats(QueueKind::Copy).waits, 1u);
+  write(a, std::vector<float>(n, 1.0f));
+  write(b, std::vector<float>(n, 2.0f));
+  dev_->timeline().wait(exe.run(Bindings()));
+  for (float v : read<float>(e, n)) ASSERT_EQ(v, 3.0f);
+  for (float v : read<float>(d, n)) ASSERT_EQ(v, 1.0f);
+}
+
 TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
   Program fill = program("fill_u32");
   Schedule s(*dev_);
