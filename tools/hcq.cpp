@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
 
@@ -21,6 +23,9 @@ int usage() {
                "       hcq run [DEVICE] [--size N]\n"
                "                              demo: copy in, a chain of kernels, copies on the\n"
                "                              copy queue, copy out, verify, report\n"
+               "       hcq trace [DEVICE] [FILE]\n"
+               "                              the demo as a compiled, profiled batch; writes a\n"
+               "                              Chrome/Perfetto trace (default hcq-trace.json)\n"
                "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto\n");
   return 2;
 }
@@ -136,6 +141,56 @@ int cmd_run(const std::string& name, uint32_t n) {
   return 0;
 }
 
+// The demo's work as one compiled batch, profiled: writes a Chrome/Perfetto trace.
+int cmd_trace(const std::string& name, const std::string& path) {
+  using namespace hcq;
+  kernels::register_cpu_implementations();
+  auto dev = Device::open(name);
+  const auto& p = dev->properties();
+  auto image = kernels::code_object(p.arch);
+  if (image.empty()) throw Error("no code object was built for " + p.arch);
+  auto loaded = std::shared_ptr<const ProgramImage>(dev->driver().load_program(*dev, image));
+  Program vector_add(*dev, loaded, "vector_add"), scale_add(*dev, loaded, "scale_add");
+  const uint32_t n = 1 << 16, block = 256, groups = n / block;
+  const uint64_t bytes = uint64_t(n) * 4;
+  Buffer A = dev->allocate(bytes), B = dev->allocate(bytes), C = dev->allocate(bytes),
+         D = dev->allocate(bytes);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), out(n);
+  dev->copy_in(A, 0, a.data(), bytes);
+  dev->copy_in(B, 0, b.data(), bytes);
+
+  batch::Schedule s(*dev);
+  using batch::Arg;
+  using batch::Mem;
+  s.launch(vector_add, {groups, 1, 1}, {block, 1, 1},
+           {Arg::buffer(Mem::of(A)), Arg::buffer(Mem::of(B)), Arg::buffer(Mem::of(C)),
+            Arg::value(n), Arg::value(block)});
+  for (int round = 0; round < 3; round++) {
+    s.launch(scale_add, {groups, 1, 1}, {block, 1, 1},
+             {Arg::buffer(Mem::of(C)), Arg::value(2.0f), Arg::value(1.0f), Arg::value(n),
+              Arg::value(block)});
+    s.copy(Mem::of(D), 0, Mem::of(C), 0, bytes);
+    s.launch(scale_add, {groups, 1, 1}, {block, 1, 1},
+             {Arg::buffer(Mem::of(D)), Arg::value(1.0f), Arg::value(float(round)),
+              Arg::value(n), Arg::value(block)});
+  }
+  auto exe = s.compile({.profile = true});
+  dev->timeline().wait(exe.run(batch::Bindings()));
+  dev->copy_out(out.data(), D, 0, bytes);
+  float c = 3.0f, d = 0;
+  for (int round = 0; round < 3; round++) d = (c = 2 * c + 1) + float(round);
+  for (float v : out)
+    if (v != d) throw Error("trace: the batch computed a wrong result");
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  exe.write_trace(f);
+  std::printf("trace    %zu calls on %s (%zu cross-queue waits) -> %s\n", s.calls(),
+              p.name.c_str(),
+              exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
+              path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +199,9 @@ int main(int argc, char** argv) {
     if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
     if (args[0] == "ls") return cmd_ls();
     if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
+    if (args[0] == "trace")
+      return cmd_trace(args.size() > 1 ? args[1] : "auto",
+                       args.size() > 2 ? args[2] : "hcq-trace.json");
     if (args[0] == "run") {
       std::string dev = "auto";
       uint32_t n = 1 << 20;

@@ -1,6 +1,8 @@
 #include "batch/batch.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdio>
 #include <map>
 
 #include "core/error.hpp"
@@ -190,6 +192,14 @@ struct Executable::Impl {
   CommandStream before[2], after[2];
   std::vector<PatchSite> timeline_waits[2], timeline_signal;
   Stats stats[2];
+  // Profiling: two timestamps per call, names, queues, and the cross-queue waits as edges.
+  bool profile = false;
+  Buffer timestamps;
+  std::vector<std::string> names;
+  std::vector<uint8_t> call_queue;
+  std::vector<std::pair<size_t, size_t>> edges;  // producer call -> waiting call
+  int64_t clock_offset_ns[2] = {0, 0};
+  std::string device_name;
   uint64_t last_done = 0;
   size_t last_patches = 0;
 
@@ -209,7 +219,9 @@ Executable::~Executable() {
   }
 }
 
-Executable Schedule::compile() const {
+Executable Schedule::compile() const { return compile(CompileOptions{}); }
+
+Executable Schedule::compile(const CompileOptions& options) const {
   auto impl = std::make_unique<Executable::Impl>(*dev_);
   Executable::Impl& x = *impl;
   const size_t n = calls_.size();
@@ -229,6 +241,7 @@ Executable Schedule::compile() const {
   }
   // 2. One wait per producer queue, for the latest value needed; the producers signal.
   std::vector<uint32_t> wait_for(n, 0);  // value of the other queue's signal to wait for
+  std::vector<int32_t> wait_on(n, -1);   // ...which the call `wait_on` signals
   std::vector<bool> signals(n, false);
   uint32_t waited[2] = {0, 0};
   for (size_t i = 0; i < n; i++) {
@@ -239,6 +252,7 @@ Executable Schedule::compile() const {
     if (latest >= 0 && pos[latest] > waited[queue[i]]) {
       // Waits from one queue on the other are monotonic: a later one covers earlier ones.
       wait_for[i] = pos[latest];
+      wait_on[i] = latest;
       waited[queue[i]] = pos[latest];
       signals[latest] = true;
     }
@@ -273,6 +287,22 @@ Executable Schedule::compile() const {
   x.compute.encode_in_place(estimate[0]);
   if (count[int(QueueKind::Copy)]) x.copy.encode_in_place(estimate[1]);
   for (int q = 0; q < 2; q++) x.signals[q] = dev_->new_signal(0);
+  x.device_name = dev_->name();
+  x.call_queue = queue;
+  if (options.profile) {
+    x.profile = true;
+    x.timestamps = dev_->allocate(std::max<size_t>(n, 1) * 16, MemoryKind::Host);
+    std::memset(x.timestamps.host(), 0, x.timestamps.size());
+    for (int q = 0; q < 2; q++)
+      if (q == int(QueueKind::Compute) || count[int(QueueKind::Copy)])
+        x.clock_offset_ns[q] = dev_->clock_offset_ns(QueueKind(q));
+  }
+  for (size_t i = 0; i < n; i++) {
+    const Call& c = calls_[i];
+    x.names.push_back(c.launch ? c.program->kernel().name
+                               : "copy " + std::to_string(c.size) + " bytes");
+    if (wait_on[i] >= 0) x.edges.push_back({size_t(wait_on[i]), i});
+  }
   x.copy_used = count[int(QueueKind::Copy)] > 0;
   const Signal& tl = dev_->timeline().signal();
   Queue* queues[2] = {&x.compute, &x.copy};
@@ -291,6 +321,7 @@ Executable Schedule::compile() const {
       Q.wait(x.signals[1 - q], wait_for[i]);
       x.stats[q].waits++;
     }
+    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16);
     if (c.launch) {
       auto* args = static_cast<std::byte*>(x.kernargs.host()) + karg_off[i];
       const auto& k = c.program->kernel();
@@ -328,6 +359,7 @@ Executable Schedule::compile() const {
       }
     }
     x.stats[q].calls++;
+    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16 + 8);
     if (signals[i]) {
       Q.signal(x.signals[q], pos[i], false);
       x.stats[q].signals++;
@@ -424,6 +456,69 @@ void Executable::wait(std::chrono::milliseconds timeout) const {
 }
 
 size_t Executable::last_patch_count() const { return impl_->last_patches; }
+
+std::vector<Executable::CallTime> Executable::profile() const {
+  const Impl& x = *impl_;
+  if (!x.profile) throw InvalidInput("batch: profile() needs a schedule compiled with profile");
+  if (!x.last_done) throw InvalidInput("batch: profile() before the first run");
+  wait();
+  std::vector<CallTime> out;
+  const auto* ts = static_cast<const uint64_t*>(x.timestamps.host());
+  const double ns_per_tick = 1e9 / double(x.dev->properties().timestamp_hz);
+  for (size_t i = 0; i < x.names.size(); i++) {
+    int q = x.call_queue[i];
+    auto host = [&](uint64_t t) { return int64_t(double(t) * ns_per_tick) + x.clock_offset_ns[q]; };
+    out.push_back({i, QueueKind(q), x.names[i], host(ts[2 * i]), host(ts[2 * i + 1])});
+  }
+  return out;
+}
+
+namespace {
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (uint8_t(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+      continue;
+    }
+    o += c;
+  }
+  return o + "\"";
+}
+}  // namespace
+
+void Executable::write_trace(std::ostream& out) const {
+  auto calls = profile();
+  const Impl& x = *impl_;
+  int64_t t0 = INT64_MAX;
+  for (auto& c : calls) t0 = std::min(t0, c.start_ns);
+  auto us = [&](int64_t ns) { return std::to_string(double(ns - t0) / 1000.0); };
+  out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":"
+      << json_string(x.device_name) << "}},\n";
+  for (int q = 0; q < 2; q++)
+    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << q
+        << ",\"args\":{\"name\":" << json_string(std::string(to_string(QueueKind(q))) + " queue")
+        << "}},\n";
+  for (auto& c : calls)
+    out << "{\"name\":" << json_string(c.name) << ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":1,"
+        << "\"tid\":" << int(c.queue) << ",\"ts\":" << us(c.start_ns)
+        << ",\"dur\":" << std::to_string(double(std::max<int64_t>(0, c.end_ns - c.start_ns)) / 1000.0)
+        << ",\"args\":{\"call\":" << c.call << "}},\n";
+  size_t id = 0;
+  for (auto& [from, to] : x.edges) {  // a flow arrow from producer end to consumer start
+    const auto& a = calls[from];
+    const auto& b = calls[to];
+    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":" << id
+        << ",\"pid\":1,\"tid\":" << int(a.queue) << ",\"ts\":" << us(a.end_ns) << "},\n";
+    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id++
+        << ",\"pid\":1,\"tid\":" << int(b.queue) << ",\"ts\":" << us(b.start_ns) << "},\n";
+  }
+  out << "{\"name\":\"end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":0}\n]}\n";
+}
 
 Executable::Stats Executable::stats(QueueKind k) const { return impl_->stats[int(k)]; }
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -134,7 +135,11 @@ class Schedule {
   // A copy on the copy queue (device or host-visible buffers of this device).
   size_t copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size);
 
+  struct CompileOptions {
+    bool profile = false;  // bracket every call with GPU timestamps
+  };
   Executable compile() const;
+  Executable compile(const CompileOptions& options) const;
   size_t calls() const { return calls_.size(); }
 
  private:
@@ -176,6 +181,19 @@ class Executable {
     size_t calls = 0, waits = 0, signals = 0;
   };
   Stats stats(QueueKind k) const;
+
+  // With CompileOptions::profile, after a run has finished: each call's start and end in host
+  // steady_clock nanoseconds (GPU timestamps shifted by the offset measured per queue kind).
+  struct CallTime {
+    size_t call;
+    QueueKind queue;
+    std::string name;
+    int64_t start_ns, end_ns;
+  };
+  std::vector<CallTime> profile() const;
+  // The last run as a Chrome / Perfetto trace (JSON): one complete event per call on a track
+  // per queue, and a flow arrow for every cross-queue wait.
+  void write_trace(std::ostream& out) const;
 
  private:
   friend class Schedule;

@@ -1,6 +1,7 @@
 #include "core/device.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -270,6 +271,33 @@ void Device::wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generatio
     throw;
   }
   wake_all();
+}
+
+int64_t Device::clock_offset_ns(QueueKind kind) {
+  int64_t best = 0;
+  int64_t best_window = INT64_MAX;
+  for (int i = 0; i < 5; i++) {  // keep the tightest of a few measurements
+    Signal s = new_signal();
+    Queue q(*this, kind);
+    uint64_t t0, t1, done;
+    {
+      std::lock_guard lk(submit_mu_);
+      auto [prev, next] = timeline_.advance();
+      q.wait(timeline_.signal(), prev).timestamp(s).signal(timeline_.signal(), next);
+      t0 = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+      q.submit();
+      done = next;
+    }
+    timeline_.wait(done);
+    t1 = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    double gpu_ns = double(s.timestamp()) * 1e9 / double(properties().timestamp_hz);
+    int64_t offset = int64_t((t0 + t1) / 2) - int64_t(gpu_ns);
+    if (int64_t(t1 - t0) < best_window) {
+      best_window = int64_t(t1 - t0);
+      best = offset;
+    }
+  }
+  return best;
 }
 
 void Device::synchronize(std::chrono::milliseconds timeout) {

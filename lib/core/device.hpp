@@ -143,6 +143,9 @@ class Device {
   // on another device.
   void copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
             uint64_t size);
+  // Host steady_clock nanoseconds minus GPU timestamp nanoseconds, measured on a queue of
+  // `kind` (a timestamp bracketed by host clock reads; error within half the round trip).
+  int64_t clock_offset_ns(QueueKind kind);
   // Wait until everything submitted so far has finished.
   void synchronize(std::chrono::milliseconds timeout = Signal::kDefaultTimeout);
 

@@ -31,6 +31,10 @@ Queue& Queue::signal(const Signal& s, uint64_t value, bool wake) {
   return record(Cmd::Signal, [&] { enc_->signal(cs_, s.va(), value, wake, sites_); });
 }
 
+Queue& Queue::timestamp_at(uint64_t va) {
+  return record(Cmd::Timestamp, [&] { enc_->timestamp(cs_, va, sites_); });
+}
+
 Queue& Queue::timestamp(const Signal& s) {
   return record(Cmd::Timestamp, [&] { enc_->timestamp(cs_, s.timestamp_va(), sites_); });
 }

@@ -30,6 +30,8 @@ class Queue {
   Queue& wait(uint64_t va, uint64_t value);
   Queue& signal(const Signal& s, uint64_t value, bool wake = true);
   Queue& timestamp(const Signal& s);
+  // Write the GPU timestamp to `va` (8-byte aligned) once prior commands are done.
+  Queue& timestamp_at(uint64_t va);
 
   void update_wait(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);
   void update_signal(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);

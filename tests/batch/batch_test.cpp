@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <climits>
+#include <sstream>
+
 #include <cstring>
 #include <random>
 #include <thread>
@@ -170,6 +175,45 @@ TEST_P(Batch, SignalsAreReArmedBetweenRuns) {
     auto out = read<float>(a, n);
     for (float v : out) ASSERT_EQ(v, float(10 * run));
   }
+}
+
+TEST_P(Batch, ProfilingWritesATraceWithOneEventPerCall) {
+  Program scale = program("scale_add");
+  const uint32_t n = 512;
+  Buffer a = dev_->allocate(n * 4), b = dev_->allocate(n * 4);
+  Schedule s(*dev_);
+  for (int i = 0; i < 3; i++) {
+    s.launch(scale, {2, 1, 1}, {n / 2, 1, 1},
+             {Arg::buffer(Mem::of(a)), Arg::value(1.0f), Arg::value(1.0f), Arg::value(n),
+              Arg::value(n / 2)});
+    s.copy(Mem::of(b), 0, Mem::of(a), 0, n * 4);
+  }
+  Executable exe = s.compile({.profile = true});
+  EXPECT_THROW(exe.profile(), InvalidInput);  // nothing ran yet
+  write(a, std::vector<float>(n, 0.0f));
+  dev_->timeline().wait(exe.run(Bindings()));
+  auto calls = exe.profile();
+  ASSERT_EQ(calls.size(), 6u);
+  int64_t last_end[2] = {INT64_MIN, INT64_MIN};
+  for (auto& c : calls) {
+    EXPECT_LE(c.start_ns, c.end_ns) << c.name;
+    EXPECT_GE(c.start_ns, last_end[int(c.queue)]) << c.name;  // in order on each queue
+    last_end[int(c.queue)] = c.end_ns;
+    EXPECT_EQ(c.name, c.call % 2 == 0 ? "scale_add" : "copy 2048 bytes");
+  }
+  std::stringstream json;
+  exe.write_trace(json);
+  boost::property_tree::ptree tree;
+  ASSERT_NO_THROW(boost::property_tree::read_json(json, tree)) << json.str();
+  size_t complete = 0, flows = 0;
+  for (auto& [_, ev] : tree.get_child("traceEvents")) {
+    std::string ph = ev.get<std::string>("ph");
+    complete += ph == "X";
+    flows += ph == "s";
+  }
+  EXPECT_EQ(complete, calls.size());
+  EXPECT_EQ(flows, exe.stats(QueueKind::Copy).waits + exe.stats(QueueKind::Compute).waits);
+  for (float v : read<float>(b, n)) ASSERT_EQ(v, 3.0f);
 }
 
 class BatchWrap : public Batch {
