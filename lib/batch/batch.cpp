@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <map>
+#include <mutex>
 
 #include "core/error.hpp"
 
@@ -11,9 +12,7 @@ namespace hcq::batch {
 
 namespace {
 
-constexpr uint64_t kInputKey = uint64_t(1) << 63;
 
-uint64_t key_of(const Mem& m) { return m.bound ? m.bound->va() : kInputKey | uint64_t(m.input); }
 
 // Byte-range dependency tracker for one memory object: segments with their last writer and
 // the readers since.
@@ -204,40 +203,106 @@ struct Executable::Impl {
   size_t last_patches = 0;
 
   explicit Impl(Device& d) : dev(&d), compute(d), copy(d) {}
+  ~Impl();
+  size_t user_inputs = 0;  // inputs [0, user_inputs) are the schedule's; the rest its buffers
 };
 
-Executable::Executable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
+    : impl_(std::move(impl)), bound_(std::move(bound)) {}
 Executable::Executable(Executable&&) noexcept = default;
 Executable& Executable::operator=(Executable&&) noexcept = default;
-Executable::~Executable() {
-  if (impl_ && impl_->last_done) {
-    try {
-      impl_->dev->timeline().wait(impl_->last_done, std::chrono::milliseconds(2000));
-    } catch (const Error&) {
-      // Destroyed while a run is stuck: the device reports that to its own waiters.
-    }
+Executable::~Executable() = default;
+
+Executable::Impl::~Impl() {
+  if (!last_done) return;
+  try {
+    dev->timeline().wait(last_done, std::chrono::milliseconds(2000));
+  } catch (const Error&) {
+    // Destroyed while a run is stuck: the device reports that to its own waiters.
   }
 }
 
 Executable Schedule::compile() const { return compile(CompileOptions{}); }
 
+namespace {
+// Live compilations by device and structure.
+std::mutex cache_mu;
+std::map<std::pair<const Device*, std::string>, std::weak_ptr<Executable::Impl>> cache;
+}  // namespace
+
 Executable Schedule::compile(const CompileOptions& options) const {
-  auto impl = std::make_unique<Executable::Impl>(*dev_);
+  // Every buffer bound at recording becomes an input slot after the declared ones, numbered
+  // by first use, so the structure key below does not depend on which buffers they are.
+  std::vector<const Buffer*> bound;
+  std::map<const Buffer*, uint32_t> bound_slot;
+  auto slot_of = [&](const Mem& m) -> uint32_t {
+    if (!m.bound) return uint32_t(m.input);
+    auto [it, fresh] = bound_slot.emplace(m.bound, uint32_t(input_sizes_.size() + bound.size()));
+    if (fresh) bound.push_back(m.bound);
+    return it->second;
+  };
+  std::string key;
+  auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
+  put(options.profile);
+  put(input_sizes_.size());
+  for (uint64_t s : input_sizes_) put(s);
+  put(scalar_bytes_.size());
+  for (uint32_t s : scalar_bytes_) put(s);
+  for (const Call& c : calls_) {
+    put(c.launch);
+    if (c.launch) {
+      put(reinterpret_cast<uintptr_t>(&c.program->kernel()));
+      for (Dim3 d : {c.grid, c.block}) put(uint64_t(d.x) | uint64_t(d.y) << 21 | uint64_t(d.z) << 42);
+      for (const Arg& a : c.args) {
+        put(uint64_t(a.kind_));
+        if (a.kind_ == Arg::Kind::Buffer) {
+          put(slot_of(a.mem_));
+          put(a.offset_);
+        } else if (a.kind_ == Arg::Kind::Scalar) {
+          put(a.slot_);
+        } else {
+          put(a.bytes_.size());
+          key.append(reinterpret_cast<const char*>(a.bytes_.data()), a.bytes_.size());
+        }
+      }
+    } else {
+      put(slot_of(c.dst));
+      put(c.dst_offset);
+      put(slot_of(c.src));
+      put(c.src_offset);
+      put(c.size);
+    }
+    for (const Access& a : c.accesses) {
+      put(slot_of(a.mem));
+      put(a.offset);
+      put(a.size);
+      put(a.write);
+    }
+  }
+  for (const Buffer* b : bound) put(b->size());
+
+  std::lock_guard cache_lock(cache_mu);
+  auto cache_key = std::make_pair(static_cast<const Device*>(dev_), key);
+  if (auto hit = cache.find(cache_key); hit != cache.end())
+    if (auto impl = hit->second.lock()) return Executable(std::move(impl), std::move(bound));
+
+  auto impl = std::make_shared<Executable::Impl>(*dev_);
   Executable::Impl& x = *impl;
+  x.user_inputs = input_sizes_.size();
   const size_t n = calls_.size();
 
   // 1. Queue of each call, its position there, and the calls it must follow.
   std::vector<uint8_t> queue(n);
   std::vector<uint32_t> pos(n);
   uint32_t count[2] = {0, 0};
-  std::map<uint64_t, RangeTracker> trackers;
+  std::map<uint32_t, RangeTracker> trackers;
   std::vector<std::vector<int32_t>> deps(n);
   for (size_t i = 0; i < n; i++) {
     const Call& c = calls_[i];
     queue[i] = uint8_t(c.launch ? QueueKind::Compute : QueueKind::Copy);
     pos[i] = ++count[queue[i]];
     for (auto& a : c.accesses)
-      trackers[key_of(a.mem)].access(a.offset, a.offset + a.size, a.write, int32_t(i), deps[i]);
+      trackers[slot_of(a.mem)].access(a.offset, a.offset + a.size, a.write, int32_t(i), deps[i]);
   }
   // 2. One wait per producer queue, for the latest value needed; the producers signal.
   std::vector<uint32_t> wait_for(n, 0);  // value of the other queue's signal to wait for
@@ -274,8 +339,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.kernargs = dev_->allocate(karg_bytes, MemoryKind::Host);
     std::memset(x.kernargs.host(), 0, karg_bytes);
   }
-  x.inputs.resize(input_sizes_.size());
+  x.inputs.resize(input_sizes_.size() + bound.size());
   for (size_t s = 0; s < input_sizes_.size(); s++) x.inputs[s].size = input_sizes_[s];
+  for (size_t s = 0; s < bound.size(); s++) x.inputs[input_sizes_.size() + s].size = bound[s]->size();
   x.scalars.resize(scalar_bytes_.size());
   for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
 
@@ -331,13 +397,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
         const Arg& arg = c.args[a++];
         std::byte* at = args + ka.offset;
         if (arg.kind_ == Arg::Kind::Buffer) {
-          if (arg.mem_.bound) {
-            uint64_t va = arg.mem_.bound->va() + arg.offset_;
-            std::memcpy(at, &va, 8);
-          } else {
-            x.inputs[size_t(arg.mem_.input)].words.push_back(
-                {reinterpret_cast<uint64_t*>(at), arg.offset_});
-          }
+          x.inputs[slot_of(arg.mem_)].words.push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
         } else if (arg.kind_ == Arg::Kind::Scalar) {
           x.scalars[arg.slot_].at.push_back(at);
         } else {
@@ -347,15 +407,13 @@ Executable Schedule::compile(const CompileOptions& options) const {
       x.compute.memory_barrier();
       x.compute.exec(*c.program, x.kernargs.va() + karg_off[i], c.grid, c.block);
     } else {
-      uint64_t dst = c.dst.bound ? c.dst.bound->va() + c.dst_offset : c.dst_offset;
-      uint64_t src = c.src.bound ? c.src.bound->va() + c.src_offset : c.src_offset;
-      x.copy.copy(dst, src, c.size);
+      // Addresses are patched in at the first run (offsets stand in until then).
+      x.copy.copy(c.dst_offset, c.src_offset, c.size);
       for (auto& s : x.copy.sites_of(x.copy.commands() - 1)) {
         const Mem& m = s.role == PatchRole::CopyDst ? c.dst : c.src;
-        if (m.bound) continue;
         PatchSite site = s;
         site.add += s.role == PatchRole::CopyDst ? c.dst_offset : c.src_offset;
-        x.inputs[size_t(m.input)].sites.push_back({&x.copy, site});
+        x.inputs[slot_of(m)].sites.push_back({&x.copy, site});
       }
     }
     x.stats[q].calls++;
@@ -379,7 +437,10 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   x.compute.bind();
   if (x.copy_used) x.copy.bind();
-  return Executable(std::move(impl));
+  cache[cache_key] = impl;
+  for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
+    it = it->second.expired() ? cache.erase(it) : std::next(it);
+  return Executable(std::move(impl), std::move(bound));
 }
 
 uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
@@ -396,8 +457,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     }
   }
   size_t patches = 0;
-  for (auto& [slot, buf] : b.inputs_) {
-    if (slot >= x.inputs.size()) throw InvalidInput("batch: binding for an undeclared input");
+  auto bind = [&](uint32_t slot, const Buffer* buf) {
     auto& in = x.inputs[slot];
     if (buf->device() != &dev)
       throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
@@ -406,11 +466,16 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
                          std::to_string(in.size) + " bytes, the buffer has " +
                          std::to_string(buf->size()));
-    if (buf->va() == in.bound_va) continue;  // unchanged: nothing to write
+    if (buf->va() == in.bound_va) return;  // unchanged: nothing to write
     in.bound_va = buf->va();
     for (auto& s : in.sites) s.queue->patch_site(s.site, in.bound_va);
     for (auto& [word, add] : in.words) *word = in.bound_va + add;
     patches += in.sites.size() + in.words.size();
+  };
+  for (size_t i = 0; i < bound_.size(); i++) bind(uint32_t(x.user_inputs + i), bound_[i]);
+  for (auto& [slot, buf] : b.inputs_) {
+    if (slot >= x.user_inputs) throw InvalidInput("batch: binding for an undeclared input");
+    bind(slot, buf);
   }
   for (auto& [slot, bits] : b.scalars_) {
     if (slot >= x.scalars.size()) throw InvalidInput("batch: binding for an undeclared scalar");

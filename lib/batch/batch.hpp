@@ -138,6 +138,9 @@ class Schedule {
   struct CompileOptions {
     bool profile = false;  // bracket every call with GPU timestamps
   };
+  // Schedules of the same structure (calls, programs, sizes, ranges, constant arguments) on
+  // the same device share one compilation while any executable of it is alive; the buffers
+  // bound at recording are patched in like inputs.
   Executable compile() const;
   Executable compile(const CompileOptions& options) const;
   size_t calls() const { return calls_.size(); }
@@ -181,6 +184,8 @@ class Executable {
     size_t calls = 0, waits = 0, signals = 0;
   };
   Stats stats(QueueKind k) const;
+  // True when both run the same compiled command buffers (the structure cache hit).
+  bool shares_compilation_with(const Executable& o) const { return impl_ == o.impl_; }
 
   // With CompileOptions::profile, after a run has finished: each call's start and end in host
   // steady_clock nanoseconds (GPU timestamps shifted by the offset measured per queue kind).
@@ -195,11 +200,16 @@ class Executable {
   // per queue, and a flow arrow for every cross-queue wait.
   void write_trace(std::ostream& out) const;
 
+  struct Impl;  // opaque: the compiled command buffers and patch table
+
  private:
   friend class Schedule;
-  struct Impl;
-  explicit Executable(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound);
+  // Compiled command buffers, shared by every executable of the same structure.
+  std::shared_ptr<Impl> impl_;
+  // The schedule's own buffers: patched like inputs, so a cached compilation serves other
+  // buffers too.
+  std::vector<const Buffer*> bound_;
 };
 
 }  // namespace hcq::batch

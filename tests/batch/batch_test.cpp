@@ -216,6 +216,34 @@ TEST_P(Batch, ProfilingWritesATraceWithOneEventPerCall) {
   for (float v : read<float>(b, n)) ASSERT_EQ(v, 3.0f);
 }
 
+// Schedules of the same structure share one compilation, each with its own buffers.
+TEST_P(Batch, SameStructureSchedulesShareACompilation) {
+  Program fill = program("fill_u32");
+  auto record = [&](const Buffer& src, const Buffer& dst, uint32_t value) {
+    Schedule s(*dev_);
+    s.launch(fill, {1, 1, 1}, {64, 1, 1},
+             {Arg::buffer(Mem::of(src)), Arg::value(value), Arg::value(64u), Arg::value(64u)});
+    s.copy(Mem::of(dst), 0, Mem::of(src), 0, 256);
+    return s;
+  };
+  Buffer a1 = dev_->allocate(256), b1 = dev_->allocate(256), a2 = dev_->allocate(256),
+         b2 = dev_->allocate(256);
+  Executable e1 = record(a1, b1, 5).compile();
+  Executable e2 = record(a2, b2, 5).compile();
+  Executable e3 = record(a2, b2, 6).compile();  // another constant: another structure
+  EXPECT_TRUE(e1.shares_compilation_with(e2));
+  EXPECT_FALSE(e1.shares_compilation_with(e3));
+  for (int round = 0; round < 2; round++) {
+    dev_->timeline().wait(e1.run(Bindings()));
+    dev_->timeline().wait(e2.run(Bindings()));
+    for (uint32_t v : read<uint32_t>(b1, 64)) ASSERT_EQ(v, 5u);
+    for (uint32_t v : read<uint32_t>(b2, 64)) ASSERT_EQ(v, 5u);
+    write(b1, std::vector<uint32_t>(64, 0));  // e2's run must not have written b1
+    dev_->timeline().wait(e2.run(Bindings()));
+    for (uint32_t v : read<uint32_t>(b1, 64)) ASSERT_EQ(v, 0u);
+  }
+}
+
 class BatchWrap : public Batch {
   Device::Options options() override {
     Device::Options o;
