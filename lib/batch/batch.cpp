@@ -66,17 +66,30 @@ struct RangeTracker {
 
 // ---- Schedule -------------------------------------------------------------------------
 
-Mem Schedule::input(uint64_t size) {
+Schedule::Schedule(std::vector<Device*> devices) : devs_(std::move(devices)) {
+  if (devs_.empty()) throw InvalidInput("batch: a schedule needs a device");
+  for (size_t i = 0; i < devs_.size(); i++)
+    for (size_t j = 0; j < i; j++)
+      if (devs_[i] == devs_[j]) throw InvalidInput("batch: a device is listed twice");
+}
+
+bool Schedule::ours(const Device* d) const {
+  return std::find(devs_.begin(), devs_.end(), d) != devs_.end();
+}
+
+Mem Schedule::input(Device& dev, uint64_t size) {
   if (size == 0) throw InvalidInput("batch: an input must have a size");
+  if (!ours(&dev)) throw InvalidInput("batch: input on " + dev.name() + ", not a schedule device");
   input_sizes_.push_back(size);
-  return {nullptr, int32_t(input_sizes_.size() - 1), size};
+  input_devices_.push_back(&dev);
+  return {nullptr, int32_t(input_sizes_.size() - 1), size, &dev};
 }
 
 void Schedule::check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const {
   if (m.bound) {
-    if (m.bound->device() != dev_)
-      throw InvalidInput("batch on " + dev_->name() + ": " + what + " uses a buffer of " +
-                         m.bound->device()->name() + " (schedules span one device)");
+    if (!ours(m.bound->device()))
+      throw InvalidInput("batch: " + what + " uses a buffer of " + m.bound->device()->name() +
+                         ", which is not one of the schedule's devices");
   } else if (m.input < 0 || size_t(m.input) >= input_sizes_.size()) {
     throw InvalidInput("batch: " + what + " uses an input this schedule did not declare");
   }
@@ -90,9 +103,9 @@ size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg
                         std::vector<Access> accesses) {
   const std::string what = "launch #" + std::to_string(calls_.size()) + " ('" +
                            p.kernel().name + "')";
-  if (&p.device() != dev_)
-    throw InvalidInput("batch on " + dev_->name() + ": " + what + " was loaded on " +
-                       p.device().name());
+  if (!ours(&p.device()))
+    throw InvalidInput("batch: " + what + " was loaded on " + p.device().name() +
+                       ", which is not one of the schedule's devices");
   if (grid.count() == 0 || block.count() == 0)
     throw InvalidInput("batch: " + what + " has an empty grid or workgroup");
   std::vector<const KernelArg*> want;
@@ -129,7 +142,12 @@ size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg
       accesses.push_back({a.mem_, a.offset_, a.mem_.size - a.offset_, !read_only});
     }
   }
-  for (auto& a : accesses) check(a.mem, a.offset, a.size, what);
+  for (auto& a : accesses) {
+    check(a.mem, a.offset, a.size, what);
+    if (a.mem.device != &p.device())
+      throw InvalidInput("batch: " + what + " on " + p.device().name() + " uses memory of " +
+                         a.mem.device->name() + "; copy it over first");
+  }
   Call c;
   c.launch = true;
   c.program = &p;
@@ -160,14 +178,50 @@ size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset
 
 // ---- Executable -----------------------------------------------------------------------
 
+namespace {
+
+// Page-aligned host memory mapped for several devices at its own address (KFD userptr):
+// the queues' signals and the staging area of copies between devices live there.
+class SharedHostMemory {
+ public:
+  SharedHostMemory() = default;
+  SharedHostMemory(const std::vector<Device*>& devs, uint64_t bytes) {
+    bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
+    mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
+    if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
+    std::memset(mem_, 0, bytes_);
+    for (Device* d : devs) maps_.push_back(d->map_host(mem_, bytes_));
+  }
+  SharedHostMemory(SharedHostMemory&& o) noexcept { *this = std::move(o); }
+  SharedHostMemory& operator=(SharedHostMemory&& o) noexcept {
+    std::swap(mem_, o.mem_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(maps_, o.maps_);
+    return *this;
+  }
+  ~SharedHostMemory() {
+    maps_.clear();  // unmap from the devices before the memory goes
+    std::free(mem_);
+  }
+  std::byte* host() const { return mem_; }
+  uint64_t va() const { return reinterpret_cast<uint64_t>(mem_); }
+
+ private:
+  std::byte* mem_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::vector<Buffer> maps_;
+};
+
+}  // namespace
+
 struct Executable::Impl {
-  Device* dev;
-  ComputeQueue compute;
-  CopyQueue copy;
-  bool copy_used = false;
-  Signal signals[2];          // one per queue: the position of its latest signalling call
-  Buffer kernargs;            // every launch's arguments, written at link time and patched
-  // Patch table. Copy addresses and kernarg words of each input; kernarg bytes of scalars.
+  std::vector<Device*> devs;
+  // Queue q is device q / 2's compute (even q) or copy (odd q) queue.
+  std::vector<std::unique_ptr<Queue>> queues;
+  std::vector<bool> used;
+  SharedHostMemory sync;     // one 16-byte signal per queue
+  SharedHostMemory staging;  // copies between devices pass through here
+  std::vector<Buffer> kernargs;  // per device: its launches' arguments
   struct SitePatch {
     Queue* queue;
     PatchSite site;
@@ -176,6 +230,7 @@ struct Executable::Impl {
     std::vector<SitePatch> sites;
     std::vector<std::pair<uint64_t*, uint64_t>> words;  // kernarg word, offset added
     uint64_t size;
+    Device* device;
     uint64_t bound_va = 0;
   };
   struct ScalarPatches {
@@ -186,25 +241,30 @@ struct Executable::Impl {
   };
   std::vector<InputPatches> inputs;
   std::vector<ScalarPatches> scalars;
+  size_t user_inputs = 0;  // inputs [0, user_inputs) are the schedule's; the rest its buffers
   // Per queue, the commands written into the ring around its command buffer at each run:
-  // the wait for the device timeline's previous value, and (compute) the signal of the next.
-  CommandStream before[2], after[2];
-  std::vector<PatchSite> timeline_waits[2], timeline_signal;
-  Stats stats[2];
-  // Profiling: two timestamps per call, names, queues, and the cross-queue waits as edges.
+  // the wait for its device timeline's previous value, and (the closing compute queue of
+  // each device) the signal of the next.
+  std::vector<CommandStream> before, after;
+  std::vector<std::vector<PatchSite>> timeline_waits, timeline_signals;
+  std::vector<Stats> stats;
+  // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
   bool profile = false;
-  Buffer timestamps;
-  std::vector<std::string> names;
-  std::vector<uint8_t> call_queue;
-  std::vector<std::pair<size_t, size_t>> edges;  // producer call -> waiting call
-  int64_t clock_offset_ns[2] = {0, 0};
-  std::string device_name;
-  uint64_t last_done = 0;
+  SharedHostMemory timestamps;
+  struct OpInfo {
+    size_t call;
+    uint32_t queue;
+    std::string name;
+  };
+  std::vector<OpInfo> ops;
+  std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
+  std::vector<int64_t> clock_offset_ns;          // per queue
+  std::vector<uint64_t> last_done;               // per device
+  bool ran = false;
   size_t last_patches = 0;
 
-  explicit Impl(Device& d) : dev(&d), compute(d), copy(d) {}
   ~Impl();
-  size_t user_inputs = 0;  // inputs [0, user_inputs) are the schedule's; the rest its buffers
+  Device& device_of(uint32_t q) const { return *devs[q / 2]; }
 };
 
 Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
@@ -214,20 +274,22 @@ Executable& Executable::operator=(Executable&&) noexcept = default;
 Executable::~Executable() = default;
 
 Executable::Impl::~Impl() {
-  if (!last_done) return;
-  try {
-    dev->timeline().wait(last_done, std::chrono::milliseconds(2000));
-  } catch (const Error&) {
-    // Destroyed while a run is stuck: the device reports that to its own waiters.
+  if (!ran) return;
+  for (size_t d = 0; d < devs.size(); d++) {
+    try {
+      devs[d]->timeline().wait(last_done[d], std::chrono::milliseconds(2000));
+    } catch (const Error&) {
+      // Destroyed while a run is stuck: the device reports that to its own waiters.
+    }
   }
 }
 
 Executable Schedule::compile() const { return compile(CompileOptions{}); }
 
 namespace {
-// Live compilations by device and structure.
+// Live compilations by devices and structure.
 std::mutex cache_mu;
-std::map<std::pair<const Device*, std::string>, std::weak_ptr<Executable::Impl>> cache;
+std::map<std::pair<std::vector<Device*>, std::string>, std::weak_ptr<Executable::Impl>> cache;
 }  // namespace
 
 Executable Schedule::compile(const CompileOptions& options) const {
@@ -241,18 +303,25 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (fresh) bound.push_back(m.bound);
     return it->second;
   };
+  auto dev_index = [&](const Device* d) {
+    return uint32_t(std::find(devs_.begin(), devs_.end(), d) - devs_.begin());
+  };
   std::string key;
   auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
   put(options.profile);
   put(input_sizes_.size());
-  for (uint64_t s : input_sizes_) put(s);
+  for (size_t i = 0; i < input_sizes_.size(); i++) {
+    put(input_sizes_[i]);
+    put(dev_index(input_devices_[i]));
+  }
   put(scalar_bytes_.size());
   for (uint32_t s : scalar_bytes_) put(s);
   for (const Call& c : calls_) {
     put(c.launch);
     if (c.launch) {
       put(reinterpret_cast<uintptr_t>(&c.program->kernel()));
-      for (Dim3 d : {c.grid, c.block}) put(uint64_t(d.x) | uint64_t(d.y) << 21 | uint64_t(d.z) << 42);
+      for (Dim3 d : {c.grid, c.block})
+        put(uint64_t(d.x) | uint64_t(d.y) << 21 | uint64_t(d.z) << 42);
       for (const Arg& a : c.args) {
         put(uint64_t(a.kind_));
         if (a.kind_ == Arg::Kind::Buffer) {
@@ -279,164 +348,235 @@ Executable Schedule::compile(const CompileOptions& options) const {
       put(a.write);
     }
   }
-  for (const Buffer* b : bound) put(b->size());
+  for (const Buffer* b : bound) {
+    put(b->size());
+    put(dev_index(b->device()));
+  }
 
   std::lock_guard cache_lock(cache_mu);
-  auto cache_key = std::make_pair(static_cast<const Device*>(dev_), key);
+  auto cache_key = std::make_pair(devs_, key);
   if (auto hit = cache.find(cache_key); hit != cache.end())
     if (auto impl = hit->second.lock()) return Executable(std::move(impl), std::move(bound));
 
-  auto impl = std::make_shared<Executable::Impl>(*dev_);
+  auto impl = std::make_shared<Executable::Impl>();
   Executable::Impl& x = *impl;
-  x.user_inputs = input_sizes_.size();
-  const size_t n = calls_.size();
+  const uint32_t nq = uint32_t(devs_.size() * 2);
+  const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
+  x.devs = devs_;
+  x.user_inputs = user_slots;
+  x.stats.resize(nq);
+  x.last_done.assign(devs_.size(), 0);
 
-  // 1. Queue of each call, its position there, and the calls it must follow.
-  std::vector<uint8_t> queue(n);
-  std::vector<uint32_t> pos(n);
-  uint32_t count[2] = {0, 0};
+  // 1. Ops: each call on its queue; a copy between devices becomes two ops around a staging
+  // range (a memory slot of its own, after the patchable ones).
+  struct Op {
+    size_t call;
+    uint32_t queue;
+    bool launch;
+    uint32_t dst_slot = 0, src_slot = 0;
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::string name;
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
+  };
+  std::vector<Op> ops;
+  std::vector<uint64_t> staging_offset;  // per staging slot
+  uint64_t staging_bytes = 0;
+  for (size_t i = 0; i < calls_.size(); i++) {
+    const Call& c = calls_[i];
+    if (c.launch) {
+      Op o{i, dev_index(&c.program->device()) * 2, true, 0, 0, 0, 0, 0, {}, {}};
+      o.name = c.program->kernel().name;
+      for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
+      ops.push_back(std::move(o));
+      continue;
+    }
+    uint32_t dq = dev_index(c.dst.device) * 2 + 1, sq = dev_index(c.src.device) * 2 + 1;
+    std::string name = "copy " + std::to_string(c.size) + " bytes";
+    if (dq == sq) {
+      Op o{i, dq, false, slot_of(c.dst), slot_of(c.src), c.dst_offset, c.src_offset, c.size, name, {}};
+      o.accesses = {{o.src_slot, c.src_offset, c.size, false}, {o.dst_slot, c.dst_offset, c.size, true}};
+      ops.push_back(std::move(o));
+      continue;
+    }
+    uint32_t st = patch_slots + uint32_t(staging_offset.size());
+    staging_offset.push_back(staging_bytes);
+    staging_bytes += (c.size + 255) / 256 * 256;
+    Op out{i, sq, false, st, slot_of(c.src), 0, c.src_offset, c.size, name + " to staging", {}};
+    out.accesses = {{out.src_slot, c.src_offset, c.size, false}, {st, 0, c.size, true}};
+    Op in{i, dq, false, slot_of(c.dst), st, c.dst_offset, 0, c.size, name + " from staging", {}};
+    in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
+    ops.push_back(std::move(out));
+    ops.push_back(std::move(in));
+  }
+  const size_t n = ops.size();
+
+  // 2. Position of each op on its queue, and the ops it must follow.
+  std::vector<uint32_t> pos(n), count(nq, 0);
   std::map<uint32_t, RangeTracker> trackers;
   std::vector<std::vector<int32_t>> deps(n);
   for (size_t i = 0; i < n; i++) {
-    const Call& c = calls_[i];
-    queue[i] = uint8_t(c.launch ? QueueKind::Compute : QueueKind::Copy);
-    pos[i] = ++count[queue[i]];
-    for (auto& a : c.accesses)
-      trackers[slot_of(a.mem)].access(a.offset, a.offset + a.size, a.write, int32_t(i), deps[i]);
+    pos[i] = ++count[ops[i].queue];
+    for (auto& [slot, off, size, write] : ops[i].accesses)
+      trackers[slot].access(off, off + size, write, int32_t(i), deps[i]);
   }
-  // 2. One wait per producer queue, for the latest value needed; the producers signal.
-  std::vector<uint32_t> wait_for(n, 0);  // value of the other queue's signal to wait for
-  std::vector<int32_t> wait_on(n, -1);   // ...which the call `wait_on` signals
+  // 3. One wait per producer queue, for the latest value needed; the producers signal.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> waits(n);  // (queue, value)
   std::vector<bool> signals(n, false);
-  uint32_t waited[2] = {0, 0};
+  std::vector<uint32_t> waited(size_t(nq) * nq, 0);  // [consumer * nq + producer]
   for (size_t i = 0; i < n; i++) {
-    int other = 1 - queue[i];
-    int32_t latest = -1;
-    for (int32_t d : deps[i])
-      if (queue[d] == other && (latest < 0 || pos[d] > pos[latest])) latest = d;
-    if (latest >= 0 && pos[latest] > waited[queue[i]]) {
-      // Waits from one queue on the other are monotonic: a later one covers earlier ones.
-      wait_for[i] = pos[latest];
-      wait_on[i] = latest;
-      waited[queue[i]] = pos[latest];
-      signals[latest] = true;
+    std::map<uint32_t, int32_t> latest;  // producer queue -> latest op needed
+    for (int32_t d : deps[i]) {
+      uint32_t pq = ops[size_t(d)].queue;
+      if (pq == ops[i].queue) continue;  // same-queue order stands
+      auto [it, fresh] = latest.emplace(pq, d);
+      if (!fresh && pos[size_t(d)] > pos[size_t(it->second)]) it->second = d;
+    }
+    for (auto& [pq, d] : latest) {
+      uint32_t& w = waited[size_t(ops[i].queue) * nq + pq];
+      if (pos[size_t(d)] <= w) continue;  // an earlier wait on that queue covers it
+      w = pos[size_t(d)];
+      waits[i].push_back({pq, w});
+      signals[size_t(d)] = true;
+      x.edges.push_back({size_t(d), i});
     }
   }
-  (void)waited;
 
-  // 3. Kernel arguments: one host-visible block, values written now.
-  std::vector<uint64_t> karg_off(n, 0);
-  uint64_t karg_bytes = 0;
-  for (size_t i = 0; i < n; i++)
-    if (calls_[i].launch) {
-      const auto& k = calls_[i].program->kernel();
-      karg_bytes = (karg_bytes + std::max<uint64_t>(k.kernarg_align, 16) - 1) /
-                   std::max<uint64_t>(k.kernarg_align, 16) * std::max<uint64_t>(k.kernarg_align, 16);
-      karg_off[i] = karg_bytes;
-      karg_bytes += std::max<uint32_t>(k.kernarg_size, 16);
-    }
-  if (karg_bytes) {
-    x.kernargs = dev_->allocate(karg_bytes, MemoryKind::Host);
-    std::memset(x.kernargs.host(), 0, karg_bytes);
-  }
-  x.inputs.resize(input_sizes_.size() + bound.size());
-  for (size_t s = 0; s < input_sizes_.size(); s++) x.inputs[s].size = input_sizes_[s];
-  for (size_t s = 0; s < bound.size(); s++) x.inputs[input_sizes_.size() + s].size = bound[s]->size();
-  x.scalars.resize(scalar_bytes_.size());
-  for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
-
-  // 4. Encode both queues once, straight into device memory (sized generously; a larger
-  // stream still works through host memory).
-  uint64_t estimate[2] = {64, 64};
-  for (size_t i = 0; i < n; i++)
-    estimate[queue[i]] += calls_[i].launch ? 160 : 64 + 8 * (calls_[i].size >> 22);
-  x.compute.encode_in_place(estimate[0]);
-  if (count[int(QueueKind::Copy)]) x.copy.encode_in_place(estimate[1]);
-  for (int q = 0; q < 2; q++) x.signals[q] = dev_->new_signal(0);
-  x.device_name = dev_->name();
-  x.call_queue = queue;
+  // 4. Memory: signals and timestamps in host memory every device reaches; the staging area;
+  // kernel arguments per device (values written now, buffers and scalars patched).
+  x.sync = SharedHostMemory(devs_, uint64_t(nq) * 16);
+  if (staging_bytes) x.staging = SharedHostMemory(devs_, staging_bytes);
   if (options.profile) {
     x.profile = true;
-    x.timestamps = dev_->allocate(std::max<size_t>(n, 1) * 16, MemoryKind::Host);
-    std::memset(x.timestamps.host(), 0, x.timestamps.size());
-    for (int q = 0; q < 2; q++)
-      if (q == int(QueueKind::Compute) || count[int(QueueKind::Copy)])
-        x.clock_offset_ns[q] = dev_->clock_offset_ns(QueueKind(q));
+    x.timestamps = SharedHostMemory(devs_, std::max<size_t>(n, 1) * 16);
   }
+  std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
+  for (size_t i = 0; i < n; i++)
+    if (ops[i].launch) {
+      const auto& k = calls_[ops[i].call].program->kernel();
+      uint64_t align = std::max<uint64_t>(k.kernarg_align, 16);
+      uint64_t& total = karg_bytes[ops[i].queue / 2];
+      total = (total + align - 1) / align * align;
+      karg_off[i] = total;
+      total += std::max<uint32_t>(k.kernarg_size, 16);
+    }
+  x.kernargs.resize(devs_.size());
+  for (size_t d = 0; d < devs_.size(); d++)
+    if (karg_bytes[d]) {
+      x.kernargs[d] = devs_[d]->allocate(karg_bytes[d], MemoryKind::Host);
+      std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
+    }
+  x.inputs.resize(patch_slots);
+  for (uint32_t s = 0; s < user_slots; s++) {
+    x.inputs[s].size = input_sizes_[s];
+    x.inputs[s].device = input_devices_[s];
+  }
+  for (size_t s = 0; s < bound.size(); s++) {
+    x.inputs[user_slots + s].size = bound[s]->size();
+    x.inputs[user_slots + s].device = bound[s]->device();
+  }
+  x.scalars.resize(scalar_bytes_.size());
+  for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
+  auto signal_va = [&](uint32_t q) { return x.sync.va() + uint64_t(q) * 16; };
+  // An address operand: patched for input and bound slots (an offset stands in until the
+  // first run), fixed for staging.
+  auto address = [&](uint32_t slot, uint64_t off) {
+    return slot < patch_slots ? off : x.staging.va() + staging_offset[slot - patch_slots] + off;
+  };
+
+  // 5. Encode every queue once, straight into device memory.
+  x.used.assign(nq, false);
+  std::vector<uint64_t> estimate(nq, 64);
   for (size_t i = 0; i < n; i++) {
-    const Call& c = calls_[i];
-    x.names.push_back(c.launch ? c.program->kernel().name
-                               : "copy " + std::to_string(c.size) + " bytes");
-    if (wait_on[i] >= 0) x.edges.push_back({size_t(wait_on[i]), i});
+    x.used[ops[i].queue] = true;
+    estimate[ops[i].queue] += ops[i].launch ? 160 : 64 + 8 * (ops[i].size >> 22) + 24 * waits[i].size();
   }
-  x.copy_used = count[int(QueueKind::Copy)] > 0;
-  const Signal& tl = dev_->timeline().signal();
-  Queue* queues[2] = {&x.compute, &x.copy};
-  for (int q = 0; q < 2; q++) {
+  for (uint32_t q = 0; q < nq; q += 2) x.used[q] = true;  // each device's closer
+  for (uint32_t q = 0; q < nq; q++) {
+    Device& dev = *devs_[q / 2];
+    if (q % 2 == 0)
+      x.queues.push_back(std::make_unique<ComputeQueue>(dev));
+    else
+      x.queues.push_back(std::make_unique<CopyQueue>(dev));
+    if (x.used[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
+  }
+  x.before.resize(nq);
+  x.after.resize(nq);
+  x.timeline_waits.resize(nq);
+  x.timeline_signals.resize(nq);
+  for (uint32_t q = 0; q < nq; q++) {
+    if (!x.used[q]) continue;
+    Device& dev = x.device_of(q);
     std::vector<PatchSite> sites;
-    dev_->encoder(QueueKind(q)).wait(x.before[q], tl.va(), 0, sites);
+    dev.encoder(QueueKind(q % 2)).wait(x.before[q], dev.timeline().signal().va(), 0, sites);
     for (auto& s : sites)
       if (s.role == PatchRole::WaitValue) x.timeline_waits[q].push_back(s);
+    if (q % 2 == 0) static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
   }
-  x.compute.memory_barrier();
   for (size_t i = 0; i < n; i++) {
-    const Call& c = calls_[i];
-    int q = queue[i];
-    Queue& Q = *queues[q];
-    if (wait_for[i]) {
-      Q.wait(x.signals[1 - q], wait_for[i]);
-      x.stats[q].waits++;
-    }
+    const Op& o = ops[i];
+    Queue& Q = *x.queues[o.queue];
+    for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq), value);
+    x.stats[o.queue].waits += waits[i].size();
     if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16);
-    if (c.launch) {
-      auto* args = static_cast<std::byte*>(x.kernargs.host()) + karg_off[i];
-      const auto& k = c.program->kernel();
+    if (o.launch) {
+      const Call& c = calls_[o.call];
+      const uint32_t d = o.queue / 2;
+      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
       size_t a = 0;
-      for (auto& ka : k.args) {
+      for (auto& ka : c.program->kernel().args) {
         if (ka.kind == KernelArg::Kind::Hidden) continue;
         const Arg& arg = c.args[a++];
         std::byte* at = args + ka.offset;
-        if (arg.kind_ == Arg::Kind::Buffer) {
+        if (arg.kind_ == Arg::Kind::Buffer)
           x.inputs[slot_of(arg.mem_)].words.push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
-        } else if (arg.kind_ == Arg::Kind::Scalar) {
+        else if (arg.kind_ == Arg::Kind::Scalar)
           x.scalars[arg.slot_].at.push_back(at);
-        } else {
+        else
           std::memcpy(at, arg.bytes_.data(), arg.bytes_.size());
-        }
       }
-      x.compute.memory_barrier();
-      x.compute.exec(*c.program, x.kernargs.va() + karg_off[i], c.grid, c.block);
+      auto& cq = static_cast<ComputeQueue&>(Q);
+      cq.memory_barrier();
+      cq.exec(*c.program, x.kernargs[d].va() + karg_off[i], c.grid, c.block);
     } else {
-      // Addresses are patched in at the first run (offsets stand in until then).
-      x.copy.copy(c.dst_offset, c.src_offset, c.size);
-      for (auto& s : x.copy.sites_of(x.copy.commands() - 1)) {
-        const Mem& m = s.role == PatchRole::CopyDst ? c.dst : c.src;
+      auto& kq = static_cast<CopyQueue&>(Q);
+      kq.copy(address(o.dst_slot, o.dst_offset), address(o.src_slot, o.src_offset), o.size);
+      for (auto& s : kq.sites_of(kq.commands() - 1)) {
+        bool dst = s.role == PatchRole::CopyDst;
+        uint32_t slot = dst ? o.dst_slot : o.src_slot;
+        if (slot >= patch_slots) continue;  // staging: a fixed address
         PatchSite site = s;
-        site.add += s.role == PatchRole::CopyDst ? c.dst_offset : c.src_offset;
-        x.inputs[slot_of(m)].sites.push_back({&x.copy, site});
+        site.add += dst ? o.dst_offset : o.src_offset;
+        x.inputs[slot].sites.push_back({&kq, site});
       }
     }
-    x.stats[q].calls++;
+    x.stats[o.queue].calls++;
     if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16 + 8);
     if (signals[i]) {
-      Q.signal(x.signals[q], pos[i], false);
-      x.stats[q].signals++;
+      Q.signal_at(signal_va(o.queue), pos[i], false);
+      x.stats[o.queue].signals++;
     }
+    x.ops.push_back({o.call, o.queue, o.name});
   }
-  // 5. Close: the copy queue reports its end; the compute queue waits for it and advances
-  // the device timeline (patched with each run's value).
-  if (x.copy_used) {
-    x.copy.signal(x.signals[int(QueueKind::Copy)], count[int(QueueKind::Copy)] + 1, false);
-    x.compute.wait(x.signals[int(QueueKind::Copy)], count[int(QueueKind::Copy)] + 1);
-  }
-  {
+  // 6. Close: every queue reports its end; each device's compute queue waits for all of
+  // them, then advances its device timeline (patched with each run's value).
+  for (uint32_t q = 0; q < nq; q++)
+    if (x.used[q]) x.queues[q]->signal_at(signal_va(q), count[q] + 1, false);
+  for (uint32_t q = 0; q < nq; q += 2) {
+    for (uint32_t p = 0; p < nq; p++)
+      if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p), count[p] + 1);
+    Device& dev = x.device_of(q);
     std::vector<PatchSite> sites;
-    dev_->encoder(QueueKind::Compute).signal(x.after[0], tl.va(), 0, true, sites);
+    dev.encoder(QueueKind::Compute).signal(x.after[q], dev.timeline().signal().va(), 0, true, sites);
     for (auto& s : sites)
-      if (s.role == PatchRole::SignalValue) x.timeline_signal.push_back(s);
+      if (s.role == PatchRole::SignalValue) x.timeline_signals[q].push_back(s);
   }
-  x.compute.bind();
-  if (x.copy_used) x.copy.bind();
+  for (uint32_t q = 0; q < nq; q++)
+    if (x.used[q]) x.queues[q]->bind();
+  if (x.profile) {
+    x.clock_offset_ns.assign(nq, 0);
+    for (uint32_t q = 0; q < nq; q++)
+      if (x.used[q]) x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(QueueKind(q % 2));
+  }
   cache[cache_key] = impl;
   for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
     it = it->second.expired() ? cache.erase(it) : std::next(it);
@@ -445,23 +585,23 @@ Executable Schedule::compile(const CompileOptions& options) const {
 
 uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
   Impl& x = *impl_;
-  Device& dev = *x.dev;
   // Fence on the previous run: its command buffers and signals are about to be rewritten.
-  if (x.last_done) {
-    try {
-      dev.timeline().wait(x.last_done, fence_timeout);
-    } catch (const TimeoutError& e) {
-      throw TimeoutError(dev.name() + ": batch re-run: the previous run (timeline value " +
-                         std::to_string(x.last_done) + ") has not finished after " +
-                         std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
+  if (x.ran)
+    for (size_t d = 0; d < x.devs.size(); d++) {
+      try {
+        x.devs[d]->timeline().wait(x.last_done[d], fence_timeout);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(x.devs[d]->name() + ": batch re-run: the previous run (timeline value " +
+                           std::to_string(x.last_done[d]) + ") has not finished after " +
+                           std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
+      }
     }
-  }
   size_t patches = 0;
   auto bind = [&](uint32_t slot, const Buffer* buf) {
     auto& in = x.inputs[slot];
-    if (buf->device() != &dev)
+    if (buf->device() != in.device)
       throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
-                         buf->device()->name() + ", the schedule runs on " + dev.name());
+                         buf->device()->name() + ", the schedule has it on " + in.device->name());
     if (buf->size() < in.size)
       throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
                          std::to_string(in.size) + " bytes, the buffer has " +
@@ -486,8 +626,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     for (std::byte* at : sc.at) std::memcpy(at, &bits, sc.bytes);
     patches += sc.at.size();
   }
-  if (!x.last_done) {  // the first run binds everything
-    for (size_t s = 0; s < x.inputs.size(); s++)
+  if (!x.ran) {  // the first run binds everything
+    for (size_t s = 0; s < x.user_inputs; s++)
       if (!x.inputs[s].bound_va)
         throw InvalidInput("batch: input " + std::to_string(s) + " is not bound");
     for (size_t s = 0; s < x.scalars.size(); s++)
@@ -495,45 +635,84 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
         throw InvalidInput("batch: scalar " + std::to_string(s) + " is not set");
   }
   // Re-arm: the queues' signals count from zero again in every run.
-  x.signals[0].set(0);
-  x.signals[1].set(0);
-  uint64_t next;
-  {
-    std::lock_guard lk(dev.submit_mutex());
-    auto [prev, nxt] = dev.timeline().advance();
-    next = nxt;
-    for (int q = 0; q < 2; q++)
+  const uint32_t nq = uint32_t(x.queues.size());
+  for (uint32_t q = 0; q < nq; q++)
+    __atomic_store_n(reinterpret_cast<uint64_t*>(x.sync.host() + q * 16), 0, __ATOMIC_RELAXED);
+  // Submit under every device's submission lock, taken in one order (no deadlock with
+  // another multi-device run).
+  std::vector<std::mutex*> locks;
+  for (Device* d : x.devs) locks.push_back(&d->submit_mutex());
+  std::sort(locks.begin(), locks.end());
+  for (auto* m : locks) m->lock();
+  for (size_t d = 0; d < x.devs.size(); d++) {
+    auto [prev, next] = x.devs[d]->timeline().advance();
+    x.last_done[d] = next;
+    for (uint32_t q = uint32_t(2 * d); q < 2 * d + 2; q++) {
       for (auto& s : x.timeline_waits[q]) x.before[q].patch(s, prev);
-    for (auto& s : x.timeline_signal) x.after[0].patch(s, next);
-    auto span = [](const CommandStream& c) {
-      return std::span<const uint32_t>(c.data(), c.size());
-    };
-    if (x.copy_used) x.copy.submit(span(x.before[1]), {});
-    x.compute.submit(span(x.before[0]), span(x.after[0]));
+      for (auto& s : x.timeline_signals[q]) x.after[q].patch(s, next);
+    }
   }
-  x.last_done = next;
+  auto span = [](const CommandStream& c) { return std::span<const uint32_t>(c.data(), c.size()); };
+  try {
+    for (uint32_t q = 0; q < nq; q++)
+      if (x.used[q]) x.queues[q]->submit(span(x.before[q]), span(x.after[q]));
+  } catch (...) {
+    for (auto* m : locks) m->unlock();
+    throw;
+  }
+  for (auto* m : locks) m->unlock();
+  x.ran = true;
   x.last_patches = patches;
-  return next;
+  return x.last_done[0];
 }
 
 void Executable::wait(std::chrono::milliseconds timeout) const {
-  if (impl_->last_done) impl_->dev->timeline().wait(impl_->last_done, timeout);
+  if (!impl_->ran) return;
+  for (size_t d = 0; d < impl_->devs.size(); d++)
+    impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
+}
+
+std::vector<std::pair<Device*, uint64_t>> Executable::points() const {
+  std::vector<std::pair<Device*, uint64_t>> out;
+  for (size_t d = 0; d < impl_->devs.size(); d++)
+    out.push_back({impl_->devs[d], impl_->last_done[d]});
+  return out;
 }
 
 size_t Executable::last_patch_count() const { return impl_->last_patches; }
 
+Executable::Stats Executable::stats(QueueKind k) const {
+  Stats s;
+  for (size_t q = size_t(k); q < impl_->stats.size(); q += 2) {
+    s.calls += impl_->stats[q].calls;
+    s.waits += impl_->stats[q].waits;
+    s.signals += impl_->stats[q].signals;
+  }
+  return s;
+}
+
+Executable::Stats Executable::stats(const Device& dev, QueueKind k) const {
+  for (size_t d = 0; d < impl_->devs.size(); d++)
+    if (impl_->devs[d] == &dev) return impl_->stats[2 * d + size_t(k)];
+  throw InvalidInput("batch: " + dev.name() + " is not one of the schedule's devices");
+}
+
 std::vector<Executable::CallTime> Executable::profile() const {
   const Impl& x = *impl_;
   if (!x.profile) throw InvalidInput("batch: profile() needs a schedule compiled with profile");
-  if (!x.last_done) throw InvalidInput("batch: profile() before the first run");
+  if (!x.ran) throw InvalidInput("batch: profile() before the first run");
   wait();
   std::vector<CallTime> out;
-  const auto* ts = static_cast<const uint64_t*>(x.timestamps.host());
-  const double ns_per_tick = 1e9 / double(x.dev->properties().timestamp_hz);
-  for (size_t i = 0; i < x.names.size(); i++) {
-    int q = x.call_queue[i];
-    auto host = [&](uint64_t t) { return int64_t(double(t) * ns_per_tick) + x.clock_offset_ns[q]; };
-    out.push_back({i, QueueKind(q), x.names[i], host(ts[2 * i]), host(ts[2 * i + 1])});
+  const auto* ts = reinterpret_cast<const uint64_t*>(x.timestamps.host());
+  for (size_t i = 0; i < x.ops.size(); i++) {
+    uint32_t q = x.ops[i].queue;
+    Device& dev = x.device_of(q);
+    const double ns_per_tick = 1e9 / double(dev.properties().timestamp_hz);
+    auto host = [&](uint64_t t) {
+      return int64_t(double(t) * ns_per_tick) + x.clock_offset_ns[q];
+    };
+    out.push_back({x.ops[i].call, &dev, QueueKind(q % 2), x.ops[i].name, host(ts[2 * i]),
+                   host(ts[2 * i + 1])});
   }
   return out;
 }
@@ -562,29 +741,33 @@ void Executable::write_trace(std::ostream& out) const {
   for (auto& c : calls) t0 = std::min(t0, c.start_ns);
   auto us = [&](int64_t ns) { return std::to_string(double(ns - t0) / 1000.0); };
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":"
-      << json_string(x.device_name) << "}},\n";
-  for (int q = 0; q < 2; q++)
-    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << q
-        << ",\"args\":{\"name\":" << json_string(std::string(to_string(QueueKind(q))) + " queue")
-        << "}},\n";
-  for (auto& c : calls)
-    out << "{\"name\":" << json_string(c.name) << ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":1,"
-        << "\"tid\":" << int(c.queue) << ",\"ts\":" << us(c.start_ns)
+  for (size_t d = 0; d < x.devs.size(); d++) {
+    out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << d + 1
+        << ",\"args\":{\"name\":" << json_string(x.devs[d]->name()) << "}},\n";
+    for (int k = 0; k < 2; k++)
+      out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << d + 1 << ",\"tid\":" << k
+          << ",\"args\":{\"name\":" << json_string(std::string(to_string(QueueKind(k))) + " queue")
+          << "}},\n";
+  }
+  for (size_t i = 0; i < calls.size(); i++) {
+    const auto& c = calls[i];
+    out << "{\"name\":" << json_string(c.name) << ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":"
+        << x.ops[i].queue / 2 + 1 << ",\"tid\":" << int(c.queue) << ",\"ts\":" << us(c.start_ns)
         << ",\"dur\":" << std::to_string(double(std::max<int64_t>(0, c.end_ns - c.start_ns)) / 1000.0)
         << ",\"args\":{\"call\":" << c.call << "}},\n";
+  }
   size_t id = 0;
   for (auto& [from, to] : x.edges) {  // a flow arrow from producer end to consumer start
     const auto& a = calls[from];
     const auto& b = calls[to];
-    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":" << id
-        << ",\"pid\":1,\"tid\":" << int(a.queue) << ",\"ts\":" << us(a.end_ns) << "},\n";
+    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":"
+        << x.ops[from].queue / 2 + 1 << ",\"tid\":" << int(a.queue) << ",\"ts\":" << us(a.end_ns)
+        << "},\n";
     out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id++
-        << ",\"pid\":1,\"tid\":" << int(b.queue) << ",\"ts\":" << us(b.start_ns) << "},\n";
+        << ",\"pid\":" << x.ops[to].queue / 2 + 1 << ",\"tid\":" << int(b.queue)
+        << ",\"ts\":" << us(b.start_ns) << "},\n";
   }
   out << "{\"name\":\"end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":0}\n]}\n";
 }
-
-Executable::Stats Executable::stats(QueueKind k) const { return impl_->stats[int(k)]; }
 
 }  // namespace hcq::batch

@@ -36,7 +36,8 @@ struct Mem {
   const Buffer* bound = nullptr;
   int32_t input = -1;
   uint64_t size = 0;
-  static Mem of(const Buffer& b) { return {&b, -1, b.size()}; }
+  Device* device = nullptr;
+  static Mem of(const Buffer& b) { return {&b, -1, b.size(), b.device()}; }
 };
 
 template <class T>
@@ -117,9 +118,16 @@ class Executable;
 
 class Schedule {
  public:
-  explicit Schedule(Device& dev) : dev_(&dev) {}
+  explicit Schedule(Device& dev) : devs_{&dev} {}
+  // A schedule over several devices: launches run on their program's device, copies on the
+  // copy queue of the buffers' device; a copy between two devices goes through a host
+  // staging buffer both can reach (the source device copies into it, the destination device
+  // out of it), with the wait between them on the GPUs.
+  explicit Schedule(std::vector<Device*> devices);
 
-  Mem input(uint64_t size);
+  // An input of the first device, or of `dev`.
+  Mem input(uint64_t size) { return input(*devs_.front(), size); }
+  Mem input(Device& dev, uint64_t size);
   template <class T>
   Scalar<T> scalar() {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
@@ -132,7 +140,7 @@ class Schedule {
   // metadata says so (a `const` pointer), else read and written (safe, may over-serialize).
   size_t launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg> args,
                 std::vector<Access> accesses = {});
-  // A copy on the copy queue (device or host-visible buffers of this device).
+  // A copy on a copy queue (device or host-visible buffers of the schedule's devices).
   size_t copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size);
 
   struct CompileOptions {
@@ -157,9 +165,11 @@ class Schedule {
     std::vector<Access> accesses;
   };
   void check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const;
+  bool ours(const Device* d) const;
 
-  Device* dev_;
+  std::vector<Device*> devs_;
   std::vector<uint64_t> input_sizes_;
+  std::vector<Device*> input_devices_;
   std::vector<uint32_t> scalar_bytes_;
   std::vector<Call> calls_;
 };
@@ -170,20 +180,25 @@ class Executable {
   Executable& operator=(Executable&&) noexcept;
   ~Executable();
 
-  // Patch what changed and submit; returns the device timeline value that marks the end of
-  // this run. Every input and scalar must be bound on the first run; later runs may bind
-  // only what changes. Waits first for the previous run (TimeoutError after `fence_timeout`).
+  // Patch what changed and submit; returns the timeline value on the (first) device that
+  // marks the end of this run (points() has every device's). Every input and scalar must be
+  // bound on the first run; later runs may bind only what changes. Waits first for the
+  // previous run (TimeoutError after `fence_timeout`).
   uint64_t run(const Bindings& b,
                std::chrono::milliseconds fence_timeout = Signal::kDefaultTimeout);
   void wait(std::chrono::milliseconds timeout = Signal::kDefaultTimeout) const;
+  // The last run's end on each device's timeline.
+  std::vector<std::pair<Device*, uint64_t>> points() const;
 
   // Patch writes the last run made (bindings and timeline values), for tests and benchmarks.
   size_t last_patch_count() const;
-  // Per queue: how many waits on other queues and signals were encoded.
+  // Per queue kind (summed over devices, or of one device): how many calls, waits on other
+  // queues and signals were encoded. A copy between devices counts on both copy queues.
   struct Stats {
     size_t calls = 0, waits = 0, signals = 0;
   };
   Stats stats(QueueKind k) const;
+  Stats stats(const Device& dev, QueueKind k) const;
   // True when both run the same compiled command buffers (the structure cache hit).
   bool shares_compilation_with(const Executable& o) const { return impl_ == o.impl_; }
 
@@ -191,13 +206,15 @@ class Executable {
   // steady_clock nanoseconds (GPU timestamps shifted by the offset measured per queue kind).
   struct CallTime {
     size_t call;
+    Device* device;
     QueueKind queue;
     std::string name;
     int64_t start_ns, end_ns;
   };
   std::vector<CallTime> profile() const;
-  // The last run as a Chrome / Perfetto trace (JSON): one complete event per call on a track
-  // per queue, and a flow arrow for every cross-queue wait.
+  // The last run as a Chrome / Perfetto trace (JSON): one complete event per call (two for a
+  // copy between devices) on a track per queue of each device, and a flow arrow for every
+  // cross-queue wait.
   void write_trace(std::ostream& out) const;
 
   struct Impl;  // opaque: the compiled command buffers and patch table

@@ -27,8 +27,8 @@ Queue& Queue::wait(uint64_t va, uint64_t value) {
   return record(Cmd::Wait, [&] { enc_->wait(cs_, va, value, sites_); });
 }
 
-Queue& Queue::signal(const Signal& s, uint64_t value, bool wake) {
-  return record(Cmd::Signal, [&] { enc_->signal(cs_, s.va(), value, wake, sites_); });
+Queue& Queue::signal_at(uint64_t va, uint64_t value, bool wake) {
+  return record(Cmd::Signal, [&] { enc_->signal(cs_, va, value, wake, sites_); });
 }
 
 Queue& Queue::timestamp_at(uint64_t va) {

@@ -28,7 +28,11 @@ class Queue {
 
   Queue& wait(const Signal& s, uint64_t value) { return wait(s.va(), value); }
   Queue& wait(uint64_t va, uint64_t value);
-  Queue& signal(const Signal& s, uint64_t value, bool wake = true);
+  Queue& signal(const Signal& s, uint64_t value, bool wake = true) {
+    return signal_at(s.va(), value, wake);
+  }
+  // Write `value` to the 64-bit word at `va` once prior commands are done.
+  Queue& signal_at(uint64_t va, uint64_t value, bool wake);
   Queue& timestamp(const Signal& s);
   // Write the GPU timestamp to `va` (8-byte aligned) once prior commands are done.
   Queue& timestamp_at(uint64_t va);
