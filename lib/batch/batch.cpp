@@ -216,8 +216,12 @@ class SharedHostMemory {
 
 struct Executable::Impl {
   std::vector<Device*> devs;
-  // Queue q is device q / 2's compute (even q) or copy (odd q) queue.
+  // Queues in device order: each device's compute queue, then its copy queues.
   std::vector<std::unique_ptr<Queue>> queues;
+  std::vector<uint32_t> queue_device;  // per queue: index into devs
+  std::vector<QueueKind> queue_kind;
+  std::vector<uint32_t> queue_index;   // per queue: which queue of that kind on its device
+  std::vector<uint32_t> compute_queue; // per device
   std::vector<bool> used;
   SharedHostMemory sync;     // one 16-byte signal per queue
   SharedHostMemory staging;  // copies between devices pass through here
@@ -264,7 +268,7 @@ struct Executable::Impl {
   size_t last_patches = 0;
 
   ~Impl();
-  Device& device_of(uint32_t q) const { return *devs[q / 2]; }
+  Device& device_of(uint32_t q) const { return *devs[queue_device[q]]; }
 };
 
 Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
@@ -309,6 +313,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   std::string key;
   auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
   put(options.profile);
+  put(options.copy_queues);
   put(input_sizes_.size());
   for (size_t i = 0; i < input_sizes_.size(); i++) {
     put(input_sizes_[i]);
@@ -360,7 +365,25 @@ Executable Schedule::compile(const CompileOptions& options) const {
 
   auto impl = std::make_shared<Executable::Impl>();
   Executable::Impl& x = *impl;
-  const uint32_t nq = uint32_t(devs_.size() * 2);
+  // Queue layout: per device its compute queue, then up to `copy_queues` copy queues.
+  std::vector<uint32_t> copy_base(devs_.size()), copy_count(devs_.size());
+  for (size_t d = 0; d < devs_.size(); d++) {
+    uint32_t have = devs_[d]->queue_count(QueueKind::Copy);
+    copy_count[d] = options.copy_queues ? std::min(have, options.copy_queues) : have;
+    if (copy_count[d] == 0)
+      throw InvalidInput("batch: " + devs_[d]->name() + " has no copy queue to use");
+    x.compute_queue.push_back(uint32_t(x.queue_device.size()));
+    x.queue_device.push_back(uint32_t(d));
+    x.queue_kind.push_back(QueueKind::Compute);
+    x.queue_index.push_back(0);
+    copy_base[d] = uint32_t(x.queue_device.size());
+    for (uint32_t i = 0; i < copy_count[d]; i++) {
+      x.queue_device.push_back(uint32_t(d));
+      x.queue_kind.push_back(QueueKind::Copy);
+      x.queue_index.push_back(i);
+    }
+  }
+  const uint32_t nq = uint32_t(x.queue_device.size());
   const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
   x.user_inputs = user_slots;
@@ -384,13 +407,18 @@ Executable Schedule::compile(const CompileOptions& options) const {
   for (size_t i = 0; i < calls_.size(); i++) {
     const Call& c = calls_[i];
     if (c.launch) {
-      Op o{i, dev_index(&c.program->device()) * 2, true, 0, 0, 0, 0, 0, {}, {}};
+      Op o{i, x.compute_queue[dev_index(&c.program->device())], true, 0, 0, 0, 0, 0, {}, {}};
       o.name = c.program->kernel().name;
       for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
       ops.push_back(std::move(o));
       continue;
     }
-    uint32_t dq = dev_index(c.dst.device) * 2 + 1, sq = dev_index(c.src.device) * 2 + 1;
+    // Within a device: its first copy queue. Between devices: the copy queue of the peer
+    // distance on both sides, so all-to-all traffic spreads over the copy engines.
+    const uint32_t dd = dev_index(c.dst.device), sd = dev_index(c.src.device);
+    const uint32_t D = uint32_t(devs_.size());
+    const uint32_t lane = dd == sd ? 0 : ((dd + D - sd) % D) - 1;
+    uint32_t dq = copy_base[dd] + lane % copy_count[dd], sq = copy_base[sd] + lane % copy_count[sd];
     std::string name = "copy " + std::to_string(c.size) + " bytes";
     if (dq == sq) {
       Op o{i, dq, false, slot_of(c.dst), slot_of(c.src), c.dst_offset, c.src_offset, c.size, name, {}};
@@ -454,7 +482,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (ops[i].launch) {
       const auto& k = calls_[ops[i].call].program->kernel();
       uint64_t align = std::max<uint64_t>(k.kernarg_align, 16);
-      uint64_t& total = karg_bytes[ops[i].queue / 2];
+      uint64_t& total = karg_bytes[x.queue_device[ops[i].queue]];
       total = (total + align - 1) / align * align;
       karg_off[i] = total;
       total += std::max<uint32_t>(k.kernarg_size, 16);
@@ -490,13 +518,13 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.used[ops[i].queue] = true;
     estimate[ops[i].queue] += ops[i].launch ? 160 : 64 + 8 * (ops[i].size >> 22) + 24 * waits[i].size();
   }
-  for (uint32_t q = 0; q < nq; q += 2) x.used[q] = true;  // each device's closer
+  for (uint32_t q : x.compute_queue) x.used[q] = true;  // each device's closer
   for (uint32_t q = 0; q < nq; q++) {
-    Device& dev = *devs_[q / 2];
-    if (q % 2 == 0)
+    Device& dev = x.device_of(q);
+    if (x.queue_kind[q] == QueueKind::Compute)
       x.queues.push_back(std::make_unique<ComputeQueue>(dev));
     else
-      x.queues.push_back(std::make_unique<CopyQueue>(dev));
+      x.queues.push_back(std::make_unique<CopyQueue>(dev, x.queue_index[q]));
     if (x.used[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
   }
   x.before.resize(nq);
@@ -507,10 +535,11 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (!x.used[q]) continue;
     Device& dev = x.device_of(q);
     std::vector<PatchSite> sites;
-    dev.encoder(QueueKind(q % 2)).wait(x.before[q], dev.timeline().signal().va(), 0, sites);
+    dev.encoder(x.queue_kind[q]).wait(x.before[q], dev.timeline().signal().va(), 0, sites);
     for (auto& s : sites)
       if (s.role == PatchRole::WaitValue) x.timeline_waits[q].push_back(s);
-    if (q % 2 == 0) static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
+    if (x.queue_kind[q] == QueueKind::Compute)
+      static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
   }
   for (size_t i = 0; i < n; i++) {
     const Op& o = ops[i];
@@ -520,7 +549,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16);
     if (o.launch) {
       const Call& c = calls_[o.call];
-      const uint32_t d = o.queue / 2;
+      const uint32_t d = x.queue_device[o.queue];
       auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
       size_t a = 0;
       for (auto& ka : c.program->kernel().args) {
@@ -561,7 +590,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   // them, then advances its device timeline (patched with each run's value).
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q]) x.queues[q]->signal_at(signal_va(q), count[q] + 1, false);
-  for (uint32_t q = 0; q < nq; q += 2) {
+  for (uint32_t q : x.compute_queue) {
     for (uint32_t p = 0; p < nq; p++)
       if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p), count[p] + 1);
     Device& dev = x.device_of(q);
@@ -575,7 +604,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   if (x.profile) {
     x.clock_offset_ns.assign(nq, 0);
     for (uint32_t q = 0; q < nq; q++)
-      if (x.used[q]) x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(QueueKind(q % 2));
+      if (x.used[q]) x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
   }
   cache[cache_key] = impl;
   for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
@@ -647,7 +676,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   for (size_t d = 0; d < x.devs.size(); d++) {
     auto [prev, next] = x.devs[d]->timeline().advance();
     x.last_done[d] = next;
-    for (uint32_t q = uint32_t(2 * d); q < 2 * d + 2; q++) {
+    for (uint32_t q = 0; q < nq; q++) {
+      if (x.queue_device[q] != d) continue;
       for (auto& s : x.timeline_waits[q]) x.before[q].patch(s, prev);
       for (auto& s : x.timeline_signals[q]) x.after[q].patch(s, next);
     }
@@ -683,7 +713,8 @@ size_t Executable::last_patch_count() const { return impl_->last_patches; }
 
 Executable::Stats Executable::stats(QueueKind k) const {
   Stats s;
-  for (size_t q = size_t(k); q < impl_->stats.size(); q += 2) {
+  for (size_t q = 0; q < impl_->stats.size(); q++) {
+    if (impl_->queue_kind[q] != k) continue;
     s.calls += impl_->stats[q].calls;
     s.waits += impl_->stats[q].waits;
     s.signals += impl_->stats[q].signals;
@@ -692,8 +723,17 @@ Executable::Stats Executable::stats(QueueKind k) const {
 }
 
 Executable::Stats Executable::stats(const Device& dev, QueueKind k) const {
-  for (size_t d = 0; d < impl_->devs.size(); d++)
-    if (impl_->devs[d] == &dev) return impl_->stats[2 * d + size_t(k)];
+  for (size_t d = 0; d < impl_->devs.size(); d++) {
+    if (impl_->devs[d] != &dev) continue;
+    Stats s;
+    for (size_t q = 0; q < impl_->stats.size(); q++) {
+      if (impl_->queue_device[q] != d || impl_->queue_kind[q] != k) continue;
+      s.calls += impl_->stats[q].calls;
+      s.waits += impl_->stats[q].waits;
+      s.signals += impl_->stats[q].signals;
+    }
+    return s;
+  }
   throw InvalidInput("batch: " + dev.name() + " is not one of the schedule's devices");
 }
 
@@ -711,7 +751,8 @@ std::vector<Executable::CallTime> Executable::profile() const {
     auto host = [&](uint64_t t) {
       return int64_t(double(t) * ns_per_tick) + x.clock_offset_ns[q];
     };
-    out.push_back({x.ops[i].call, &dev, QueueKind(q % 2), x.ops[i].name, host(ts[2 * i]),
+    out.push_back({x.ops[i].call, &dev, x.queue_kind[q], x.queue_index[q], x.ops[i].name,
+                   host(ts[2 * i]),
                    host(ts[2 * i + 1])});
   }
   return out;
@@ -741,31 +782,34 @@ void Executable::write_trace(std::ostream& out) const {
   for (auto& c : calls) t0 = std::min(t0, c.start_ns);
   auto us = [&](int64_t ns) { return std::to_string(double(ns - t0) / 1000.0); };
   out << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  for (size_t d = 0; d < x.devs.size(); d++) {
+  // A process per device, a thread per queue (tid = the queue's index in the schedule).
+  auto pid = [&](uint32_t q) { return x.queue_device[q] + 1; };
+  for (size_t d = 0; d < x.devs.size(); d++)
     out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << d + 1
         << ",\"args\":{\"name\":" << json_string(x.devs[d]->name()) << "}},\n";
-    for (int k = 0; k < 2; k++)
-      out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << d + 1 << ",\"tid\":" << k
-          << ",\"args\":{\"name\":" << json_string(std::string(to_string(QueueKind(k))) + " queue")
-          << "}},\n";
-  }
+  for (uint32_t q = 0; q < x.queue_device.size(); q++)
+    out << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid(q) << ",\"tid\":" << q
+        << ",\"args\":{\"name\":"
+        << json_string(std::string(to_string(x.queue_kind[q])) + " queue " +
+                       std::to_string(x.queue_index[q]))
+        << "}},\n";
   for (size_t i = 0; i < calls.size(); i++) {
     const auto& c = calls[i];
+    uint32_t q = x.ops[i].queue;
     out << "{\"name\":" << json_string(c.name) << ",\"cat\":\"call\",\"ph\":\"X\",\"pid\":"
-        << x.ops[i].queue / 2 + 1 << ",\"tid\":" << int(c.queue) << ",\"ts\":" << us(c.start_ns)
-        << ",\"dur\":" << std::to_string(double(std::max<int64_t>(0, c.end_ns - c.start_ns)) / 1000.0)
+        << pid(q) << ",\"tid\":" << q << ",\"ts\":" << us(c.start_ns) << ",\"dur\":"
+        << std::to_string(double(std::max<int64_t>(0, c.end_ns - c.start_ns)) / 1000.0)
         << ",\"args\":{\"call\":" << c.call << "}},\n";
   }
   size_t id = 0;
   for (auto& [from, to] : x.edges) {  // a flow arrow from producer end to consumer start
-    const auto& a = calls[from];
-    const auto& b = calls[to];
-    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":" << id << ",\"pid\":"
-        << x.ops[from].queue / 2 + 1 << ",\"tid\":" << int(a.queue) << ",\"ts\":" << us(a.end_ns)
+    uint32_t qa = x.ops[from].queue, qb = x.ops[to].queue;
+    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"s\",\"id\":" << id
+        << ",\"pid\":" << pid(qa) << ",\"tid\":" << qa << ",\"ts\":" << us(calls[from].end_ns)
         << "},\n";
-    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id++
-        << ",\"pid\":" << x.ops[to].queue / 2 + 1 << ",\"tid\":" << int(b.queue)
-        << ",\"ts\":" << us(b.start_ns) << "},\n";
+    out << "{\"name\":\"wait\",\"cat\":\"dependency\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
+        << id++ << ",\"pid\":" << pid(qb) << ",\"tid\":" << qb
+        << ",\"ts\":" << us(calls[to].start_ns) << "},\n";
   }
   out << "{\"name\":\"end\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":0,\"ts\":0}\n]}\n";
 }

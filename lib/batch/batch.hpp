@@ -144,7 +144,8 @@ class Schedule {
   size_t copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size);
 
   struct CompileOptions {
-    bool profile = false;  // bracket every call with GPU timestamps
+    bool profile = false;     // bracket every call with GPU timestamps
+    uint32_t copy_queues = 0;  // copy queues used per device (0: all the device has)
   };
   // Schedules of the same structure (calls, programs, sizes, ranges, constant arguments) on
   // the same device share one compilation while any executable of it is alive; the buffers
@@ -208,6 +209,7 @@ class Executable {
     size_t call;
     Device* device;
     QueueKind queue;
+    uint32_t queue_index;  // which queue of that kind on the device
     std::string name;
     int64_t start_ns, end_ns;
   };

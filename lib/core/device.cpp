@@ -123,8 +123,12 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
       opt_(opt),
       heap_(driver_->va_base(), driver_->va_size(), driver_->properties().name),
       cache_(opt.buffer_cache_bytes) {
+  if (opt.copy_queues == 0 && driver_->properties().caps.copy_engine)
+    throw InvalidInput(driver_->properties().name + ": at least one copy queue is needed");
+  compute_queue_ = driver_->create_queue(QueueKind::Compute);
+  for (uint32_t i = 0; i < opt.copy_queues; i++)
+    copy_queues_.push_back(driver_->create_queue(QueueKind::Copy));
   for (auto k : {QueueKind::Compute, QueueKind::Copy}) {
-    queues_[int(k)] = driver_->create_queue(k);
     encoders_[int(k)] = driver_->encoder(k);
   }
   timeline_.signal_ = new_signal(opt.timeline_start);
@@ -148,8 +152,8 @@ Device::~Device() {
   kernarg_mem_.reset();
   staging_mem_.reset();
   timeline_.signal_.reset();
-  queues_[0].reset();
-  queues_[1].reset();
+  compute_queue_.reset();
+  copy_queues_.clear();
   std::lock_guard lk(mem_mu_);
   for (auto& a : cache_.drain()) driver_->free(a);
   for (auto& a : signal_pages_) driver_->free(a);
@@ -235,7 +239,12 @@ void Device::release_signal(uint32_t id) {
   free_signal_slots_.push_back(id);
 }
 
-HwQueue& Device::hw_queue(QueueKind kind) { return *queues_[int(kind)]; }
+HwQueue& Device::hw_queue(QueueKind kind, uint32_t index) {
+  if (index >= queue_count(kind))
+    throw InvalidInput(name() + ": no " + to_string(kind) + " queue " + std::to_string(index) +
+                       " (it has " + std::to_string(queue_count(kind)) + ")");
+  return kind == QueueKind::Compute ? *compute_queue_ : *copy_queues_[index];
+}
 Encoder& Device::encoder(QueueKind kind) { return *encoders_[int(kind)]; }
 
 std::pair<uint64_t, void*> Device::kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag) {

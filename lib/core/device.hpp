@@ -107,6 +107,9 @@ class Device {
     uint64_t staging_ring_bytes = 16 << 20;
     uint64_t staging_chunk_bytes = 2 << 20;  // one copy-queue copy per chunk
     uint64_t buffer_cache_bytes = 256 << 20;
+    // Hardware copy queues (SDMA rings on AMD): batches spread copies between devices over
+    // them by peer distance. Plain copies use the first.
+    uint32_t copy_queues = 2;
   };
 
   // Opens "amd:N" or "emu:<target>". Throws InvalidInput for an unknown name.
@@ -150,7 +153,10 @@ class Device {
   void synchronize(std::chrono::milliseconds timeout = Signal::kDefaultTimeout);
 
   // The hardware queue of a kind, and its encoder (for recordings).
-  HwQueue& hw_queue(QueueKind kind);
+  HwQueue& hw_queue(QueueKind kind, uint32_t index = 0);
+  uint32_t queue_count(QueueKind kind) const {
+    return kind == QueueKind::Compute ? 1 : uint32_t(copy_queues_.size());
+  }
   Encoder& encoder(QueueKind kind);
   // Serialises submissions: timeline values are handed out in submission order.
   std::mutex& submit_mutex() { return submit_mu_; }
@@ -178,7 +184,8 @@ class Device {
   SizeCache<Allocation> cache_;
   std::vector<Allocation> signal_pages_;
   std::vector<uint32_t> free_signal_slots_;
-  std::unique_ptr<HwQueue> queues_[2];
+  std::unique_ptr<HwQueue> compute_queue_;
+  std::vector<std::unique_ptr<HwQueue>> copy_queues_;
   std::unique_ptr<Encoder> encoders_[2];
   std::mutex submit_mu_;
   Timeline timeline_;

@@ -7,8 +7,9 @@
 
 namespace hcq {
 
-Queue::Queue(Device& dev, QueueKind kind)
-    : dev_(&dev), kind_(kind), enc_(&dev.encoder(kind)) {
+Queue::Queue(Device& dev, QueueKind kind, uint32_t index)
+    : dev_(&dev), kind_(kind), index_(index), enc_(&dev.encoder(kind)) {
+  dev.hw_queue(kind, index);  // throws for a queue the device does not have
   cs_.reserve(64);
 }
 
@@ -109,12 +110,12 @@ void Queue::submit(std::span<const uint32_t> before, std::span<const uint32_t> a
   if (!bound_done_)
     throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
                        " queue: commands around a submission need a bound recording");
-  dev_->hw_queue(kind_).submit_indirect(bound_.va(), cs_.size(), before, after);
+  dev_->hw_queue(kind_, index_).submit_indirect(bound_.va(), cs_.size(), before, after);
 }
 
 void Queue::submit() {
   if (cs_.size() == 0) return;
-  HwQueue& hw = dev_->hw_queue(kind_);
+  HwQueue& hw = dev_->hw_queue(kind_, index_);
   if (bound_done_)
     hw.submit_indirect(bound_.va(), cs_.size());
   else

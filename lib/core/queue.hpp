@@ -22,7 +22,8 @@ class KernelArgs;
 
 class Queue {
  public:
-  Queue(Device& dev, QueueKind kind);
+  // A recording for the device's `index`-th queue of `kind`.
+  Queue(Device& dev, QueueKind kind, uint32_t index = 0);
   virtual ~Queue() = default;
   Queue(Queue&&) = default;
 
@@ -74,6 +75,7 @@ class Queue {
 
   Device* dev_;
   QueueKind kind_;
+  uint32_t index_;
   Encoder* enc_;
   CommandStream cs_;
   std::vector<PatchSite> sites_;
@@ -95,7 +97,7 @@ class ComputeQueue : public Queue {
 
 class CopyQueue : public Queue {
  public:
-  explicit CopyQueue(Device& dev) : Queue(dev, QueueKind::Copy) {}
+  explicit CopyQueue(Device& dev, uint32_t index = 0) : Queue(dev, QueueKind::Copy, index) {}
   CopyQueue& copy(uint64_t dst, uint64_t src, uint64_t size);
   // The size is fixed at recording; the addresses may change.
   void update_copy(size_t cmd, std::optional<uint64_t> dst, std::optional<uint64_t> src);

@@ -497,6 +497,49 @@ TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
   ASSERT_NO_THROW(boost::property_tree::read_json(json, tree));
 }
 
+// All-to-all between three devices: copies to the peer at distance k use copy queue k-1 on
+// both sides, so the traffic spreads over the copy engines.
+TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
+  auto d1 = Device::open("emu:gfx1100");
+  auto d2 = Device::open("emu:gfx942");
+  Device* devs[3] = {dev_.get(), d1.get(), d2.get()};
+  const uint32_t n = 4096;
+  std::vector<Buffer> src;
+  std::vector<std::vector<Buffer>> dst(3);
+  for (uint32_t d = 0; d < 3; d++) {
+    src.push_back(devs[d]->allocate(n));
+    devs[d]->copy_in(src[d], 0, std::vector<uint8_t>(n, uint8_t(d + 1)).data(), n);
+    for (uint32_t e = 0; e < 3; e++) dst[d].push_back(devs[d]->allocate(n));
+  }
+  Schedule s({devs[0], devs[1], devs[2]});
+  for (uint32_t from = 0; from < 3; from++)
+    for (uint32_t to = 0; to < 3; to++)
+      if (from != to) s.copy(Mem::of(dst[to][from]), 0, Mem::of(src[from]), 0, n);
+  Executable exe = s.compile({.profile = true});
+  exe.run(Bindings());
+  exe.wait();
+  for (uint32_t to = 0; to < 3; to++)
+    for (uint32_t from = 0; from < 3; from++) {
+      if (from == to) continue;
+      std::vector<uint8_t> got(n);
+      devs[to]->copy_out(got.data(), dst[to][from], 0, n);
+      ASSERT_EQ(got, std::vector<uint8_t>(n, uint8_t(from + 1))) << from << " -> " << to;
+    }
+  auto calls = exe.profile();
+  ASSERT_EQ(calls.size(), 12u);  // 6 copies, each out of one device and into another
+  for (auto& c : calls) {
+    uint32_t from = c.call / 2, to_index = c.call % 2;  // calls go in (from, to) order
+    uint32_t to = to_index < from ? to_index : to_index + 1;
+    uint32_t distance = (to + 3 - from) % 3;
+    EXPECT_EQ(c.queue, QueueKind::Copy);
+    EXPECT_EQ(c.queue_index, distance - 1) << c.name << " " << from << " -> " << to;
+  }
+  Executable one = s.compile({.copy_queues = 1});  // everything on the first copy queue
+  EXPECT_FALSE(one.shares_compilation_with(exe));
+  one.run(Bindings());
+  one.wait();
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201"),
                          [](const auto& info) { return info.param; });
