@@ -153,6 +153,9 @@ class KfdDriver final : public DeviceDriver {
  private:
   int ioctl(unsigned long req, void* arg, const char* what);
   Allocation alloc_at(uint64_t va, uint64_t size, uint32_t flags, MemoryKind kind);
+  // MAP_MEMORY_TO_GPU on this GPU; frees the allocation when that fails.
+  void map_to_gpu(uint64_t handle, const char* what);
+  void unmap_and_free(uint64_t handle);
   void reserve(uint64_t va, uint64_t size);
   [[noreturn]] void raise_fault(const std::string& what);
   std::string describe_queues();
@@ -272,16 +275,7 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
 }
 
 KfdDriver::~KfdDriver() {
-  for (auto& a : private_allocs_) {
-    kfd_ioctl_unmap_memory_from_gpu_args um{};
-    uint32_t id = node_.gpu_id;
-    um.handle = a.handle;
-    um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
-    um.n_devices = 1;
-    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
-    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
-    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
-  }
+  for (auto& a : private_allocs_) unmap_and_free(a.handle);
   if (doorbell_page_) kernel_->munmap(doorbell_page_, 0x2000);
   if (reserve_base_) kernel_->munmap(reinterpret_cast<void*>(reserve_base_), reserve_size_);
   if (drm_fd_ >= 0) kernel_->close(drm_fd_);
@@ -313,20 +307,39 @@ Allocation KfdDriver::alloc_at(uint64_t va, uint64_t size, uint32_t flags, Memor
   void* p = kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_FIXED, drm_fd_, off_t(a.mmap_offset));
   if (p != MAP_FAILED) out.host = p;
-  uint32_t id = node_.gpu_id;
-  kfd_ioctl_map_memory_to_gpu_args m{};
-  m.handle = a.handle;
-  m.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
-  m.n_devices = 1;
   try {
-    ioctl(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &m, "AMDKFD_IOC_MAP_MEMORY_TO_GPU");
+    map_to_gpu(a.handle, "AMDKFD_IOC_MAP_MEMORY_TO_GPU");
   } catch (...) {
-    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
-    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
     reserve(va, size);
     throw;
   }
   return out;
+}
+
+void KfdDriver::map_to_gpu(uint64_t handle, const char* what) {
+  uint32_t id = node_.gpu_id;
+  kfd_ioctl_map_memory_to_gpu_args m{};
+  m.handle = handle;
+  m.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+  m.n_devices = 1;
+  try {
+    ioctl(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &m, what);
+  } catch (...) {
+    kfd_ioctl_free_memory_of_gpu_args f{handle};
+    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
+    throw;
+  }
+}
+
+void KfdDriver::unmap_and_free(uint64_t handle) {
+  uint32_t id = node_.gpu_id;
+  kfd_ioctl_unmap_memory_from_gpu_args um{};
+  um.handle = handle;
+  um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
+  um.n_devices = 1;
+  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
+  kfd_ioctl_free_memory_of_gpu_args f{handle};
+  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
 }
 
 Allocation KfdDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) {
@@ -351,39 +364,16 @@ Allocation KfdDriver::map_user(void* host, uint64_t size) {
   a.flags = KFD_IOC_ALLOC_MEM_FLAGS_USERPTR | KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE |
             KFD_IOC_ALLOC_MEM_FLAGS_COHERENT;
   ioctl(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a, "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (userptr)");
-  uint32_t id = node_.gpu_id;
-  kfd_ioctl_map_memory_to_gpu_args m{};
-  m.handle = a.handle;
-  m.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
-  m.n_devices = 1;
-  try {
-    ioctl(AMDKFD_IOC_MAP_MEMORY_TO_GPU, &m, "AMDKFD_IOC_MAP_MEMORY_TO_GPU (userptr)");
-  } catch (...) {
-    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
-    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
-    throw;
-  }
+  map_to_gpu(a.handle, "AMDKFD_IOC_MAP_MEMORY_TO_GPU (userptr)");
   Allocation out{addr, size, host, MemoryKind::Host, a.handle};
   out.user = true;
   return out;
 }
 
 void KfdDriver::free(const Allocation& a) {
-  uint32_t id = node_.gpu_id;
-  kfd_ioctl_unmap_memory_from_gpu_args um{};
-  um.handle = a.handle;
-  um.device_ids_array_ptr = reinterpret_cast<uint64_t>(&id);
-  um.n_devices = 1;
-  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &um);
-  if (a.user) {  // the caller's memory stays mapped for the CPU
-    kfd_ioctl_free_memory_of_gpu_args f{a.handle};
-    kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
-    return;
-  }
-  if (a.host) kernel_->munmap(a.host, a.size);
-  kfd_ioctl_free_memory_of_gpu_args f{a.handle};
-  kernel_->ioctl(kfd_fd_, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &f);
-  reserve(a.va, a.size);  // keep the range ours so no host mapping lands in GPU space
+  if (a.host && !a.user) kernel_->munmap(a.host, a.size);  // the caller's memory stays mapped
+  unmap_and_free(a.handle);
+  if (!a.user) reserve(a.va, a.size);  // keep the range ours so no host mapping lands there
 }
 
 Allocation KfdDriver::private_alloc(uint64_t size, MemoryKind kind, bool uncached) {

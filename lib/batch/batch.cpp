@@ -264,6 +264,7 @@ struct Executable::Impl {
   std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
   std::vector<int64_t> clock_offset_ns;          // per queue
   std::vector<uint64_t> last_done;               // per device
+  std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
   bool ran = false;
   size_t last_patches = 0;
 
@@ -386,6 +387,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
   const uint32_t nq = uint32_t(x.queue_device.size());
   const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
+  for (Device* d : devs_) x.submit_locks.push_back(&d->submit_mutex());
+  std::sort(x.submit_locks.begin(), x.submit_locks.end());
   x.user_inputs = user_slots;
   x.stats.resize(nq);
   x.last_done.assign(devs_.size(), 0);
@@ -669,9 +672,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     __atomic_store_n(reinterpret_cast<uint64_t*>(x.sync.host() + q * 16), 0, __ATOMIC_RELAXED);
   // Submit under every device's submission lock, taken in one order (no deadlock with
   // another multi-device run).
-  std::vector<std::mutex*> locks;
-  for (Device* d : x.devs) locks.push_back(&d->submit_mutex());
-  std::sort(locks.begin(), locks.end());
+  const auto& locks = x.submit_locks;
   for (auto* m : locks) m->lock();
   for (size_t d = 0; d < x.devs.size(); d++) {
     auto [prev, next] = x.devs[d]->timeline().advance();

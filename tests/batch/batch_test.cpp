@@ -275,171 +275,89 @@ TEST_P(BatchWrap, ReplaysAcrossTheTimelineWrap) {
 
 // Random schedules of launches and copies over overlapping ranges of a few buffers, compiled
 // and run, must leave exactly what a sequential execution leaves; then again with the inputs
-// bound to other buffers.
-TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
-  Program fill = program("fill_u32"), add = program("vector_add");
-  constexpr uint32_t kWords = 256, kBuffers = 4;
-  std::mt19937 rng(1234);
-  const int schedules = 120;
+// bound to other buffers. Buffers come in pairs per device (an input and a bound buffer);
+// launches use their device's buffers, copies go anywhere (between devices too).
+struct RandomOp {
+  int kind;  // 0 fill, 1 add, 2 copy
+  uint32_t dst, src, src2, doff, soff, soff2, n, value;
+};
+
+void check_random_schedules(std::vector<Device*> devs,
+                            std::vector<std::shared_ptr<const ProgramImage>> images,
+                            uint32_t words, int schedules, int max_calls, uint32_t seed) {
+  const uint32_t nbuf = uint32_t(devs.size()) * 2;
+  auto dev_of = [](uint32_t b) { return b / 2; };
+  std::vector<Program> fill, add;
+  for (size_t d = 0; d < devs.size(); d++) {
+    fill.emplace_back(*devs[d], images[d], "fill_u32");
+    add.emplace_back(*devs[d], images[d], "vector_add");
+  }
+  std::mt19937 rng(seed);
   for (int iter = 0; iter < schedules; iter++) {
-    Schedule s(*dev_);
-    // Buffers 0 and 1 are inputs (bound per run), 2 and 3 bound now.
+    Schedule s(devs);
     std::vector<Buffer> bound;
-    bound.push_back(dev_->allocate(kWords * 4));
-    bound.push_back(dev_->allocate(kWords * 4));
-    Mem mems[kBuffers] = {s.input(kWords * 4), s.input(kWords * 4), Mem::of(bound[0]),
-                          Mem::of(bound[1])};
-    struct Op {
-      int kind;  // 0 fill, 1 add, 2 copy
-      uint32_t dst, src, src2, doff, soff, soff2, n, value;
-    };
-    std::vector<Op> ops;
-    int calls = 5 + int(rng() % 25);
+    bound.reserve(devs.size());  // Mem::of keeps a pointer to each
+    std::vector<Mem> mems;
+    for (size_t d = 0; d < devs.size(); d++) {
+      bound.push_back(devs[d]->allocate(words * 4));
+      mems.push_back(s.input(*devs[d], words * 4));
+      mems.push_back(Mem::of(bound.back()));
+    }
+    std::vector<RandomOp> ops;
+    int calls = 4 + int(rng() % uint32_t(max_calls));
     for (int c = 0; c < calls; c++) {
-      Op o{};
+      RandomOp o{};
       o.kind = int(rng() % 3);
-      o.n = 1 + rng() % 64;
-      o.dst = rng() % kBuffers;
-      o.src = rng() % kBuffers;
-      o.src2 = rng() % kBuffers;
-      o.doff = rng() % (kWords - o.n + 1);
-      o.soff = rng() % (kWords - o.n + 1);
-      o.soff2 = rng() % (kWords - o.n + 1);
+      o.n = 1 + rng() % 48;
+      o.dst = rng() % nbuf;
+      o.src = o.kind == 2 ? rng() % nbuf : dev_of(o.dst) * 2 + rng() % 2;
+      o.src2 = dev_of(o.dst) * 2 + rng() % 2;
+      o.doff = rng() % (words - o.n + 1);
+      o.soff = rng() % (words - o.n + 1);
+      o.soff2 = rng() % (words - o.n + 1);
       o.value = rng() % 1000;
-      // vector_add reads before it writes per element; overlapping its own output with an
-      // input would make the result order-dependent, so keep them apart.
-      if (o.kind == 1 && ((o.src == o.dst && o.soff + o.n > o.doff && o.doff + o.n > o.soff) ||
-                          (o.src2 == o.dst && o.soff2 + o.n > o.doff && o.doff + o.n > o.soff2)))
-        o.kind = 0;
+      // vector_add reads before it writes per element: an input overlapping its own output
+      // would make the result order-dependent, so keep them apart.
+      auto overlaps = [&](uint32_t b, uint32_t off) {
+        return b == o.dst && off + o.n > o.doff && o.doff + o.n > off;
+      };
+      if (o.kind == 1 && (overlaps(o.src, o.soff) || overlaps(o.src2, o.soff2))) o.kind = 0;
       ops.push_back(o);
-      const uint32_t blk = 64;
+      const uint32_t d = dev_of(o.dst), blk = 64;
+      Mem dst = mems[o.dst], src = mems[o.src], src2 = mems[o.src2];
       if (o.kind == 0) {
-        bool explicit_access = rng() % 2;
-        std::vector<Access> acc;
-        if (explicit_access) acc = {Access::written(mems[o.dst], o.doff * 4, o.n * 4)};
-        s.launch(fill, {1, 1, 1}, {blk, 1, 1},
-                 {Arg::buffer(mems[o.dst], o.doff * 4), Arg::value(o.value), Arg::value(o.n),
+        std::vector<Access> acc;  // half of them from the metadata (conservative)
+        if (rng() % 2) acc = {Access::written(dst, o.doff * 4, o.n * 4)};
+        s.launch(fill[d], {1, 1, 1}, {blk, 1, 1},
+                 {Arg::buffer(dst, o.doff * 4), Arg::value(o.value), Arg::value(o.n),
                   Arg::value(blk)},
                  acc);
       } else if (o.kind == 1) {
-        s.launch(add, {1, 1, 1}, {blk, 1, 1},
-                 {Arg::buffer(mems[o.src], o.soff * 4), Arg::buffer(mems[o.src2], o.soff2 * 4),
-                  Arg::buffer(mems[o.dst], o.doff * 4), Arg::value(o.n), Arg::value(blk)},
-                 {Access::read(mems[o.src], o.soff * 4, o.n * 4),
-                  Access::read(mems[o.src2], o.soff2 * 4, o.n * 4),
-                  Access::written(mems[o.dst], o.doff * 4, o.n * 4)});
+        s.launch(add[d], {1, 1, 1}, {blk, 1, 1},
+                 {Arg::buffer(src, o.soff * 4), Arg::buffer(src2, o.soff2 * 4),
+                  Arg::buffer(dst, o.doff * 4), Arg::value(o.n), Arg::value(blk)},
+                 {Access::read(src, o.soff * 4, o.n * 4), Access::read(src2, o.soff2 * 4, o.n * 4),
+                  Access::written(dst, o.doff * 4, o.n * 4)});
       } else {
-        s.copy(mems[o.dst], o.doff * 4, mems[o.src], o.soff * 4, o.n * 4);
+        s.copy(dst, o.doff * 4, src, o.soff * 4, o.n * 4);
       }
     }
     Executable exe = s.compile();
     for (int replay = 0; replay < 2; replay++) {
-      // Fresh contents for all four buffers; small integers as floats keep sums exact.
-      std::vector<std::vector<float>> ref(kBuffers, std::vector<float>(kWords));
+      // Fresh contents everywhere; small integers as floats keep the sums exact.
       std::vector<Buffer> in;
-      in.push_back(dev_->allocate(kWords * 4));
-      in.push_back(dev_->allocate(kWords * 4));
-      const Buffer* bufs[kBuffers] = {&in[0], &in[1], &bound[0], &bound[1]};
-      for (uint32_t b = 0; b < kBuffers; b++) {
+      std::vector<const Buffer*> bufs;
+      Bindings bindings;
+      for (size_t d = 0; d < devs.size(); d++) in.push_back(devs[d]->allocate(words * 4));
+      for (size_t d = 0; d < devs.size(); d++) {
+        bufs.push_back(&in[d]);
+        bufs.push_back(&bound[d]);
+        bindings.input(mems[2 * d], in[d]);
+      }
+      std::vector<std::vector<float>> ref(nbuf, std::vector<float>(words));
+      for (uint32_t b = 0; b < nbuf; b++) {
         for (auto& w : ref[b]) w = float(rng() % 100);
-        write(*bufs[b], ref[b]);
-      }
-      for (auto& o : ops) {
-        auto& d = ref[o.dst];
-        if (o.kind == 0) {
-          uint32_t bits = o.value;
-          for (uint32_t i = 0; i < o.n; i++) std::memcpy(&d[o.doff + i], &bits, 4);
-        } else if (o.kind == 1) {
-          for (uint32_t i = 0; i < o.n; i++)
-            d[o.doff + i] = ref[o.src][o.soff + i] + ref[o.src2][o.soff2 + i];
-        } else {
-          std::vector<float> tmp(ref[o.src].begin() + o.soff, ref[o.src].begin() + o.soff + o.n);
-          std::copy(tmp.begin(), tmp.end(), d.begin() + o.doff);
-        }
-      }
-      dev_->timeline().wait(exe.run(Bindings().input(mems[0], in[0]).input(mems[1], in[1])));
-      for (uint32_t b = 0; b < kBuffers; b++) {
-        auto got = read<uint32_t>(*bufs[b], kWords);
-        for (uint32_t i = 0; i < kWords; i++) {
-          uint32_t want;
-          std::memcpy(&want, &ref[b][i], 4);
-          ASSERT_EQ(got[i], want) << "schedule " << iter << " replay " << replay << " buffer "
-                                  << b << " word " << i;
-        }
-      }
-    }
-  }
-}
-
-// Two devices at once: random launches on each, copies within and between them (through
-// host staging, waited on by the GPUs), against a sequential reference, with replays.
-TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
-  auto other = Device::open("emu:gfx1100");
-  auto other_img = std::shared_ptr<const ProgramImage>(
-      other->driver().load_program(*other, kernels::code_object("gfx1100")));
-  Device* devs[2] = {dev_.get(), other.get()};
-  Program fill0 = program("fill_u32"), add0 = program("vector_add");
-  Program fill1(*other, other_img, "fill_u32"), add1(*other, other_img, "vector_add");
-  Program* fill[2] = {&fill0, &fill1};
-  Program* add[2] = {&add0, &add1};
-  constexpr uint32_t kWords = 128, kBuffers = 4;  // buffers 0,1 on device 0; 2,3 on device 1
-  auto dev_of = [](uint32_t b) { return b / 2; };
-  std::mt19937 rng(99);
-  for (int iter = 0; iter < 60; iter++) {
-    Schedule s({devs[0], devs[1]});
-    std::vector<Buffer> bound;
-    bound.push_back(devs[0]->allocate(kWords * 4));
-    bound.push_back(devs[1]->allocate(kWords * 4));
-    Mem mems[kBuffers] = {s.input(*devs[0], kWords * 4), Mem::of(bound[0]),
-                          s.input(*devs[1], kWords * 4), Mem::of(bound[1])};
-    struct Op {
-      int kind;  // 0 fill, 1 add, 2 copy
-      uint32_t dst, src, src2, doff, soff, soff2, n, value;
-    };
-    std::vector<Op> ops;
-    int calls = 4 + int(rng() % 16);
-    for (int c = 0; c < calls; c++) {
-      Op o{};
-      o.kind = int(rng() % 3);
-      o.n = 1 + rng() % 48;
-      o.dst = rng() % kBuffers;
-      // Launches read buffers of their own device; copies go anywhere.
-      o.src = o.kind == 2 ? rng() % kBuffers : dev_of(o.dst) * 2 + rng() % 2;
-      o.src2 = dev_of(o.dst) * 2 + rng() % 2;
-      o.doff = rng() % (kWords - o.n + 1);
-      o.soff = rng() % (kWords - o.n + 1);
-      o.soff2 = rng() % (kWords - o.n + 1);
-      o.value = rng() % 1000;
-      if (o.kind == 1 && ((o.src == o.dst && o.soff + o.n > o.doff && o.doff + o.n > o.soff) ||
-                          (o.src2 == o.dst && o.soff2 + o.n > o.doff && o.doff + o.n > o.soff2)))
-        o.kind = 0;
-      ops.push_back(o);
-      const uint32_t d = dev_of(o.dst), blk = 64;
-      if (o.kind == 0)
-        s.launch(*fill[d], {1, 1, 1}, {blk, 1, 1},
-                 {Arg::buffer(mems[o.dst], o.doff * 4), Arg::value(o.value), Arg::value(o.n),
-                  Arg::value(blk)},
-                 {Access::written(mems[o.dst], o.doff * 4, o.n * 4)});
-      else if (o.kind == 1)
-        s.launch(*add[d], {1, 1, 1}, {blk, 1, 1},
-                 {Arg::buffer(mems[o.src], o.soff * 4), Arg::buffer(mems[o.src2], o.soff2 * 4),
-                  Arg::buffer(mems[o.dst], o.doff * 4), Arg::value(o.n), Arg::value(blk)},
-                 {Access::read(mems[o.src], o.soff * 4, o.n * 4),
-                  Access::read(mems[o.src2], o.soff2 * 4, o.n * 4),
-                  Access::written(mems[o.dst], o.doff * 4, o.n * 4)});
-      else
-        s.copy(mems[o.dst], o.doff * 4, mems[o.src], o.soff * 4, o.n * 4);
-    }
-    Executable exe = s.compile();
-    for (int replay = 0; replay < 2; replay++) {
-      std::vector<std::vector<float>> ref(kBuffers, std::vector<float>(kWords));
-      std::vector<Buffer> in;
-      in.push_back(devs[0]->allocate(kWords * 4));
-      in.push_back(devs[1]->allocate(kWords * 4));
-      const Buffer* bufs[kBuffers] = {&in[0], &bound[0], &in[1], &bound[1]};
-      for (uint32_t b = 0; b < kBuffers; b++) {
-        for (auto& w : ref[b]) w = float(rng() % 100);
-        devs[dev_of(b)]->copy_in(*bufs[b], 0, ref[b].data(), kWords * 4);
+        devs[dev_of(b)]->copy_in(*bufs[b], 0, ref[b].data(), words * 4);
       }
       for (auto& o : ops) {
         auto& d = ref[o.dst];
@@ -453,12 +371,12 @@ TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
           std::copy(tmp.begin(), tmp.end(), d.begin() + o.doff);
         }
       }
-      exe.run(Bindings().input(mems[0], in[0]).input(mems[2], in[1]));
+      exe.run(bindings);
       exe.wait();
-      for (uint32_t b = 0; b < kBuffers; b++) {
-        std::vector<uint32_t> got(kWords);
-        devs[dev_of(b)]->copy_out(got.data(), *bufs[b], 0, kWords * 4);
-        for (uint32_t i = 0; i < kWords; i++) {
+      for (uint32_t b = 0; b < nbuf; b++) {
+        std::vector<uint32_t> got(words);
+        devs[dev_of(b)]->copy_out(got.data(), *bufs[b], 0, words * 4);
+        for (uint32_t i = 0; i < words; i++) {
           uint32_t want;
           std::memcpy(&want, &ref[b][i], 4);
           ASSERT_EQ(got[i], want) << "schedule " << iter << " replay " << replay << " buffer "
@@ -467,6 +385,18 @@ TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
       }
     }
   }
+}
+
+TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
+  check_random_schedules({dev_.get()}, {img_}, 256, 120, 26, 1234);
+}
+
+// Two devices at once: copies between them go through host staging, waited on by the GPUs.
+TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
+  auto other = Device::open("emu:gfx1100");
+  std::shared_ptr<const ProgramImage> other_img =
+      other->driver().load_program(*other, kernels::code_object("gfx1100"));
+  check_random_schedules({dev_.get(), other.get()}, {img_, other_img}, 128, 60, 16, 99);
 }
 
 TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
