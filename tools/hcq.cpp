@@ -12,6 +12,7 @@
 
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
+#include "dump.hpp"
 #include "kernels.hpp"
 
 namespace {
@@ -26,6 +27,9 @@ int usage() {
                "       hcq trace [DEVICE] [FILE]\n"
                "                              the demo as a compiled, profiled batch; writes a\n"
                "                              Chrome/Perfetto trace (default hcq-trace.json)\n"
+               "       hcq dump [--json] [--queue Q] [--submissions A:B] [--packet NAME] FILE\n"
+               "       hcq dump --raw pm4|sdma [--gen G] FILE\n"
+               "                              decode a capture (HCQ_CAPTURE=FILE) or raw dwords\n"
                "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto\n");
   return 2;
 }
@@ -199,6 +203,7 @@ int main(int argc, char** argv) {
     if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
     if (args[0] == "ls") return cmd_ls();
     if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
+    if (args[0] == "dump") return hcq::tools::cmd_dump({args.begin() + 1, args.end()});
     if (args[0] == "trace")
       return cmd_trace(args.size() > 1 ? args[1] : "auto",
                        args.size() > 2 ? args[2] : "hcq-trace.json");

@@ -81,6 +81,7 @@ class Queue {
   std::vector<PatchSite> sites_;
   std::vector<Recorded> cmds_;
   void check_bindable() const;
+  void capture(std::span<const uint32_t> before, std::span<const uint32_t> after) const;
   Buffer bound_;
   bool bound_done_ = false;
 };

@@ -1,0 +1,228 @@
+#include "dump.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "amd/decode.hpp"
+#include "core/capture.hpp"
+#include "core/error.hpp"
+
+namespace hcq::tools {
+namespace {
+
+struct Options {
+  bool json = false;
+  std::string raw_format, gen_name = "gfx11", queue, packet;
+  uint64_t first = 0, last = UINT64_MAX;
+  std::string file;
+};
+
+std::string hex(uint64_t v, int width = 0) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string value_text(uint64_t v) { return v < 10 ? std::to_string(v) : hex(v); }
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+// Where a packet came from, for the JSON lines and the headings.
+struct Context {
+  long long submission = -1;
+  std::string device, queue;
+  int queue_index = 0;
+  bool indirect = false;
+  uint64_t ib_address = 0;
+};
+
+void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& o, int indent) {
+  if (!o.packet.empty() && p.name != o.packet) return;
+  if (o.json) {
+    std::string s = "{";
+    if (c.submission >= 0)
+      s += "\"submission\":" + std::to_string(c.submission) + ",\"device\":\"" +
+           json_escape(c.device) + "\",\"queue\":\"" + c.queue +
+           "\",\"queue_index\":" + std::to_string(c.queue_index) + ",";
+    s += std::string("\"segment\":\"") + (c.indirect ? "indirect" : "ring") + "\",";
+    if (c.indirect) s += "\"ib_address\":" + std::to_string(c.ib_address) + ",";
+    s += "\"offset\":" + std::to_string(p.offset) + ",\"dwords\":" + std::to_string(p.dwords) +
+         ",\"header\":" + std::to_string(p.header) + ",\"name\":\"" + p.name + "\",\"ok\":" +
+         (p.ok ? "true" : "false");
+    if (!p.ok) s += ",\"problem\":\"" + json_escape(p.problem) + "\"";
+    s += ",\"fields\":{";
+    for (size_t i = 0; i < p.fields.size(); i++)
+      s += (i ? "," : "") + std::string("\"") + p.fields[i].first + "\":" +
+           std::to_string(p.fields[i].second);
+    s += "}";
+    if (!p.registers.empty()) {
+      s += ",\"registers\":{";
+      for (size_t i = 0; i < p.registers.size(); i++)
+        s += (i ? "," : "") + std::string("\"") + p.registers[i].first + "\":" +
+             std::to_string(p.registers[i].second);
+      s += "}";
+    }
+    std::printf("%s}\n", s.c_str());
+    return;
+  }
+  std::string line(size_t(indent), ' ');
+  line += hex(p.offset * 4, 4) + "  " + hex(p.header, 8) + "  " + p.name;
+  for (auto& [name, v] : p.fields) line += "  " + name + "=" + value_text(v);
+  for (auto& [name, v] : p.registers) line += "  " + name + "=" + value_text(v);
+  if (!p.ok) line += "  !! " + p.problem;
+  std::printf("%s\n", line.c_str());
+}
+
+void print_stream(const std::vector<uint32_t>& words, bool copy_queue, amd::Gen gen,
+                  const Context& c, const Options& o, int indent) {
+  auto packets = copy_queue ? amd::decode_sdma(words, gen) : amd::decode_pm4(words, gen);
+  for (auto& p : packets) print_packet(p, c, o, indent);
+}
+
+std::vector<uint32_t> read_raw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidInput("dump: cannot open " + path);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Hex text (as pasted from a kernel log or a ring dump): hex digits, 0x, commas, spaces.
+  bool text = !data.empty();
+  for (char ch : data)
+    if (!std::isxdigit(uint8_t(ch)) && !std::isspace(uint8_t(ch)) && ch != 'x' && ch != 'X' &&
+        ch != ',')
+      text = false;
+  std::vector<uint32_t> words;
+  if (text) {
+    std::string token;
+    std::istringstream ss(data);
+    for (char& ch : data)
+      if (ch == ',') ch = ' ';
+    ss.str(data);
+    while (ss >> token) {
+      size_t used = 0;
+      unsigned long long v = 0;
+      try {
+        v = std::stoull(token, &used, 16);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != token.size() || v > 0xffffffffull)
+        throw InvalidInput("dump: '" + token + "' in " + path + " is not a 32-bit hex dword");
+      words.push_back(uint32_t(v));
+    }
+    return words;
+  }
+  if (data.size() % 4)
+    throw InvalidInput("dump: " + path + " is " + std::to_string(data.size()) +
+                       " bytes, not whole dwords (binary input is little-endian dwords)");
+  words.resize(data.size() / 4);
+  std::memcpy(words.data(), data.data(), data.size());
+  return words;
+}
+
+int dump_capture(const Options& o) {
+  capture::Reader r(o.file);
+  std::map<uint32_t, capture::DeviceRecord> devices;
+  while (auto rec = r.next()) {
+    if (rec->type == capture::RecordType::Device) {
+      devices[rec->device.id] = rec->device;
+      continue;
+    }
+    const auto& s = rec->submission;
+    if (s.sequence < o.first || s.sequence > o.last) continue;
+    const char* queue = s.queue == QueueKind::Compute ? "compute" : "copy";
+    if (!o.queue.empty() && o.queue != queue) continue;
+    auto dev = devices.find(s.device);
+    if (dev == devices.end())
+      throw InvalidInput("dump: submission " + std::to_string(s.sequence) +
+                         " names device " + std::to_string(s.device) + ", which no record declared");
+    amd::Gen gen;
+    if (dev->second.vendor != "AMD" || !amd::parse_gen(dev->second.arch, gen)) {
+      std::printf("submission %llu: %s %s: no decoder for this device\n",
+                  static_cast<unsigned long long>(s.sequence), dev->second.vendor.c_str(),
+                  dev->second.arch.c_str());
+      continue;
+    }
+    Context c{(long long)s.sequence, dev->second.name, queue, int(s.queue_index), false, 0};
+    if (!o.json)
+      std::printf("submission %llu  %s (%s %s)  %s queue %u\n",
+                  static_cast<unsigned long long>(s.sequence), dev->second.name.c_str(),
+                  dev->second.vendor.c_str(), dev->second.arch.c_str(), queue, s.queue_index);
+    for (auto& seg : s.segments) {
+      c.indirect = seg.indirect;
+      c.ib_address = seg.address;
+      if (!o.json)
+        std::printf(seg.indirect ? "  indirect buffer %s (%zu dwords)\n" : "  ring%s%zu dwords\n",
+                    seg.indirect ? hex(seg.address).c_str() : " ", seg.words.size());
+      print_stream(seg.words, s.queue == QueueKind::Copy, gen, c, o, seg.indirect ? 4 : 4);
+    }
+  }
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: hcq dump [--json] [--queue compute|copy] [--submissions A:B] "
+               "[--packet NAME] CAPTURE\n"
+               "       hcq dump --raw pm4|sdma [--gen gfx9|gfx11|gfx12|<target>] [--json] FILE\n"
+               "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
+  return 2;
+}
+
+}  // namespace
+
+int cmd_dump(const std::vector<std::string>& args) {
+  Options o;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw InvalidInput("dump: " + a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--json") o.json = true;
+    else if (a == "--raw") o.raw_format = value();
+    else if (a == "--gen") o.gen_name = value();
+    else if (a == "--queue") o.queue = value();
+    else if (a == "--packet") o.packet = value();
+    else if (a == "--submissions") {
+      const std::string& r = value();
+      size_t colon = r.find(':');
+      try {
+        o.first = colon == 0 ? 0 : std::stoull(r.substr(0, colon));
+        o.last = colon == std::string::npos ? o.first
+                 : colon + 1 == r.size()    ? UINT64_MAX
+                                            : std::stoull(r.substr(colon + 1));
+      } catch (const std::exception&) {
+        throw InvalidInput("dump: --submissions takes A:B, A:, :B or A, not '" + r + "'");
+      }
+    } else if (a.rfind("--", 0) == 0) {
+      throw InvalidInput("dump: unknown option " + a);
+    } else if (o.file.empty()) {
+      o.file = a;
+    } else {
+      throw InvalidInput("dump: more than one file given");
+    }
+  }
+  if (o.file.empty()) return usage();
+  if (!o.queue.empty() && o.queue != "compute" && o.queue != "copy")
+    throw InvalidInput("dump: --queue is compute or copy, not '" + o.queue + "'");
+  if (o.raw_format.empty()) return dump_capture(o);
+  amd::Gen gen;
+  if (!amd::parse_gen(o.gen_name, gen))
+    throw InvalidInput("dump: unknown generation '" + o.gen_name + "' (gfx9, gfx11, gfx12 or a target)");
+  if (o.raw_format != "pm4" && o.raw_format != "sdma")
+    throw InvalidInput("dump: --raw takes pm4 or sdma, not '" + o.raw_format + "'");
+  print_stream(read_raw(o.file), o.raw_format == "sdma", gen, Context{}, o, 0);
+  return 0;
+}
+
+}  // namespace hcq::tools
