@@ -27,8 +27,6 @@ std::string hex(uint64_t v, int width = 0) {
   return buf;
 }
 
-std::string value_text(uint64_t v) { return v < 10 ? std::to_string(v) : hex(v); }
-
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -76,12 +74,7 @@ void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& 
     std::printf("%s}\n", s.c_str());
     return;
   }
-  std::string line(size_t(indent), ' ');
-  line += hex(p.offset * 4, 4) + "  " + hex(p.header, 8) + "  " + p.name;
-  for (auto& [name, v] : p.fields) line += "  " + name + "=" + value_text(v);
-  for (auto& [name, v] : p.registers) line += "  " + name + "=" + value_text(v);
-  if (!p.ok) line += "  !! " + p.problem;
-  std::printf("%s\n", line.c_str());
+  std::printf("%s%s\n", std::string(size_t(indent), ' ').c_str(), amd::to_text(p).c_str());
 }
 
 void print_stream(const std::vector<uint32_t>& words, bool copy_queue, amd::Gen gen,

@@ -35,6 +35,9 @@ struct DecodedPacket {
 std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen);
 std::vector<DecodedPacket> decode_sdma(std::span<const uint32_t> words, Gen gen);
 
+// One line: byte offset, raw header, name, fields and registers by name, and any problem.
+std::string to_text(const DecodedPacket& p);
+
 // "gfx9" / "gfx11" / "gfx12", or a target name ("gfx1100"); false when unknown.
 bool parse_gen(const std::string& name, Gen& gen);
 

@@ -11,11 +11,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "amd/code_object.hpp"
+#include "amd/decode.hpp"
 #include "amd/encoders.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
@@ -91,14 +93,15 @@ class KfdQueue final : public HwQueue {
   const std::string& describe() const override { return name_; }
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   uint64_t write_pointer() const { return put_; }
-  const uint32_t* ring() const { return ring_; }
-  uint64_t ring_dwords() const { return kRingBytes / 4; }
   QueueKind kind() const { return kind_; }
+  // The packets around the read pointer (hang_report), empty when the queue is idle.
+  std::string report(Gen gen);
 
  private:
   void wait_for_space(uint64_t needed_units);
   void submit_locked(const uint32_t* words, size_t n);
   void ring_doorbell();
+  void remember_start(uint64_t at);
   KfdDriver& drv_;
   QueueKind kind_;
   std::string name_;
@@ -110,6 +113,7 @@ class KfdQueue final : public HwQueue {
   volatile uint64_t* doorbell_ = nullptr;
   uint64_t put_ = 0;  // PM4: dwords, SDMA: bytes (KFD's units for each queue type)
   uint64_t rptr_seen_ = 0;  // the read pointer as last read
+  std::deque<uint64_t> starts_;  // where recent submissions begin (queue units), for reports
   std::mutex mu_;
 };
 
@@ -158,7 +162,7 @@ class KfdDriver final : public DeviceDriver {
   void unmap_and_free(uint64_t handle);
   void reserve(uint64_t va, uint64_t size);
   [[noreturn]] void raise_fault(const std::string& what);
-  std::string describe_queues();
+  std::string hang_report() override;
 
   std::shared_ptr<os::Kernel> kernel_;
   NodeInfo node_;
@@ -429,31 +433,30 @@ void KfdDriver::check_faults() {
   std::string msg;
   {
     std::lock_guard lk(fault_mu_);
-    if (fault_.empty()) fault_ = props_.name + ": " + what + describe_queues();
+    if (fault_.empty()) {
+      std::string report;
+      for (KfdQueue* q : queues_) {
+        std::string r = q->report(gen_);
+        if (!r.empty()) report += "\n" + r;
+      }
+      fault_ = props_.name + ": " + what + report;
+    }
     msg = fault_;
     faulted_.store(true, std::memory_order_release);
   }
   throw GpuFaultError(msg);
 }
 
-std::string KfdDriver::describe_queues() {
-  // Where each queue stopped: the packet at its read pointer, decoded by the descriptions.
+std::string KfdDriver::hang_report() {
+  std::vector<KfdQueue*> queues;
+  {
+    std::lock_guard lk(fault_mu_);
+    queues = queues_;
+  }
   std::string out;
-  for (KfdQueue* q : queues_) {
-    uint64_t r = q->read_pointer(), w = q->write_pointer();
-    if (r == w) continue;
-    out += "; " + q->describe() + " stopped at ";
-    if (q->kind() == QueueKind::Compute) {
-      uint32_t h = q->ring()[r % q->ring_dwords()];
-      auto* info = pm4::header_type(h) == 3 ? pm4::find(uint8_t(pm4::header_opcode(h))) : nullptr;
-      out += "ring dword " + hex(r) + ": PM4 header " + hex(h) + " (" +
-             (info ? info->name : "unknown opcode " + hex(pm4::header_opcode(h))) + ")";
-    } else {
-      uint32_t h = q->ring()[(r / 4) % q->ring_dwords()];
-      auto* info = sdma::find(uint8_t(sdma::header_op(h)), uint8_t(sdma::header_sub_op(h)));
-      out += "ring byte " + hex(r) + ": SDMA header " + hex(h) + " (" +
-             (info ? info->name : "unknown op " + hex(sdma::header_op(h))) + ")";
-    }
+  for (KfdQueue* q : queues) {
+    std::string r = q->report(gen_);
+    if (!r.empty()) out += (out.empty() ? "" : "\n") + r;
   }
   return out;
 }
@@ -581,6 +584,44 @@ void KfdQueue::wait_for_space(uint64_t needed) {
   }
 }
 
+void KfdQueue::remember_start(uint64_t at) {
+  starts_.push_back(at);
+  if (starts_.size() > 64) starts_.pop_front();
+}
+
+std::string KfdQueue::report(Gen gen) {
+  std::lock_guard lk(mu_);
+  const uint64_t r = read_pointer(), w = put_;
+  if (r >= w) return "";
+  // Decode from the start of the submission the read pointer is in up to the write pointer.
+  const bool pm4 = kind_ == QueueKind::Compute;
+  const uint64_t unit = pm4 ? 1 : 4;  // queue units per dword
+  uint64_t start = r;
+  for (auto it = starts_.rbegin(); it != starts_.rend(); ++it)
+    if (*it <= r) {
+      start = *it;
+      break;
+    }
+  const uint64_t ring_dw = kRingBytes / 4;
+  std::vector<uint32_t> words;
+  for (uint64_t u = start; u < w && words.size() < ring_dw; u += unit)
+    words.push_back(ring_[(u / unit) % ring_dw]);
+  auto packets = pm4 ? decode_pm4(words, gen) : decode_sdma(words, gen);
+  const uint64_t at = (r - start) / unit;  // the read pointer, in dwords into `words`
+  std::string out = drv_.properties().name + ": " + name_ + ": read pointer " + hex(r) +
+                    ", write pointer " + hex(w) + (pm4 ? " (dwords)" : " (bytes)") +
+                    "; packets from the start of the submission it is in:";
+  size_t current = packets.size();
+  for (size_t i = 0; i < packets.size(); i++)
+    if (at >= packets[i].offset && at < packets[i].offset + packets[i].dwords) current = i;
+  size_t first = current > 8 && current != packets.size() ? current - 8 : 0;
+  for (size_t i = first; i < packets.size() && i < current + 9; i++) {
+    const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
+    out += "\n  " + std::string(mark) + " " + to_text(packets[i]);
+  }
+  return out;
+}
+
 void KfdQueue::ring_doorbell() {
   __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
   // Ring contents and wptr must reach memory before the doorbell. On x86 stores stay in
@@ -604,6 +645,7 @@ void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
   if (kind_ == QueueKind::Compute) {
     // PM4 packets may wrap around the ring end; the write pointer counts dwords.
     wait_for_space(n);
+    remember_start(put_);
     for (size_t i = 0; i < n; i++) ring_[(put_ + i) % ring_dw] = words[i];
     put_ += n;
   } else {
@@ -613,6 +655,7 @@ void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
     wait_for_space((pad + n) * 4);
     for (uint64_t i = 0; i < pad; i++) ring_[pos + i] = 0;
     put_ += pad * 4;
+    remember_start(put_);
     pos = (put_ / 4) % ring_dw;
     std::memcpy(ring_ + pos, words, n * 4);
     put_ += n * 4;

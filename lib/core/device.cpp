@@ -80,10 +80,11 @@ void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
     auto now = clock::now();
     if (now >= deadline) {
       dev_->driver().check_faults();
+      std::string report = dev_->driver().hang_report();
       throw TimeoutError(dev_->name() + ": signal " + std::to_string(id_) + " (va " + hex(va_) +
                          ") timed out after " + std::to_string(timeout.count()) +
                          " ms: waiting for value >= " + std::to_string(v) + ", value is " +
-                         std::to_string(value()));
+                         std::to_string(value()) + (report.empty() ? "" : "\n" + report));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     dev_->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),

@@ -123,6 +123,9 @@ class DeviceDriver {
   virtual void wait_interrupt(std::chrono::milliseconds timeout) = 0;
   // Throws GpuFaultError if a fault was reported since the device was opened.
   virtual void check_faults() = 0;
+  // For a hang: every queue with unfinished work, its packets around the read pointer
+  // decoded, the completed ones and the one the engine is on marked. Empty when idle.
+  virtual std::string hang_report() = 0;
 };
 
 }  // namespace hcq

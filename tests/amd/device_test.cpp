@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "core/hcq.hpp"
@@ -232,12 +233,49 @@ TEST_P(EmulatedAmd, AnUnknownPacketFaultsTheQueueAndTheWaiterHearsOfIt) {
   } catch (const GpuFaultError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("GPU hardware exception"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("compute queue 0 stopped at ring dword 0x0: PM4 header 0xc0009900 "
-                       "(unknown opcode 0x99)"),
+    EXPECT_NE(msg.find("compute queue 0: read pointer 0x0, write pointer 0x12 (dwords)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("\n  HERE >  0x0000  0xc0009900  UNKNOWN  !! unknown opcode 0x99\n"
+                       "  pending 0x0008  0xc0064900  RELEASE_MEM"),
               std::string::npos)
         << msg;
   }
   EXPECT_THROW(dev_->synchronize(), GpuFaultError);  // the fault stays reported
+}
+
+// A hang: each queue waits for a value that never comes. The timeout names the signal and
+// decodes each queue's packets around its read pointer, marking where the engine is.
+TEST_P(EmulatedAmd, AHangReportShowsWhereEachQueueWaits) {
+  Signal never = dev_->new_signal(), done = dev_->new_signal();
+  ComputeQueue c(*dev_);
+  c.memory_barrier().wait(never, 1).signal(done, 1);
+  CopyQueue k(*dev_);
+  k.wait(never, 1).signal(done, 2);
+  c.submit();
+  k.submit();
+  try {
+    done.wait(1, std::chrono::milliseconds(100));
+    FAIL() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("waiting for value >= 1, value is 0\n"), std::string::npos) << msg;
+    auto line_with = [&](const std::string& a, const std::string& b) {
+      std::istringstream lines(msg);
+      for (std::string l; std::getline(lines, l);)
+        if (l.find(a) != std::string::npos && l.find(b) != std::string::npos) return true;
+      return false;
+    };
+    EXPECT_TRUE(line_with("compute queue 0: read pointer", "(dwords)")) << msg;
+    EXPECT_TRUE(line_with("  done    0x0000", "ACQUIRE_MEM")) << msg;  // the barrier ran
+    EXPECT_TRUE(line_with("  HERE >  ", "WAIT_REG_MEM64")) << msg;     // stuck on the wait
+    EXPECT_TRUE(line_with("  pending ", "RELEASE_MEM")) << msg;
+    EXPECT_TRUE(line_with("copy queue 1: read pointer", "(bytes)")) << msg;
+    EXPECT_TRUE(line_with("  done    0x0000", "POLL_REGMEM")) << msg;   // high word: passed
+    EXPECT_TRUE(line_with("  HERE >  0x002c", "POLL_REGMEM")) << msg;   // low word: waiting
+  }
+  never.set(1);  // release both queues so the device drains
+  done.wait(2);
 }
 
 TEST_P(EmulatedAmd, ACopyToAnUnmappedAddressIsAMemoryFault) {
