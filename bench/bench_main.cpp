@@ -8,6 +8,7 @@
 
 #include "amd/code_object.hpp"
 #include "amd/encoders.hpp"
+#include "core/capture.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
 
@@ -77,6 +78,24 @@ void BM_EmulatedEmptyLaunchRoundTrip(benchmark::State& state) {
   for (auto _ : state) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true);
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTrip)->UseRealTime();
+
+// The same with every submission captured to a file (HCQ_CAPTURE's cost).
+void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  auto image = kernels::code_object("gfx1100");
+  if (image.empty()) {
+    state.SkipWithError("no gfx1100 code object was built");
+    return;
+  }
+  Program empty(*dev, image, "empty");
+  const std::string path = "/tmp/hcq_bench_capture.bin";
+  capture::start(path);
+  for (auto _ : state) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true);
+  capture::stop();
+  std::remove(path.c_str());
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTripCaptured)->UseRealTime();
 
 constexpr uint64_t kCopyBytes = 256ull << 20;
 

@@ -1,5 +1,6 @@
 #include "core/capture.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -132,6 +133,10 @@ void submission(const Device& dev, QueueKind kind, uint32_t queue_index,
 Reader::Reader(const std::string& path) : path_(path) {
   f_ = std::fopen(path.c_str(), "rb");
   if (!f_) throw OsError("capture: cannot open " + path, errno);
+  // The size bounds every record: a corrupt length must not make the reader allocate it.
+  std::fseek(f_, 0, SEEK_END);
+  size_ = uint64_t(std::max(0L, std::ftell(f_)));
+  std::fseek(f_, 0, SEEK_SET);
   char magic[8];
   read(magic, 8, "the file header");
   if (std::memcmp(magic, kMagic, 8) != 0)
@@ -165,9 +170,10 @@ std::optional<Reader::Record> Reader::next() {
   offset_ += sizeof head;
   read(&len, sizeof len, "a record header");
   const uint64_t start = offset_;
-  if (len > (1ull << 32))
+  if (len > size_ - start)
     throw InvalidInput(path_ + ": record at offset " + std::to_string(start - 16) +
-                       " claims " + std::to_string(len) + " bytes");
+                       " claims " + std::to_string(len) + " bytes, " +
+                       std::to_string(size_ - start) + " are left in the file");
   std::vector<uint8_t> payload(len);
   read(payload.data(), len, "a record");
   size_t at = 0;

@@ -76,6 +76,7 @@ class Reader {
   std::FILE* f_ = nullptr;
   std::string path_;
   uint64_t offset_ = 0;
+  uint64_t size_ = 0;  // of the file
 };
 
 }  // namespace hcq::capture

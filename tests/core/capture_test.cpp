@@ -77,7 +77,8 @@ TEST(Capture, TheReaderRejectsBadFilesWithTheOffset) {
     r.next();
     FAIL();
   } catch (const InvalidInput& e) {
-    EXPECT_EQ(std::string(e.what()), path + ": truncated at offset 32 in a record");
+    EXPECT_EQ(std::string(e.what()),
+              path + ": record at offset 16 claims 64 bytes, 5 are left in the file");
   }
   std::remove(path.c_str());
 }

@@ -1,0 +1,20 @@
+#!/bin/bash
+# Builds the libFuzzer targets (clang, ASan + UBSan) and runs each for SECONDS (default 60).
+# Not part of CI's timed path; record the results in docs/reliability.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+out=build-fuzz
+mkdir -p "$out"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Idrivers -Idrivers/amd/compat
+       -I/usr/include/libdrm)
+common=(lib/core/error.cpp drivers/amd/packets.cpp drivers/amd/targets.cpp drivers/amd/decode.cpp)
+clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
+clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture.cpp lib/core/error.cpp \
+  -o "$out/fuzz_capture"
+for t in fuzz_decoders fuzz_capture; do
+  mkdir -p "$out/corpus_$t"
+  echo "== $t for ${seconds}s"
+  "$out/$t" -max_total_time="$seconds" -print_final_stats=1 "$out/corpus_$t" 2>&1 |
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY" || true
+done
