@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto& p : packets) {
     if (p.offset != total || p.dwords == 0) std::abort();
     total += p.dwords;
-    (void)hcq::amd::to_text(p);
+    (void)hcq::to_text(p);
   }
   if (total != words.size()) std::abort();
   return 0;

@@ -74,7 +74,7 @@ void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& 
     std::printf("%s}\n", s.c_str());
     return;
   }
-  std::printf("%s%s\n", std::string(size_t(indent), ' ').c_str(), amd::to_text(p).c_str());
+  std::printf("%s%s\n", std::string(size_t(indent), ' ').c_str(), hcq::to_text(p).c_str());
 }
 
 void print_stream(const std::vector<uint32_t>& words, bool copy_queue, amd::Gen gen,

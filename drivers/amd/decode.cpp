@@ -28,16 +28,6 @@ uint64_t field(const DecodedPacket& d, const char* name) {
 
 }  // namespace
 
-std::string to_text(const DecodedPacket& p) {
-  char head[48];
-  std::snprintf(head, sizeof head, "0x%04x  0x%08x  ", p.offset * 4, p.header);
-  auto value = [](uint64_t v) { return v < 10 ? std::to_string(v) : hex(v); };
-  std::string line = head + p.name;
-  for (auto& [name, v] : p.fields) line += "  " + name + "=" + value(v);
-  for (auto& [name, v] : p.registers) line += "  " + name + "=" + value(v);
-  if (!p.ok) line += "  !! " + p.problem;
-  return line;
-}
 
 bool parse_gen(const std::string& name, Gen& gen) {
   if (name == "gfx9") gen = Gen::Gfx9;
