@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "amd/decode.hpp"
+#include "nv/push.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
 
@@ -16,7 +17,7 @@ namespace {
 
 struct Options {
   bool json = false;
-  std::string raw_format, gen_name = "gfx11", queue, packet;
+  std::string raw_format, gen_name, queue, packet, qmd = "v3";
   uint64_t first = 0, last = UINT64_MAX;
   std::string file;
 };
@@ -167,6 +168,8 @@ int usage() {
                "usage: hcq dump [--json] [--queue compute|copy] [--submissions A:B] "
                "[--packet NAME] CAPTURE\n"
                "       hcq dump --raw pm4|sdma [--gen gfx9|gfx11|gfx12|<target>] [--json] FILE\n"
+               "       hcq dump --raw nv-push [--gen ampere|ada|hopper|blackwell] FILE\n"
+               "       hcq dump --raw qmd [--qmd v3|v4|v5] FILE\n"
                "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
   return 2;
 }
@@ -184,6 +187,7 @@ int cmd_dump(const std::vector<std::string>& args) {
     if (a == "--json") o.json = true;
     else if (a == "--raw") o.raw_format = value();
     else if (a == "--gen") o.gen_name = value();
+    else if (a == "--qmd") o.qmd = value();
     else if (a == "--queue") o.queue = value();
     else if (a == "--packet") o.packet = value();
     else if (a == "--submissions") {
@@ -209,13 +213,33 @@ int cmd_dump(const std::vector<std::string>& args) {
   if (!o.queue.empty() && o.queue != "compute" && o.queue != "copy")
     throw InvalidInput("dump: --queue is compute or copy, not '" + o.queue + "'");
   if (o.raw_format.empty()) return dump_capture(o);
-  amd::Gen gen;
-  if (!amd::parse_gen(o.gen_name, gen))
-    throw InvalidInput("dump: unknown generation '" + o.gen_name + "' (gfx9, gfx11, gfx12 or a target)");
-  if (o.raw_format != "pm4" && o.raw_format != "sdma")
-    throw InvalidInput("dump: --raw takes pm4 or sdma, not '" + o.raw_format + "'");
-  print_stream(read_raw(o.file), o.raw_format == "sdma", gen, Context{}, o, 0);
-  return 0;
+  if (o.raw_format == "pm4" || o.raw_format == "sdma") {
+    amd::Gen gen;
+    std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
+    if (!amd::parse_gen(g, gen))
+      throw InvalidInput("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
+    print_stream(read_raw(o.file), o.raw_format == "sdma", gen, Context{}, o, 0);
+    return 0;
+  }
+  if (o.raw_format == "nv-push") {
+    nv::Gen gen;
+    std::string g = o.gen_name.empty() ? "ampere" : o.gen_name;
+    if (!nv::parse_gen(g, gen))
+      throw InvalidInput("dump: unknown NVIDIA generation '" + g +
+                         "' (ampere, ada, hopper, blackwell or sm_XX)");
+    for (auto& p : nv::decode_push(read_raw(o.file), gen)) print_packet(p, Context{}, o, 0);
+    return 0;
+  }
+  if (o.raw_format == "qmd") {
+    nv::QmdVersion v;
+    if (o.qmd == "v3" || o.qmd == "3") v = nv::QmdVersion::V03;
+    else if (o.qmd == "v4" || o.qmd == "4") v = nv::QmdVersion::V04;
+    else if (o.qmd == "v5" || o.qmd == "5") v = nv::QmdVersion::V05;
+    else throw InvalidInput("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
+    print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
+    return 0;
+  }
+  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push or qmd, not '" + o.raw_format + "'");
 }
 
 }  // namespace hcq::tools

@@ -1,0 +1,170 @@
+#include "nv/push.hpp"
+
+#include <cstdio>
+#include <vector>
+
+namespace hcq::nv {
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Tables {
+  std::vector<MethodInfo> methods;
+  std::vector<std::vector<MethodField>> fields;
+};
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables t;
+#define NV_METHOD(g, m, off)                   \
+  t.methods.push_back({#m, Group::g, off, {}}); \
+  t.fields.emplace_back();
+#define NV_FIELD(g, m, f, gens, lo, w) t.fields.back().push_back(g##_##m##_##f##_##gens);
+#include "nv/classes.def"
+#undef NV_METHOD
+#undef NV_FIELD
+    for (size_t i = 0; i < t.methods.size(); i++) t.methods[i].fields = t.fields[i];
+    return t;
+  }();
+  return t;
+}
+
+constexpr QmdField kQmdFields[] = {
+#define QMD_FIELD(v, f, hi, lo) QMD_##v##_##f,
+#include "nv/qmd.def"
+#undef QMD_FIELD
+};
+// Every field sits in one dword, as QmdField::get/put assume.
+constexpr bool fields_fit() {
+  for (const auto& f : kQmdFields)
+    if (f.hi / 32 != f.lo / 32 || f.hi < f.lo) return false;
+  return true;
+}
+static_assert(fields_fit(), "a QMD field in qmd.def crosses a dword");
+
+void describe_method(Group g, uint16_t offset, uint32_t value, Gen gen, DecodedPacket& d) {
+  const MethodInfo* m = find_method(g, offset);
+  if (!m) {
+    d.registers.push_back({std::string(to_string(g)) + "." + hex(offset), value});
+    return;
+  }
+  d.registers.push_back({m->name, value});
+  for (const MethodField& f : m->fields)
+    if (f.gens & uint8_t(gen)) d.fields.push_back({std::string(m->name) + "." + f.name, f.get(value)});
+}
+
+}  // namespace
+
+const char* to_string(Group g) {
+  switch (g) {
+    case Group::HOST: return "HOST";
+    case Group::COMPUTE: return "COMPUTE";
+    case Group::COPY: return "COPY";
+  }
+  return "?";
+}
+
+const MethodInfo* find_method(Group g, uint16_t offset) {
+  for (const MethodInfo& m : tables().methods)
+    if (m.group == g && m.offset == offset) return &m;
+  return nullptr;
+}
+
+uint64_t encode_gpfifo(const GpfifoEntry& e) {
+  return (e.address & 0xfffffffcull) | ((e.address >> 32) & 0xff) << 32 |
+         uint64_t(e.subroutine) << 41 | uint64_t(e.dwords & 0x1fffff) << 42 | uint64_t(e.sync) << 63;
+}
+
+GpfifoEntry decode_gpfifo(uint64_t v) {
+  GpfifoEntry e;
+  e.address = (v & 0xfffffffcull) | ((v >> 32) & 0xff) << 32;
+  e.subroutine = (v >> 41) & 1;
+  e.dwords = uint32_t((v >> 42) & 0x1fffff);
+  e.sync = (v >> 63) & 1;
+  return e;
+}
+
+std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
+                                       const SubchannelMap& subchannels) {
+  std::vector<DecodedPacket> out;
+  const uint32_t n = uint32_t(words.size());
+  for (uint32_t at = 0; at < n;) {
+    DecodedPacket d;
+    d.offset = at;
+    d.header = words[at];
+    const uint32_t op = d.header >> 29, count = (d.header >> 16) & 0x1fff;
+    const uint32_t subc = (d.header >> 13) & 7;
+    const uint16_t method = uint16_t((d.header & 0xfff) << 2);
+    const Group g = subchannels[subc];
+    d.fields.push_back({"SUBCHANNEL", subc});
+    if (d.header == 0) {
+      d.name = "NOP";
+      d.dwords = 1;
+    } else if (op == uint32_t(SecOp::ImmdDataMethod)) {
+      d.name = std::string(to_string(g)) + " immediate";
+      d.dwords = 1;
+      describe_method(g, method, count, gen, d);
+    } else if (op == uint32_t(SecOp::IncMethod) || op == uint32_t(SecOp::NonIncMethod) ||
+               op == uint32_t(SecOp::OneInc)) {
+      const char* kind = op == uint32_t(SecOp::IncMethod) ? "incrementing"
+                         : op == uint32_t(SecOp::NonIncMethod) ? "non-incrementing"
+                                                                : "one-incrementing";
+      d.name = std::string(to_string(g)) + " " + kind;
+      uint32_t avail = n - at - 1, take = count <= avail ? count : avail;
+      if (take < count) {
+        d.ok = false;
+        d.problem = "truncated: " + std::to_string(count) + " data dwords, " +
+                    std::to_string(avail) + " left";
+      }
+      for (uint32_t i = 0; i < take; i++) {
+        uint16_t m = op == uint32_t(SecOp::IncMethod)      ? uint16_t(method + 4 * i)
+                     : op == uint32_t(SecOp::NonIncMethod) ? method
+                                                           : uint16_t(method + (i ? 4 : 0));
+        describe_method(g, m, words[at + 1 + i], gen, d);
+      }
+      d.dwords = 1 + take;
+    } else if (op == uint32_t(SecOp::EndPbSegment)) {
+      d.name = "END_PB_SEGMENT";
+      d.dwords = 1;
+    } else {
+      d.name = "INVALID";
+      d.ok = false;
+      d.problem = "method header with sec_op " + std::to_string(op) +
+                  " (hcq emits incrementing, non-incrementing and immediate methods)";
+      d.dwords = 1;
+    }
+    at += d.dwords;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+DecodedPacket decode_qmd(std::span<const uint32_t> words, QmdVersion v) {
+  DecodedPacket d;
+  d.name = "QMD V0" + std::to_string(int(v)) + "_00";
+  d.dwords = uint32_t(words.size());
+  const uint32_t need = qmd_bytes(v) / 4;
+  if (words.size() < need) {
+    d.ok = false;
+    d.problem = "truncated: a V0" + std::to_string(int(v)) + " QMD is " + std::to_string(need) +
+                " dwords, " + std::to_string(words.size()) + " given";
+  }
+  for (const QmdField& f : kQmdFields)
+    if (f.version == v && f.dword() < words.size()) d.fields.push_back({f.name, f.get(words.data())});
+  return d;
+}
+
+bool parse_gen(const std::string& name, Gen& gen) {
+  if (name == "ampere" || name == "sm_80" || name == "sm_86" || name == "sm_87") gen = Gen::Ampere;
+  else if (name == "ada" || name == "sm_89") gen = Gen::Ada;
+  else if (name == "hopper" || name == "sm_90") gen = Gen::Hopper;
+  else if (name == "blackwell" || name == "sm_100" || name == "sm_120") gen = Gen::Blackwell;
+  else return false;
+  return true;
+}
+
+}  // namespace hcq::nv
