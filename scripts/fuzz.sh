@@ -15,6 +15,7 @@ clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture.cpp lib/core/error.
 for t in fuzz_decoders fuzz_capture; do
   mkdir -p "$out/corpus_$t"
   echo "== $t for ${seconds}s"
-  "$out/$t" -max_total_time="$seconds" -print_final_stats=1 "$out/corpus_$t" 2>&1 |
+  "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
+    "$out/corpus_$t" 2>&1 |
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY" || true
 done
