@@ -18,6 +18,7 @@
 
 #include "amd/code_object.hpp"
 #include "amd/decode.hpp"
+#include "amd/emu/kfd.hpp"
 #include "amd/encoders.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
@@ -438,6 +439,12 @@ void KfdDriver::check_faults() {
       for (KfdQueue* q : queues_) {
         std::string r = q->report(gen_);
         if (!r.empty()) report += "\n" + r;
+      }
+      // An emulated GPU says why, in a debugfs-style file a real KFD does not have.
+      auto detail = kernel_->read_file(emu::kEmulatorFaultLog);
+      if (detail && !detail->empty()) {
+        while (detail->back() == '\n') detail->pop_back();
+        report = "\nemulated GPU: " + *detail + report;
       }
       fault_ = props_.name + ": " + what + report;
     }

@@ -94,11 +94,23 @@ int EmulatedKernel::munmap(void* addr, size_t length) {
   return ::munmap(addr, length) < 0 ? -errno : 0;
 }
 
-std::optional<std::string> EmulatedKernel::read_file(const std::string& path) {
+void EmulatedKernel::add_generated_file(const std::string& path,
+                                        std::function<std::string()> content) {
   std::lock_guard lk(mu_);
-  auto it = files_.find(path);
-  if (it == files_.end()) return std::nullopt;
-  return it->second;
+  generated_[path] = std::move(content);
+}
+
+std::optional<std::string> EmulatedKernel::read_file(const std::string& path) {
+  std::function<std::string()> gen;
+  {
+    std::lock_guard lk(mu_);
+    auto it = files_.find(path);
+    if (it != files_.end()) return it->second;
+    auto g = generated_.find(path);
+    if (g == generated_.end()) return std::nullopt;
+    gen = g->second;
+  }
+  return gen();  // outside the lock: the producer may take its own locks
 }
 
 std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
@@ -114,6 +126,7 @@ std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
   };
   for (auto& [p, _] : files_) add(p);
   for (auto& [p, _] : nodes_) add(p);
+  for (auto& [p, _] : generated_) add(p);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;

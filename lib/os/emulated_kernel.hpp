@@ -3,6 +3,7 @@
 // ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -30,6 +31,8 @@ class EmulatedKernel final : public Kernel {
 
   void add_node(const std::string& path, std::shared_ptr<EmulatedNode> node);
   void add_file(const std::string& path, std::string content);
+  // A file whose content is produced when read (debugfs-style state of an emulated driver).
+  void add_generated_file(const std::string& path, std::function<std::string()> content);
 
   int open(const std::string& path, int flags) override;
   int close(int fd) override;
@@ -50,6 +53,7 @@ class EmulatedKernel final : public Kernel {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<EmulatedNode>> nodes_;
   std::map<std::string, std::string> files_;
+  std::map<std::string, std::function<std::string()>> generated_;
   std::map<int, std::shared_ptr<EmulatedNode>> fds_;
   std::map<uintptr_t, std::pair<size_t, std::shared_ptr<EmulatedNode>>> node_maps_;
   int next_fd_ = kFirstFd;

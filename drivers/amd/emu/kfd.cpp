@@ -64,10 +64,17 @@ class KfdState final : public GpuEvents {
     return MAP_FAILED;
   }
 
+  // What the emulated GPU reported for its faults (debugfs-style; a real KFD has no such file).
+  std::string fault_log() {
+    std::lock_guard lk(mu_);
+    return fault_log_;
+  }
+
   // GpuEvents
   void interrupt(uint32_t context_id) override { signal_event(context_id); }
-  void fault(uint32_t, bool memory_fault, uint64_t address, const std::string&) override {
+  void fault(uint32_t, bool memory_fault, uint64_t address, const std::string& what) override {
     std::lock_guard lk(mu_);
+    fault_log_ += what + "\n";  // the engine's message names the queue
     for (auto& [id, e] : events_) {
       if (memory_fault && e.type == KFD_IOC_EVENT_MEMORY) {
         e.data = {};
@@ -121,6 +128,7 @@ class KfdState final : public GpuEvents {
   uint64_t* event_page_ = nullptr;
   uint32_t next_slot_ = 0;
   std::map<uint32_t, QueueDesc> queues_;
+  std::string fault_log_;  // what the emulated GPU said about each fault
   uint32_t next_queue_ = 0;
   uint64_t* doorbells_;
 };
@@ -392,6 +400,11 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
   auto k = std::make_shared<os::EmulatedKernel>();
   auto state = std::make_shared<KfdState>(target);
   k->add_node("/dev/kfd", std::make_shared<KfdNode>(state));
+  std::weak_ptr<KfdState> weak = state;
+  k->add_generated_file(std::string(kEmulatorFaultLog), [weak] {
+    auto s = weak.lock();
+    return s ? s->fault_log() : std::string();
+  });
   k->add_node("/dev/dri/renderD" + std::to_string(kRenderMinor),
               std::make_shared<RenderNode>(state, target.vram_bytes));
   const std::string nodes = "/sys/devices/virtual/kfd/kfd/topology/nodes/";

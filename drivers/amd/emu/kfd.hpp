@@ -13,4 +13,8 @@ namespace hcq::amd::emu {
 // /sys/devices/virtual/kfd/kfd/topology/nodes/{0 (CPU), 1 (the GPU)}.
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
 
+// Where the emulated GPU's own words about each fault can be read (a debugfs-style file that
+// only the emulated kernel has); the driver adds them to its fault errors when present.
+inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kfd/hcq_emulator_faults";
+
 }  // namespace hcq::amd::emu
