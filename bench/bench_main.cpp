@@ -65,22 +65,9 @@ void BM_HostSignalRoundTrip(benchmark::State& state) {
 BENCHMARK(BM_HostSignalRoundTrip)->UseRealTime();
 
 // An empty kernel launched on the emulated GPU and waited for: encode, ring, doorbell, the
-// emulated command processor, the signal back.
-void BM_EmulatedEmptyLaunchRoundTrip(benchmark::State& state) {
-  kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:gfx1100");
-  auto image = kernels::code_object("gfx1100");
-  if (image.empty()) {
-    state.SkipWithError("no gfx1100 code object was built");
-    return;
-  }
-  Program empty(*dev, image, "empty");
-  for (auto _ : state) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true);
-}
-BENCHMARK(BM_EmulatedEmptyLaunchRoundTrip)->UseRealTime();
-
-// The same with every submission captured to a file (HCQ_CAPTURE's cost).
-void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
+// emulated command processor, the signal back; optionally with every submission captured to
+// a file (HCQ_CAPTURE's cost).
+void empty_launch_round_trips(benchmark::State& state, bool captured) {
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:gfx1100");
   auto image = kernels::code_object("gfx1100");
@@ -90,10 +77,20 @@ void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
   }
   Program empty(*dev, image, "empty");
   const std::string path = "/tmp/hcq_bench_capture.bin";
-  capture::start(path);
+  if (captured) capture::start(path);
   for (auto _ : state) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true);
-  capture::stop();
-  std::remove(path.c_str());
+  if (captured) {
+    capture::stop();
+    std::remove(path.c_str());
+  }
+}
+void BM_EmulatedEmptyLaunchRoundTrip(benchmark::State& state) {
+  empty_launch_round_trips(state, false);
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTrip)->UseRealTime();
+
+void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
+  empty_launch_round_trips(state, true);
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripCaptured)->UseRealTime();
 

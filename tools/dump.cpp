@@ -22,11 +22,6 @@ struct Options {
   std::string file;
 };
 
-std::string hex(uint64_t v, int width = 0) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string json_escape(const std::string& s) {
   std::string o;

@@ -49,11 +49,6 @@ constexpr uint64_t kPage = 4096;
   throw InvalidInput("AMDGPU code object: " + what);
 }
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // a + b without wrapping; false on overflow.
 bool add_ok(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }

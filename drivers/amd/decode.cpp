@@ -4,14 +4,11 @@
 
 #include "amd/targets.hpp"
 
+#include "core/error.hpp"
+
 namespace hcq::amd {
 namespace {
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 // The fields of `info` that exist on `gen`, read from the packet at `p` (n dwords available).
 void read_fields(const PacketInfo& info, Gen gen, const uint32_t* p, uint32_t n,

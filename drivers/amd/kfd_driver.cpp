@@ -36,11 +36,6 @@ constexpr uint64_t kPrivateVa = 4ull << 30;
 constexpr uint64_t kHeapVa = 256ull << 30;
 constexpr uint64_t kRingBytes = 1 << 20;
 
-std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << "0x" << std::hex << v;
-  return s.str();
-}
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 std::map<std::string, uint64_t> parse_properties(const std::string& text) {
@@ -91,9 +86,7 @@ class KfdQueue final : public HwQueue {
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
                        std::span<const uint32_t> after) override;
-  const std::string& describe() const override { return name_; }
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
-  uint64_t write_pointer() const { return put_; }
   QueueKind kind() const { return kind_; }
   // The packets around the read pointer (hang_report), empty when the queue is idle.
   std::string report(Gen gen);

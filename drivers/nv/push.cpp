@@ -3,14 +3,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace hcq::nv {
 namespace {
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 struct Tables {
   std::vector<MethodInfo> methods;

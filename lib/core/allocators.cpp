@@ -9,11 +9,6 @@ namespace hcq {
 namespace {
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << "0x" << std::hex << v;
-  return s.str();
-}
 }  // namespace
 
 VaHeap::VaHeap(uint64_t base, uint64_t size, std::string owner)

@@ -19,11 +19,6 @@ constexpr uint32_t kSignalsPerPage = kPage / kSignalBytes;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << "0x" << std::hex << v;
-  return s.str();
-}
 
 }  // namespace
 

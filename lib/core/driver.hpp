@@ -93,7 +93,6 @@ class HwQueue {
   // and `after` written into the ring around it; one doorbell for all of it.
   virtual void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before = {},
                                std::span<const uint32_t> after = {}) = 0;
-  virtual const std::string& describe() const = 0;  // "compute queue 0"
 };
 
 class DeviceDriver {

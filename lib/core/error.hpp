@@ -2,10 +2,14 @@
 // on (what failed, on which device/queue/signal, the value expected and seen).
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 namespace hcq {
+
+// "0x1f00": how addresses and raw values read in error messages and decoded packets.
+std::string hex(uint64_t v);
 
 class Error : public std::runtime_error {
  public:
