@@ -79,7 +79,7 @@ void Pm4Encoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wak
 
 void Pm4Encoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
   uint32_t at = uint32_t(cs.size());
-  release_mem(cs.grow(8), kDataSelClock, kIntSelNone, va, 0, 0, false);
+  release_mem(cs.grow(8), kDataSelClock, kIntSelNone, va + 8, 0, 0, false);
   s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::TimestampAddress});
 }
 
@@ -262,8 +262,8 @@ void SdmaEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSit
   uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(3);
   p[0] = header(TIMESTAMP, kSubOpTimestampGetGlobal);
-  p[1] = lo(va);
-  p[2] = hi(va);
+  p[1] = lo(va + 8);  // the record's second half (Encoder::timestamp)
+  p[2] = hi(va + 8);
   s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::TimestampAddress});
 }
 

@@ -117,10 +117,11 @@ size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg
   for (size_t i = 0; i < args.size(); i++) {
     bool is_buf = args[i].kind_ == Arg::Kind::Buffer;
     std::string which = what + " argument " + std::to_string(i);
-    if (is_buf != (want[i]->kind == KernelArg::Kind::Buffer))
+    if (want[i]->kind != KernelArg::Kind::Bytes && is_buf != (want[i]->kind == KernelArg::Kind::Buffer))
       throw InvalidInput("batch: " + which + (is_buf ? " is a value" : " is a buffer") +
                          " in the kernel");
     if (is_buf) {
+      if (want[i]->size != 8) throw InvalidInput("batch: " + which + " is " + std::to_string(want[i]->size) + " bytes, not an address");
       check(args[i].mem_, args[i].offset_, 0, which);
     } else {
       if (args[i].kind_ == Arg::Kind::Scalar &&
@@ -478,7 +479,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   if (staging_bytes) x.staging = SharedHostMemory(devs_, staging_bytes);
   if (options.profile) {
     x.profile = true;
-    x.timestamps = SharedHostMemory(devs_, std::max<size_t>(n, 1) * 16);
+    x.timestamps = SharedHostMemory(devs_, std::max<size_t>(n, 1) * 32);
   }
   std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
   for (size_t i = 0; i < n; i++)
@@ -549,11 +550,13 @@ Executable Schedule::compile(const CompileOptions& options) const {
     Queue& Q = *x.queues[o.queue];
     for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq), value);
     x.stats[o.queue].waits += waits[i].size();
-    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16);
+    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 32);  // two 16-byte records per op
     if (o.launch) {
       const Call& c = calls_[o.call];
       const uint32_t d = x.queue_device[o.queue];
       auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+      const auto& init = c.program->kernel().kernarg_init;
+      std::copy(init.begin(), init.begin() + std::min<size_t>(init.size(), c.program->kernel().kernarg_size), args);
       size_t a = 0;
       for (auto& ka : c.program->kernel().args) {
         if (ka.kind == KernelArg::Kind::Hidden) continue;
@@ -582,7 +585,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
       }
     }
     x.stats[o.queue].calls++;
-    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 16 + 8);
+    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 32 + 16);
     if (signals[i]) {
       Q.signal_at(signal_va(o.queue), pos[i], false);
       x.stats[o.queue].signals++;
@@ -753,8 +756,8 @@ std::vector<Executable::CallTime> Executable::profile() const {
       return int64_t(double(t) * ns_per_tick) + x.clock_offset_ns[q];
     };
     out.push_back({x.ops[i].call, &dev, x.queue_kind[q], x.queue_index[q], x.ops[i].name,
-                   host(ts[2 * i]),
-                   host(ts[2 * i + 1])});
+                   host(ts[4 * i + 1]),    // the timestamps sit in each record's second half
+                   host(ts[4 * i + 3])});
   }
   return out;
 }

@@ -16,6 +16,8 @@ enum class PatchFormat : uint8_t {
   Hi32,    // high 32 bits into one dword
   LoHi64,  // two dwords, low first (PM4, SDMA)
   HiLo64,  // two dwords, high first (methods with UPPER before LOWER)
+  Field,   // (value >> shift) into bits [lo, lo+width) of one dword, the other bits kept
+           // (descriptor fields that share a dword: NVIDIA QMDs, shifted addresses)
 };
 
 // What a patch site holds; a command's sites are patched by role.
@@ -29,7 +31,14 @@ struct PatchSite {
   PatchFormat format;
   PatchRole role;
   uint64_t add = 0;  // added to the value before writing (a copy chunk's offset, a hi word)
+  uint8_t shift = 0, lo = 0, width = 0;  // PatchFormat::Field only
 };
+
+// A PatchFormat::Field site.
+constexpr PatchSite field_site(uint32_t dword, PatchRole role, uint8_t lo, uint8_t width,
+                               uint8_t shift = 0) {
+  return {dword, PatchFormat::Field, role, 0, shift, lo, width};
+}
 
 class CommandStream {
  public:
@@ -77,7 +86,10 @@ class CommandStream {
   void clear() { size_ = 0; }
 
   void patch(const PatchSite& site, uint64_t value) {
-    put(site.dword, value + site.add, site.format);
+    if (site.format == PatchFormat::Field)
+      put_field(site, value + site.add);
+    else
+      put(site.dword, value + site.add, site.format);
   }
   // Mirror every patch into a device-resident copy of the stream (nothing to copy or mirror
   // when the stream was encoded in place there).
@@ -94,7 +106,13 @@ class CommandStream {
       case PatchFormat::Hi32: set(dword, uint32_t(v >> 32)); break;
       case PatchFormat::LoHi64: set(dword, uint32_t(v)); set(dword + 1, uint32_t(v >> 32)); break;
       case PatchFormat::HiLo64: set(dword, uint32_t(v >> 32)); set(dword + 1, uint32_t(v)); break;
+      case PatchFormat::Field: break;  // needs the site's bit range: put_field
     }
+  }
+  void put_field(const PatchSite& s, uint64_t v) {
+    const uint32_t mask = s.width >= 32 ? 0xffffffffu : ((1u << s.width) - 1) << s.lo;
+    const uint32_t old = data_[s.dword];
+    set(s.dword, (old & ~mask) | (uint32_t(v >> s.shift) << s.lo & mask));
   }
 
  private:

@@ -14,7 +14,7 @@ namespace hcq {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kSignalBytes = 16;
+constexpr uint64_t kSignalBytes = 32;  // value, pad, timestamp record
 constexpr uint32_t kSignalsPerPage = kPage / kSignalBytes;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -225,7 +225,7 @@ Signal Device::new_signal(uint64_t initial) {
   s.id_ = id;
   s.va_ = page.va + off;
   s.slot_ = reinterpret_cast<uint64_t*>(static_cast<char*>(page.host) + off);
-  s.slot_[1] = 0;
+  s.slot_[1] = s.slot_[2] = s.slot_[3] = 0;
   s.set(initial);
   return s;
 }

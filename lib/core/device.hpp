@@ -47,7 +47,8 @@ class Buffer {
   uint64_t size_ = 0;  // as requested (the allocation may be larger)
 };
 
-// A 64-bit value and a 64-bit timestamp in device-visible memory. Move-only handle.
+// A 64-bit value and a timestamp record (Encoder::timestamp: 16 bytes, the timestamp in its
+// second half) in device-visible memory. Move-only handle.
 class Signal {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{10000};
@@ -61,9 +62,10 @@ class Signal {
 
   uint64_t value() const { return __atomic_load_n(&slot_[0], __ATOMIC_ACQUIRE); }
   void set(uint64_t v) { __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE); }
-  uint64_t timestamp() const { return __atomic_load_n(&slot_[1], __ATOMIC_ACQUIRE); }
-  uint64_t va() const { return va_; }              // of the value; the timestamp is at va()+8
-  uint64_t timestamp_va() const { return va_ + 8; }
+  uint64_t timestamp() const { return __atomic_load_n(&slot_[3], __ATOMIC_ACQUIRE); }
+  uint64_t va() const { return va_; }  // of the value
+  // The timestamp record (the timestamp itself is at timestamp_va()+8).
+  uint64_t timestamp_va() const { return va_ + 16; }
   uint32_t id() const { return id_; }
   Device& device() const { return *dev_; }
 

@@ -28,7 +28,9 @@ struct Allocation {
 
 // One kernel argument as a program's metadata describes it.
 struct KernelArg {
-  enum class Kind : uint8_t { Buffer, Value, Hidden };
+  // Bytes: a buffer address or a value of `size` bytes; the code object does not say which
+  // (a cubin records only offsets and sizes).
+  enum class Kind : uint8_t { Buffer, Value, Hidden, Bytes };
   // What the kernel does with a buffer argument's memory, as far as its metadata says
   // (a `const` pointer is read-only); ReadWrite when it says nothing.
   enum class Access : uint8_t { ReadWrite, ReadOnly, WriteOnly };
@@ -51,6 +53,9 @@ class KernelObject {
   uint32_t lds_bytes = 0;
   uint32_t scratch_bytes = 0;
   std::vector<KernelArg> args;
+  // The kernarg area's bytes before any argument is laid in (driver words the kernel reads,
+  // such as NVIDIA's constant bank 0 windows); zeros past its end.
+  std::vector<std::byte> kernarg_init;
 };
 
 // A loaded code object: its device memory and its kernels.
@@ -72,7 +77,9 @@ class Encoder {
   // Write the 64-bit `value` to `va` after all prior work; `wake` also interrupts the host.
   virtual void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
                       std::vector<PatchSite>& sites) = 0;
-  // Write the GPU timestamp counter (64-bit) to `va` after all prior work.
+  // Write a timestamp record at `va` (16 bytes, 16-byte aligned) after all prior work: the GPU
+  // timestamp counter (64-bit) at va+8. The first 8 bytes are the engine's to overwrite:
+  // NVIDIA engines write a timestamp only together with a semaphore payload in front of it.
   virtual void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& sites) = 0;
   // Compute queues: make prior writes visible to later reads (caches written back/invalidated).
   virtual void memory_barrier(CommandStream& cs) = 0;

@@ -38,13 +38,15 @@ void Program::fill_args(const KernelArgs& args, void* out) const {
     throw InvalidInput("kernel '" + k.name + "' takes " + std::to_string(explicit_args.size()) +
                        " arguments, " + std::to_string(given.size()) + " given");
   auto* bytes = static_cast<std::byte*>(out);
-  std::fill(bytes, bytes + k.kernarg_size, std::byte{0});
+  const size_t init = std::min<size_t>(k.kernarg_init.size(), k.kernarg_size);
+  std::copy(k.kernarg_init.begin(), k.kernarg_init.begin() + init, bytes);
+  std::fill(bytes + init, bytes + k.kernarg_size, std::byte{0});
   for (size_t i = 0; i < given.size(); i++) {
     const KernelArg& want = *explicit_args[i];
     const auto& g = given[i];
     std::string which = "kernel '" + k.name + "' argument " + std::to_string(i) +
                         (want.name.empty() ? "" : " ('" + want.name + "')");
-    if ((want.kind == KernelArg::Kind::Buffer) != g.is_address)
+    if (want.kind != KernelArg::Kind::Bytes && (want.kind == KernelArg::Kind::Buffer) != g.is_address)
       throw InvalidInput(which + " expects " +
                          (want.kind == KernelArg::Kind::Buffer ? "a buffer" : "a value") +
                          ", got " + (g.is_address ? "a buffer" : "a value"));

@@ -35,7 +35,8 @@ class Queue {
   // Write `value` to the 64-bit word at `va` once prior commands are done.
   Queue& signal_at(uint64_t va, uint64_t value, bool wake);
   Queue& timestamp(const Signal& s);
-  // Write the GPU timestamp to `va` (8-byte aligned) once prior commands are done.
+  // Write a 16-byte timestamp record at `va` (16-byte aligned) once prior commands are done:
+  // the GPU timestamp lands at va+8, the first 8 bytes are clobbered (Encoder::timestamp).
   Queue& timestamp_at(uint64_t va);
 
   void update_wait(size_t cmd, std::optional<uint64_t> va, std::optional<uint64_t> value);

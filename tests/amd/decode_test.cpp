@@ -95,7 +95,7 @@ TEST(Decode, SdmaReadsBackWhatTheEncoderWrote) {
   std::vector<PatchSite> s;
   e.wait(cs, 0x5000, 0x100000002, s);
   e.copy(cs, 0x2000, 0x1000, 0x500000, s);  // two packets on gfx9
-  e.timestamp(cs, 0x3008, s);
+  e.timestamp(cs, 0x3000, s);
   e.signal(cs, 0x5000, 3, true, s);
   const uint32_t write[] = {2, 0x6000, 0, 1, 0xAA, 0xBB, 0};  // WRITE_LINEAR of 2 dwords + NOP
   for (uint32_t w : write) *cs.grow(1) = w;

@@ -56,7 +56,7 @@ TEST(Pm4Encoder, TimestampWritesTheGpuClock) {
   Pm4Encoder e(Gen::Gfx11, kIrq);
   CommandStream cs;
   std::vector<PatchSite> sites;
-  e.timestamp(cs, 0x2008, sites);
+  e.timestamp(cs, 0x2000, sites);  // the record; the clock lands at +8
   EXPECT_EQ(words(cs), (Words{0xC0064900, 0x514, 0x60000000, 0x2008, 0, 0, 0, 0}));
 }
 
@@ -154,7 +154,7 @@ TEST(SdmaEncoder, WaitPollsHighThenLowOnlyWhileHighMatches) {
 TEST(SdmaEncoder, TimestampAndIndirect) {
   CommandStream cs;
   std::vector<PatchSite> sites;
-  SdmaEncoder(Gen::Gfx9, kIrq).timestamp(cs, 0x6008, sites);
+  SdmaEncoder(Gen::Gfx9, kIrq).timestamp(cs, 0x6000, sites);
   EXPECT_EQ(words(cs), (Words{0x20D, 0x6008, 0}));
   uint32_t p[6];
   SdmaEncoder::indirect(p, 0x7f0000001000, 16);

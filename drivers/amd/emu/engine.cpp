@@ -103,57 +103,6 @@ inline void store_release(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __AT
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
-// Memory
-
-void Memory::map(uint64_t va, uint64_t size) {
-  if (size == 0 || va + size < va)
-    throw hcq::InvalidInput(strf("emulated GPU: cannot map [0x%llx, +0x%llx)", ull(va), ull(size)));
-  std::unique_lock lk(mu_);
-  auto it = maps_.lower_bound(va + size);
-  if (it != maps_.begin()) {
-    auto prev = std::prev(it);
-    if (prev->first + prev->second > va)
-      throw hcq::InvalidInput(strf(
-          "emulated GPU: mapping [0x%llx, 0x%llx) overlaps mapping [0x%llx, 0x%llx)", ull(va),
-          ull(va + size), ull(prev->first), ull(prev->first + prev->second)));
-  }
-  maps_.emplace(va, size);
-}
-
-void Memory::unmap(uint64_t va) {
-  std::unique_lock lk(mu_);
-  if (maps_.erase(va) == 0)
-    throw hcq::InvalidInput(strf("emulated GPU: no mapping starts at 0x%llx", ull(va)));
-}
-
-void* Memory::translate(uint64_t va, uint64_t size) const {
-  std::shared_lock lk(mu_);
-  auto it = maps_.upper_bound(va);
-  if (it != maps_.begin()) {
-    --it;
-    uint64_t off = va - it->first;
-    if (off < it->second) {
-      if (size <= it->second - off) return reinterpret_cast<void*>(va);
-      throw Fault(strf("GPU access [0x%llx, +0x%llx) runs past the end of mapping "
-                       "[0x%llx, 0x%llx)",
-                       ull(va), ull(size), ull(it->first), ull(it->first + it->second)),
-                  va);
-    }
-  }
-  throw Fault(strf("GPU address 0x%llx is not mapped (access of 0x%llx bytes)", ull(va), ull(size)),
-              va);
-}
-
-std::pair<uint64_t, uint64_t> Memory::mapping_of(uint64_t va) const {
-  std::shared_lock lk(mu_);
-  auto it = maps_.upper_bound(va);
-  if (it == maps_.begin()) return {0, 0};
-  --it;
-  if (va - it->first >= it->second) return {0, 0};
-  return {it->first, it->second};
-}
-
-// ------------------------------------------------------------------------------------------
 // Queue state
 
 struct Engine::Queue {

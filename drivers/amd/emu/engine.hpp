@@ -17,24 +17,11 @@
 
 #include "amd/packets.hpp"
 #include "emu/kernels.hpp"
+#include "emu/memory.hpp"
 
 namespace hcq::amd::emu {
 
-// GPU virtual memory of the emulated device. GPU addresses equal the host addresses the
-// emulated KFD backed them with, so translation is a bounds check against the mappings.
-class Memory final : public hcq::emu::AddressSpace {
- public:
-  void map(uint64_t va, uint64_t size);
-  void unmap(uint64_t va);
-  // Throws hcq::emu::Fault naming the address when [va, va+size) is not inside one mapping.
-  void* translate(uint64_t va, uint64_t size) const override;
-  // The mapping containing va: {base, size}; {0, 0} when none.
-  std::pair<uint64_t, uint64_t> mapping_of(uint64_t va) const;
-
- private:
-  mutable std::shared_mutex mu_;
-  std::map<uint64_t, uint64_t> maps_;  // base -> size
-};
+using hcq::emu::Memory;
 
 // What the GPU tells its (emulated) kernel driver.
 class GpuEvents {
