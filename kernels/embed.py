@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Write a C++ source that embeds code objects for hcq::kernels::code_object().
 
-usage: embed.py OUTPUT.cpp [TARGET.hsaco ...]
-The target name is the file name without ".hsaco". With no inputs, the source still
-defines the functions (nothing is embedded).
+usage: embed.py OUTPUT.cpp [TARGET.hsaco | TARGET.cubin ...]
+The target name is the file name without ".hsaco" (an AMDHSA code object, "gfx1100") or
+".cubin" (an NVIDIA cubin, "sm_90"). code_object() finds either kind by target name;
+built_targets() lists the AMDHSA targets only, as every caller of it parses what it gets
+as an AMDHSA code object (the cubin targets are looked up by name). With no inputs, the
+source still defines the functions (nothing is embedded).
 """
 import os
 import sys
@@ -27,8 +30,12 @@ def main(argv):
     entries = []
     for i, path in enumerate(inputs):
         target = os.path.basename(path)
+        amdhsa = True
         if target.endswith('.hsaco'):
             target = target[:-len('.hsaco')]
+        elif target.endswith('.cubin'):
+            target = target[:-len('.cubin')]
+            amdhsa = False
         if not target or not all(c.isalnum() or c in '-_' for c in target):
             sys.stderr.write('embed.py: bad target name from %r\n' % path)
             return 1
@@ -40,21 +47,23 @@ def main(argv):
             lines.append('  ' + ', '.join('0x%02x' % b for b in data[off:off + 16]) + ',')
         lines.append('};')
         lines.append('')
-        entries.append((target, 'kObject%d' % i))
+        entries.append((target, 'kObject%d' % i, amdhsa))
     lines += [
         'struct Embedded {',
         '  const char* target;',
         '  const unsigned char* data;',
         '  std::size_t size;',
+        '  bool amdhsa;  // an AMDHSA code object (listed by built_targets()), else a cubin',
         '};',
         '',
         '// Ends with a null entry, so the array is never empty.',
         'const Embedded kEmbedded[] = {',
     ]
-    for target, sym in entries:
-        lines.append('    {"%s", %s, sizeof %s},' % (target, sym, sym))
+    for target, sym, amdhsa in entries:
+        lines.append('    {"%s", %s, sizeof %s, %s},' %
+                     (target, sym, sym, 'true' if amdhsa else 'false'))
     lines += [
-        '    {nullptr, nullptr, 0},',
+        '    {nullptr, nullptr, 0, false},',
         '};',
         '',
         '}  // namespace',
@@ -68,7 +77,8 @@ def main(argv):
         '',
         'std::vector<std::string> built_targets() {',
         '  std::vector<std::string> out;',
-        '  for (const Embedded* e = kEmbedded; e->target; ++e) out.emplace_back(e->target);',
+        '  for (const Embedded* e = kEmbedded; e->target; ++e)',
+        '    if (e->amdhsa) out.emplace_back(e->target);',
         '  return out;',
         '}',
         '',

@@ -93,9 +93,9 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
     DecodedPacket d;
     d.offset = at;
     d.header = words[at];
-    const uint32_t op = d.header >> 29, count = (d.header >> 16) & 0x1fff;
-    const uint32_t subc = (d.header >> 13) & 7;
-    const uint16_t method = uint16_t((d.header & 0xfff) << 2);
+    const MethodHeader h = parse_method_header(d.header);
+    const uint32_t op = h.op, count = h.count, subc = h.subchannel;
+    const uint16_t method = h.method;
     const Group g = subchannels[subc];
     d.fields.push_back({"SUBCHANNEL", subc});
     if (d.header == 0) {
@@ -105,8 +105,7 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
       d.name = std::string(to_string(g)) + " immediate";
       d.dwords = 1;
       describe_method(g, method, count, gen, d);
-    } else if (op == uint32_t(SecOp::IncMethod) || op == uint32_t(SecOp::NonIncMethod) ||
-               op == uint32_t(SecOp::OneInc)) {
+    } else if (h.has_data()) {
       const char* kind = op == uint32_t(SecOp::IncMethod) ? "incrementing"
                          : op == uint32_t(SecOp::NonIncMethod) ? "non-incrementing"
                                                                 : "one-incrementing";
@@ -117,12 +116,7 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
         d.problem = "truncated: " + std::to_string(count) + " data dwords, " +
                     std::to_string(avail) + " left";
       }
-      for (uint32_t i = 0; i < take; i++) {
-        uint16_t m = op == uint32_t(SecOp::IncMethod)      ? uint16_t(method + 4 * i)
-                     : op == uint32_t(SecOp::NonIncMethod) ? method
-                                                           : uint16_t(method + (i ? 4 : 0));
-        describe_method(g, m, words[at + 1 + i], gen, d);
-      }
+      for (uint32_t i = 0; i < take; i++) describe_method(g, h.method_of(i), words[at + 1 + i], gen, d);
       d.dwords = 1 + take;
     } else if (op == uint32_t(SecOp::EndPbSegment)) {
       d.name = "END_PB_SEGMENT";

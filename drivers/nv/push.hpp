@@ -58,6 +58,29 @@ constexpr uint32_t method_header(SecOp op, uint32_t subchannel, uint16_t method,
 constexpr uint32_t inc(uint32_t subchannel, uint16_t method, uint32_t count) {
   return method_header(SecOp::IncMethod, subchannel, method, count);
 }
+// `count` data dwords all to `method` (a data port such as LOAD_INLINE_DATA).
+constexpr uint32_t non_inc(uint32_t subchannel, uint16_t method, uint32_t count) {
+  return method_header(SecOp::NonIncMethod, subchannel, method, count);
+}
+
+// A method header taken apart; `count` is the immediate value for ImmdDataMethod.
+struct MethodHeader {
+  uint32_t op, subchannel, count;
+  uint16_t method;  // byte offset of the first method
+  // The method the i-th data dword goes to.
+  constexpr uint16_t method_of(uint32_t i) const {
+    return op == uint32_t(SecOp::IncMethod)    ? uint16_t(method + 4 * i)
+           : op == uint32_t(SecOp::OneInc)     ? uint16_t(method + (i ? 4 : 0))
+                                               : method;
+  }
+  constexpr bool has_data() const {
+    return op == uint32_t(SecOp::IncMethod) || op == uint32_t(SecOp::NonIncMethod) ||
+           op == uint32_t(SecOp::OneInc);
+  }
+};
+constexpr MethodHeader parse_method_header(uint32_t h) {
+  return {h >> 29, (h >> 13) & 7, (h >> 16) & 0x1fff, uint16_t((h & 0xfff) << 2)};
+}
 
 // A GPFIFO entry (clc56f.h "GPFIFO entry format"): a push buffer segment to fetch.
 struct GpfifoEntry {

@@ -1,0 +1,23 @@
+// An emulated NVIDIA kernel driver behind the kernel boundary: /dev/nvidiactl and
+// /dev/nvidia0 (RM: the object tree, controls, memory and its CPU mappings) and
+// /dev/nvidia-uvm (GPU mappings at the addresses the driver chose), for one GPU of a chosen
+// target, with the emulated GPU (Engine) running its channels.
+#pragma once
+
+#include <memory>
+
+#include "nv/targets.hpp"
+#include "os/kernel.hpp"
+
+namespace hcq::nv::emu {
+
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+
+// The emulated GPU's own words about each channel error (a debugfs-style file that only the
+// emulated kernel has); the driver adds them to its fault errors when present.
+inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/nvidia/hcq_emulator_faults";
+
+// The RM version the emulated kernel module reports (NV_ESC_CHECK_VERSION_STR).
+inline constexpr const char* kEmulatedRmVersion = "595.45.04";
+
+}  // namespace hcq::nv::emu

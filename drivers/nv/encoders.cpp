@@ -1,0 +1,334 @@
+#include "nv/encoders.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace hcq::nv {
+namespace {
+
+constexpr uint32_t lo(uint64_t v) { return uint32_t(v); }
+constexpr uint32_t hi(uint64_t v) { return uint32_t(v >> 32); }
+uint32_t round_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
+
+// SEM_EXECUTE operations (open-gpu-doc clc56f.h NVC56F_SEM_EXECUTE_OPERATION_*).
+constexpr uint32_t kSemRelease = 1, kSemAcquireStrictGeq = 2;
+// SEND_SIGNALING_PCAS2_B PCAS_ACTION: invalidate, copy and schedule the QMD (clc6c0.h; what
+// tinygrad ops_nv.py sends).
+constexpr uint32_t kPcasInvalidateCopySchedule = 9;
+// COPY LAUNCH_DMA DATA_TRANSFER_TYPE_NON_PIPELINED: a transfer starts after the previous one
+// ends, so copies in a channel complete in order (clc6b5.h).
+constexpr uint32_t kNonPipelined = 2;
+
+// The QMD fields a launch writes, per version (qmd.def).
+struct QmdLayout {
+  const QmdField* grid[3];
+  const QmdField* block[3];
+  const QmdField* cbuf_lo;
+  const QmdField* cbuf_hi;
+  uint8_t cbuf_shift;  // the constant buffer address is stored >> this
+};
+const QmdLayout& layout(QmdVersion v) {
+  static const QmdLayout v3{{&QMD_V03_CTA_RASTER_WIDTH, &QMD_V03_CTA_RASTER_HEIGHT,
+                             &QMD_V03_CTA_RASTER_DEPTH},
+                            {&QMD_V03_CTA_THREAD_DIMENSION0, &QMD_V03_CTA_THREAD_DIMENSION1,
+                             &QMD_V03_CTA_THREAD_DIMENSION2},
+                            &QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0,
+                            &QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0,
+                            0};
+  static const QmdLayout v4{{&QMD_V04_GRID_WIDTH, &QMD_V04_GRID_HEIGHT, &QMD_V04_GRID_DEPTH},
+                            {&QMD_V04_CTA_THREAD_DIMENSION0, &QMD_V04_CTA_THREAD_DIMENSION1,
+                             &QMD_V04_CTA_THREAD_DIMENSION2},
+                            &QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
+                            &QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
+                            6};
+  static const QmdLayout v5{{&QMD_V05_GRID_WIDTH, &QMD_V05_GRID_HEIGHT, &QMD_V05_GRID_DEPTH},
+                            {&QMD_V05_CTA_THREAD_DIMENSION0, &QMD_V05_CTA_THREAD_DIMENSION1,
+                             &QMD_V05_CTA_THREAD_DIMENSION2},
+                            &QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
+                            &QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
+                            6};
+  return v == QmdVersion::V03 ? v3 : v == QmdVersion::V04 ? v4 : v5;
+}
+
+PatchSite site_of(uint32_t base, const QmdField& f, PatchRole role, uint8_t shift = 0) {
+  return field_site(base + f.dword(), role, uint8_t(f.lo % 32), uint8_t(f.width()), shift);
+}
+
+// The shared-memory carveout a launch asks for, in the QMD's units (4 KiB blocks plus one):
+// the smallest of 32, 64 and 100 KiB that holds the kernel's shared memory (tinygrad ops_nv.py).
+uint32_t smem_config(uint32_t shared_bytes) {
+  for (uint32_t kb : {32u, 64u, 100u})
+    if (kb * 1024 >= shared_bytes) return kb * 1024 / 4096 + 1;
+  return 100 * 1024 / 4096 + 1;
+}
+
+}  // namespace
+
+// ---- host semaphores ------------------------------------------------------------------
+
+void encode_semaphore_wait(CommandStream& cs, uint64_t va, uint64_t value,
+                           std::vector<PatchSite>& s) {
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(6);
+  p[0] = inc(kSubHost, HOST_SEM_ADDR_LO, 5);
+  p[1] = lo(va);
+  p[2] = hi(va);
+  p[3] = lo(value);
+  p[4] = hi(value);
+  p[5] = HOST_SEM_EXECUTE_OPERATION_ALL(kSemAcquireStrictGeq) |
+         HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL(1);
+  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::WaitAddress});
+  s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::WaitValue});
+}
+
+void encode_semaphore_release(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+                              bool timestamp, std::vector<PatchSite>& s) {
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(wake ? 8 : 6);
+  p[0] = inc(kSubHost, HOST_SEM_ADDR_LO, 5);
+  p[1] = lo(va);
+  p[2] = hi(va);
+  p[3] = lo(value);
+  p[4] = hi(value);
+  // RELEASE_WFI: the release waits until the channel's engine is idle (prior work done).
+  p[5] = HOST_SEM_EXECUTE_OPERATION_ALL(kSemRelease) | HOST_SEM_EXECUTE_RELEASE_WFI_ALL(1) |
+         HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL(1) | HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL(timestamp);
+  if (wake) {
+    p[6] = inc(kSubHost, HOST_NON_STALL_INTERRUPT, 1);
+    p[7] = 0;
+  }
+  if (timestamp) {
+    s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::TimestampAddress});
+  } else {
+    s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress});
+    s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalValue});
+  }
+}
+
+// ---- compute --------------------------------------------------------------------------
+
+void ComputeEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value,
+                          std::vector<PatchSite>& s) {
+  encode_semaphore_wait(cs, va, value, s);
+}
+
+void ComputeEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+                            std::vector<PatchSite>& s) {
+  encode_semaphore_release(cs, va, value, wake, false, s);
+}
+
+void ComputeEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
+  // A release with a timestamp writes the payload (0) at va and the timestamp at va+8.
+  encode_semaphore_release(cs, va, 0, false, true, s);
+}
+
+void ComputeEncoder::memory_barrier(CommandStream& cs) {
+  uint32_t* p = cs.grow(2);
+  p[0] = inc(kSubCompute, COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI, 1);
+  p[1] = COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_ALL(1) |
+         COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_ALL(1) |
+         COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT_ALL(1);
+}
+
+std::vector<uint32_t> ComputeEncoder::setup(uint32_t compute_class, uint64_t shared_window,
+                                            uint64_t local_window) {
+  return {inc(kSubCompute, COMPUTE_SET_OBJECT, 1), compute_class,
+          inc(kSubCompute, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2), hi(shared_window),
+          lo(shared_window),
+          inc(kSubCompute, COMPUTE_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2), hi(local_window),
+          lo(local_window)};
+}
+
+void ComputeEncoder::prepare(NvKernel& k) const {
+  const uint64_t pgm = k.code_va;
+  const uint32_t cbuf_size = round_up(k.cbuf0_bytes, 16) >> 4;
+  k.qmd_version = version_;
+  k.qmd.assign(qmd_bytes(version_) / 4, 0);
+  uint32_t* q = k.qmd.data();
+  // Launch-independent fields, set as tinygrad ops_nv.py sets them.
+  switch (version_) {
+    case QmdVersion::V03:
+      QMD_V03_QMD_GROUP_ID.put(q, 0x3f);
+      QMD_V03_SM_GLOBAL_CACHING_ENABLE.put(q, 1);
+      QMD_V03_INVALIDATE_TEXTURE_HEADER_CACHE.put(q, 1);
+      QMD_V03_INVALIDATE_TEXTURE_SAMPLER_CACHE.put(q, 1);
+      QMD_V03_INVALIDATE_TEXTURE_DATA_CACHE.put(q, 1);
+      QMD_V03_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
+      QMD_V03_CWD_MEMBAR_TYPE.put(q, 1);  // L1_SYSMEMBAR
+      QMD_V03_API_VISIBLE_CALL_LIMIT.put(q, 1);  // NO_CHECK
+      QMD_V03_SAMPLER_INDEX.put(q, 1);  // VIA_HEADER_INDEX
+      QMD_V03_SHARED_MEMORY_SIZE.put(q, std::max(0x400u, round_up(k.shared_bytes, 0x100)));
+      QMD_V03_MIN_SM_CONFIG_SHARED_MEM_SIZE.put(q, 3);
+      QMD_V03_MAX_SM_CONFIG_SHARED_MEM_SIZE.put(q, 0x1a);
+      QMD_V03_TARGET_SM_CONFIG_SHARED_MEM_SIZE.put(q, smem_config(k.shared_bytes));
+      QMD_V03_QMD_MAJOR_VERSION.put(q, 3);
+      QMD_V03_REGISTER_COUNT_V.put(q, k.registers);
+      QMD_V03_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
+      QMD_V03_CONSTANT_BUFFER_VALID0.put(q, 1);
+      QMD_V03_CONSTANT_BUFFER_INVALIDATE0.put(q, 1);
+      QMD_V03_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
+      QMD_V03_PROGRAM_ADDRESS_LOWER.put(q, lo(pgm));
+      QMD_V03_PROGRAM_ADDRESS_UPPER.put(q, hi(pgm));
+      QMD_V03_PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED.put(q, lo(pgm >> 8));
+      QMD_V03_PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED.put(q, uint32_t(pgm >> 40));
+      QMD_V03_PROGRAM_PREFETCH_SIZE.put(q, std::min<uint64_t>(k.code_bytes >> 8, 0x1ff));
+      QMD_V03_SASS_VERSION.put(q, (k.sm / 10) << 4 | (k.sm % 10));  // sm_89 -> 0x89
+      break;
+    case QmdVersion::V04:
+      QMD_V04_QMD_GROUP_ID.put(q, 0x1f);
+      QMD_V04_QMD_TYPE.put(q, 2);  // GRID_CTA (as V05's NVCEC0_QMDV05_00_QMD_TYPE_GRID_CTA)
+      QMD_V04_API_VISIBLE_CALL_LIMIT.put(q, 1);
+      QMD_V04_SAMPLER_INDEX.put(q, 1);
+      QMD_V04_QMD_MAJOR_VERSION.put(q, 4);
+      QMD_V04_SHARED_MEMORY_SIZE.put(q, round_up(k.shared_bytes, 0x100));
+      QMD_V04_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
+      QMD_V04_INVALIDATE_INSTRUCTION_CACHE.put(q, 1);
+      QMD_V04_INVALIDATE_SHADER_CONSTANT_CACHE.put(q, 1);
+      QMD_V04_REGISTER_COUNT.put(q, k.registers);
+      QMD_V04_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
+      QMD_V04_PROGRAM_ADDRESS_LOWER.put(q, lo(pgm));
+      QMD_V04_PROGRAM_ADDRESS_UPPER.put(q, hi(pgm));
+      QMD_V04_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
+      QMD_V04_CONSTANT_BUFFER_VALID0.put(q, 1);
+      break;
+    case QmdVersion::V05:
+      QMD_V05_QMD_GROUP_ID.put(q, 0x1f);
+      QMD_V05_QMD_TYPE.put(q, 2);  // NVCEC0_QMDV05_00_QMD_TYPE_GRID_CTA
+      QMD_V05_API_VISIBLE_CALL_LIMIT.put(q, 1);
+      QMD_V05_SAMPLER_INDEX.put(q, 1);
+      QMD_V05_QMD_MAJOR_VERSION.put(q, 5);
+      QMD_V05_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
+      QMD_V05_INVALIDATE_INSTRUCTION_CACHE.put(q, 1);
+      QMD_V05_INVALIDATE_SHADER_CONSTANT_CACHE.put(q, 1);
+      QMD_V05_PROGRAM_ADDRESS_LOWER_SHIFTED4.put(q, lo(pgm >> 4));
+      QMD_V05_PROGRAM_ADDRESS_UPPER_SHIFTED4.put(q, hi(pgm >> 4));
+      QMD_V05_REGISTER_COUNT.put(q, k.registers);
+      QMD_V05_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
+      QMD_V05_SHARED_MEMORY_SIZE_SHIFTED7.put(q, round_up(k.shared_bytes, 0x80) >> 7);
+      QMD_V05_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
+      QMD_V05_CONSTANT_BUFFER_VALID0.put(q, 1);
+      break;
+  }
+}
+
+void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs,
+                          Dim3 grid, Dim3 block, std::vector<PatchSite>& s) {
+  const auto& k = static_cast<const NvKernel&>(obj);
+  if (k.qmd_version != version_ || k.qmd.empty())
+    throw InvalidInput("kernel '" + k.name + "' was not prepared for QMD V0" +
+                       std::to_string(int(version_)) + " (loaded on another device?)");
+  if (kernargs & 0xff)
+    throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
+                       " is not 256-byte aligned (the QMD is sent as address >> 8)");
+  const QmdLayout& L = layout(version_);
+  const uint32_t qmd_dw = uint32_t(k.qmd.size());
+  const uint32_t inline_dw = qmd_dw + kCbuf0DimDwords;
+  const uint64_t cbuf = kernargs + cbuf0_offset(version_);
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(15 + inline_dw);
+  // Write the QMD and the launch dimensions into the kernarg area from the push buffer.
+  p[0] = inc(kSubCompute, COMPUTE_OFFSET_OUT_UPPER, 2);
+  p[1] = hi(kernargs);
+  p[2] = lo(kernargs);
+  p[3] = inc(kSubCompute, COMPUTE_LINE_LENGTH_IN, 2);
+  p[4] = inline_dw * 4;
+  p[5] = 1;
+  p[6] = inc(kSubCompute, COMPUTE_LAUNCH_DMA, 1);
+  p[7] = COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1) | COMPUTE_LAUNCH_DMA_SYSMEMBAR_DISABLE_ALL(1);
+  p[8] = non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw);
+  uint32_t* q = p + 9;
+  std::memcpy(q, k.qmd.data(), qmd_dw * 4);
+  const uint32_t dims[3][2] = {{grid.x, block.x}, {grid.y, block.y}, {grid.z, block.z}};
+  for (int i = 0; i < 3; i++) {
+    L.grid[i]->put(q, dims[i][0]);
+    L.block[i]->put(q, dims[i][1]);
+    q[qmd_dw + i] = dims[i][1];      // blockDim
+    q[qmd_dw + 3 + i] = dims[i][0];  // gridDim
+  }
+  L.cbuf_lo->put(q, cbuf >> L.cbuf_shift);
+  L.cbuf_hi->put(q, cbuf >> (32 + L.cbuf_shift));
+  uint32_t* t = q + inline_dw;
+  t[0] = inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1);
+  t[1] = uint32_t(kernargs >> 8);
+  t[2] = inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1);
+  t[3] = COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_ALL(kPcasInvalidateCopySchedule);
+  // Launches in a channel may overlap; wait for this one before anything later runs.
+  t[4] = inc(kSubHost, HOST_WFI, 1);
+  t[5] = 0;
+
+  const uint32_t qa = at + 9;  // the QMD's first dword in the stream
+  const PatchRole grid_roles[3] = {PatchRole::GridX, PatchRole::GridY, PatchRole::GridZ};
+  const PatchRole block_roles[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};
+  for (int i = 0; i < 3; i++) {
+    s.push_back(site_of(qa, *L.grid[i], grid_roles[i]));
+    s.push_back(site_of(qa, *L.block[i], block_roles[i]));
+    s.push_back({qa + qmd_dw + uint32_t(i), PatchFormat::Lo32, block_roles[i]});
+    s.push_back({qa + qmd_dw + 3 + uint32_t(i), PatchFormat::Lo32, grid_roles[i]});
+  }
+  const uint64_t to_cbuf = cbuf0_offset(version_);
+  s.push_back({at + 1, PatchFormat::HiLo64, PatchRole::KernargAddress});
+  PatchSite c_lo = site_of(qa, *L.cbuf_lo, PatchRole::KernargAddress, L.cbuf_shift);
+  PatchSite c_hi = site_of(qa, *L.cbuf_hi, PatchRole::KernargAddress, uint8_t(32 + L.cbuf_shift));
+  c_lo.add = c_hi.add = to_cbuf;
+  s.push_back(c_lo);
+  s.push_back(c_hi);
+  s.push_back(field_site(qa + inline_dw + 1, PatchRole::KernargAddress, 0, 32, 8));  // SEND_PCAS_A
+}
+
+void ComputeEncoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {
+  throw InvalidInput("NVIDIA compute queues do not copy; use the copy queue");
+}
+
+// ---- copy -----------------------------------------------------------------------------
+
+void CopyEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
+  encode_semaphore_wait(cs, va, value, s);
+}
+
+void CopyEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+                         std::vector<PatchSite>& s) {
+  encode_semaphore_release(cs, va, value, wake, false, s);
+}
+
+void CopyEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
+  encode_semaphore_release(cs, va, 0, false, true, s);
+}
+
+// Non-pipelined transfers complete in order, and releases wait for idle.
+void CopyEncoder::memory_barrier(CommandStream&) {}
+
+void CopyEncoder::exec(CommandStream&, const KernelObject&, uint64_t, Dim3, Dim3,
+                       std::vector<PatchSite>&) {
+  throw InvalidInput("NVIDIA copy queues do not launch kernels; use the compute queue");
+}
+
+std::vector<uint32_t> CopyEncoder::setup(uint32_t copy_class) {
+  return {inc(kSubCopy, COPY_SET_OBJECT, 1), copy_class};
+}
+
+void CopyEncoder::copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
+                       std::vector<PatchSite>& s) {
+  const uint32_t launch = COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_ALL(kNonPipelined) |
+                          COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_ALL(1) |
+                          COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1);
+  for (uint64_t off = 0; off < size; off += kMaxCopy) {
+    const uint64_t n = std::min(kMaxCopy, size - off);
+    const uint32_t at = uint32_t(cs.size());
+    uint32_t* p = cs.grow(9);
+    p[0] = inc(kSubCopy, COPY_OFFSET_IN_UPPER, 4);
+    p[1] = hi(src + off);
+    p[2] = lo(src + off);
+    p[3] = hi(dst + off);
+    p[4] = lo(dst + off);
+    p[5] = inc(kSubCopy, COPY_LINE_LENGTH_IN, 1);
+    p[6] = uint32_t(n);
+    p[7] = inc(kSubCopy, COPY_LAUNCH_DMA, 1);
+    p[8] = launch;
+    s.push_back({at + 1, PatchFormat::HiLo64, PatchRole::CopySrc, off});
+    s.push_back({at + 3, PatchFormat::HiLo64, PatchRole::CopyDst, off});
+  }
+}
+
+}  // namespace hcq::nv
