@@ -11,6 +11,7 @@
 #include "core/capture.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
+#include "nv/encoders.hpp"
 
 namespace {
 
@@ -42,6 +43,36 @@ void BM_EncodeDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeDispatch);
 
+// Encoding one NVIDIA launch: the inline DMA of the QMD and launch dimensions, SEND_PCAS, the
+// WFI, and the semaphore release that signals it, for each QMD version (arg: 3, 4, 5).
+void BM_EncodeLaunchNv(benchmark::State& state) {
+  const auto v = nv::QmdVersion(state.range(0));
+  nv::ComputeEncoder enc(v);
+  nv::NvKernel k;
+  k.name = "k";
+  k.code_va = 0x7f0000100000;
+  k.code_bytes = 0x400;
+  k.sm = 90;
+  k.registers = 16;
+  k.param_base = 0x210;
+  k.cbuf0_bytes = 0x230;
+  enc.prepare(k);  // as program loading does
+  CommandStream cs;
+  cs.reserve(256);
+  std::vector<PatchSite> sites;
+  sites.reserve(64);
+  uint64_t value = 0;
+  for (auto _ : state) {
+    cs.clear();
+    sites.clear();
+    enc.exec(cs, k, 0x7f0000200000, {64, 1, 1}, {256, 1, 1}, sites);
+    enc.signal(cs, 0x7f0000300000, ++value, false, sites);
+    benchmark::DoNotOptimize(cs.data());
+  }
+  state.counters["dwords"] = double(cs.size());
+}
+BENCHMARK(BM_EncodeLaunchNv)->Arg(3)->Arg(4)->Arg(5);
+
 // A host signal round trip between two threads: A sets s1, B sees it and sets s2, A sees it.
 void BM_HostSignalRoundTrip(benchmark::State& state) {
   auto dev = Device::open("emu:gfx1100");
@@ -67,12 +98,13 @@ BENCHMARK(BM_HostSignalRoundTrip)->UseRealTime();
 // An empty kernel launched on the emulated GPU and waited for: encode, ring, doorbell, the
 // emulated command processor, the signal back; optionally with every submission captured to
 // a file (HCQ_CAPTURE's cost).
-void empty_launch_round_trips(benchmark::State& state, bool captured) {
+void empty_launch_round_trips(benchmark::State& state, bool captured,
+                              const std::string& target = "gfx1100") {
   kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:gfx1100");
-  auto image = kernels::code_object("gfx1100");
+  auto dev = Device::open("emu:" + target);
+  auto image = kernels::code_object(target);
   if (image.empty()) {
-    state.SkipWithError("no gfx1100 code object was built");
+    state.SkipWithError(("no " + target + " code object was built").c_str());
     return;
   }
   Program empty(*dev, image, "empty");
@@ -93,6 +125,11 @@ void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
   empty_launch_round_trips(state, true);
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripCaptured)->UseRealTime();
+
+void BM_EmulatedEmptyLaunchRoundTripNv(benchmark::State& state) {
+  empty_launch_round_trips(state, false, "sm_90");
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTripNv)->UseRealTime();
 
 constexpr uint64_t kCopyBytes = 256ull << 20;
 

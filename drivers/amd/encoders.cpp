@@ -223,9 +223,9 @@ void SdmaEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vect
   p[9] = hi(value);
   p[10] = COND_EXE_EXEC_COUNT_ALL(6);
   poll_ge(p + 11, va, lo(value));
-  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::WaitAddress, 4});
-  s.push_back({at + 7, PatchFormat::LoHi64, PatchRole::WaitAddress, 4});
-  s.push_back({at + 12, PatchFormat::LoHi64, PatchRole::WaitAddress, 0});
+  s.push_back(offset_site(at + 1, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
+  s.push_back(offset_site(at + 7, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
+  s.push_back(offset_site(at + 12, PatchFormat::LoHi64, PatchRole::WaitAddress, 0));
   s.push_back({at + 3, PatchFormat::Hi32, PatchRole::WaitValue});
   s.push_back({at + 9, PatchFormat::Hi32, PatchRole::WaitValue});
   s.push_back({at + 14, PatchFormat::Lo32, PatchRole::WaitValue});
@@ -251,8 +251,8 @@ void SdmaEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wa
     p[12] = header(TRAP, 0);
     p[13] = TRAP_INT_CONTEXT_ALL(irq_.event_id);
   }
-  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress, 0});
-  s.push_back({at + 5, PatchFormat::LoHi64, PatchRole::SignalAddress, 4});
+  s.push_back(offset_site(at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress, 0));
+  s.push_back(offset_site(at + 5, PatchFormat::LoHi64, PatchRole::SignalAddress, 4));
   s.push_back({at + 3, PatchFormat::Lo32, PatchRole::SignalValue});
   s.push_back({at + 7, PatchFormat::Hi32, PatchRole::SignalValue});
 }
@@ -291,8 +291,8 @@ void SdmaEncoder::copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t s
     p[4] = hi(src + off);
     p[5] = lo(dst + off);
     p[6] = hi(dst + off);
-    s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::CopySrc, off});
-    s.push_back({at + 5, PatchFormat::LoHi64, PatchRole::CopyDst, off});
+    s.push_back(offset_site(at + 3, PatchFormat::LoHi64, PatchRole::CopySrc, off));
+    s.push_back(offset_site(at + 5, PatchFormat::LoHi64, PatchRole::CopyDst, off));
   }
 }
 

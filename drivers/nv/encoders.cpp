@@ -211,17 +211,64 @@ void ComputeEncoder::prepare(NvKernel& k) const {
       QMD_V05_CONSTANT_BUFFER_VALID0.put(q, 1);
       break;
   }
+  CommandStream cs;
+  k.launch_sites.clear();
+  encode_launch(cs, k, 0, {0, 0, 0}, {0, 0, 0}, k.launch_sites);
+  k.launch_words.assign(cs.data(), cs.data() + cs.size());
+  // Every site as a masked write (a 64-bit address as two), for exec's loop.
+  k.launch_writes.clear();
+  for (const PatchSite& site : k.launch_sites) {
+    // Value index: PatchRole order KernargAddress, GridX..Z, BlockX..Z; a kernarg site that
+    // adds the QMD's size addresses constant bank 0 (value 7).
+    static_assert(int(PatchRole::GridX) == int(PatchRole::KernargAddress) + 1 &&
+                  int(PatchRole::BlockZ) == int(PatchRole::KernargAddress) + 6);
+    uint8_t index = uint8_t(int(site.role) - int(PatchRole::KernargAddress));
+    if (site.role == PatchRole::KernargAddress && site.add == cbuf0_offset(version_)) index = 7;
+    else if (site.add != 0) throw Error("nv: unexpected launch patch site offset");
+    auto field = [&](uint32_t dword, uint8_t lo, uint8_t width, uint8_t shift) {
+      const uint32_t mask = width >= 32 ? 0xffffffffu : ((1u << width) - 1) << lo;
+      k.launch_writes.push_back({dword, mask, lo, shift, index});
+    };
+    switch (site.format) {
+      case PatchFormat::Lo32: field(site.dword, 0, 32, 0); break;
+      case PatchFormat::HiLo64:
+        field(site.dword, 0, 32, 32);
+        field(site.dword + 1, 0, 32, 0);
+        break;
+      case PatchFormat::Field:
+        field(site.dword, uint8_t(site.lo()), uint8_t(site.width()), uint8_t(site.shift()));
+        break;
+      default: throw Error("nv: unexpected launch patch site format");
+    }
+  }
 }
 
 void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs,
                           Dim3 grid, Dim3 block, std::vector<PatchSite>& s) {
   const auto& k = static_cast<const NvKernel&>(obj);
-  if (k.qmd_version != version_ || k.qmd.empty())
+  if (k.qmd_version != version_ || k.launch_words.empty())
     throw InvalidInput("kernel '" + k.name + "' was not prepared for QMD V0" +
                        std::to_string(int(version_)) + " (loaded on another device?)");
   if (kernargs & 0xff)
     throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
+  // Copy the prepared launch and write this launch's values through its patch sites.
+  const uint32_t at = uint32_t(cs.size());
+  const size_t n = k.launch_words.size(), ns = k.launch_sites.size();
+  uint32_t* p = cs.grow(n);
+  std::memcpy(p, k.launch_words.data(), n * 4);
+  const size_t first = s.size();
+  s.insert(s.end(), k.launch_sites.begin(), k.launch_sites.end());
+  PatchSite* out = s.data() + first;
+  for (size_t i = 0; i < ns; i++) out[i].dword += at;
+  const uint64_t values[8] = {kernargs, grid.x,  grid.y,  grid.z,
+                              block.x,  block.y, block.z, kernargs + cbuf0_offset(version_)};
+  for (const NvKernel::Write& w : k.launch_writes)
+    p[w.dword] = (p[w.dword] & ~w.mask) | (uint32_t(values[w.index] >> w.shift) << w.lo & w.mask);
+}
+
+void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs,
+                                   Dim3 grid, Dim3 block, std::vector<PatchSite>& s) const {
   const QmdLayout& L = layout(version_);
   const uint32_t qmd_dw = uint32_t(k.qmd.size());
   const uint32_t inline_dw = qmd_dw + kCbuf0DimDwords;
@@ -326,8 +373,8 @@ void CopyEncoder::copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t s
     p[6] = uint32_t(n);
     p[7] = inc(kSubCopy, COPY_LAUNCH_DMA, 1);
     p[8] = launch;
-    s.push_back({at + 1, PatchFormat::HiLo64, PatchRole::CopySrc, off});
-    s.push_back({at + 3, PatchFormat::HiLo64, PatchRole::CopyDst, off});
+    s.push_back(offset_site(at + 1, PatchFormat::HiLo64, PatchRole::CopySrc, off));
+    s.push_back(offset_site(at + 3, PatchFormat::HiLo64, PatchRole::CopyDst, off));
   }
 }
 

@@ -27,6 +27,18 @@ class NvKernel final : public KernelObject {
   uint32_t cbuf0_bytes = 0;
   QmdVersion qmd_version = QmdVersion::V03;
   std::vector<uint32_t> qmd;  // launch-independent QMD words (ComputeEncoder::prepare)
+  // The whole launch encoded once with zero addresses and sizes, and its patch sites
+  // (dwords from the launch's start): a launch copies it and writes its values through them.
+  std::vector<uint32_t> launch_words;
+  std::vector<PatchSite> launch_sites;
+  // The same sites as plain bit-field writes for the encoder's fast path: value `index` of
+  // {kernargs, grid x/y/z, block x/y/z, constant bank 0 address}, shifted right by `shift`,
+  // into `mask` (at `lo`) of dword `dword`.
+  struct Write {
+    uint32_t dword, mask;
+    uint8_t lo, shift, index;
+  };
+  std::vector<Write> launch_writes;
 };
 
 // Where constant bank 0 starts in a kernel's kernarg area (the QMD comes first).
@@ -62,6 +74,9 @@ class ComputeEncoder final : public Encoder {
                                      uint64_t local_window);
 
  private:
+  // The launch as prepare() lays it into the template.
+  void encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs, Dim3 grid,
+                     Dim3 block, std::vector<PatchSite>& s) const;
   QmdVersion version_;
 };
 

@@ -82,7 +82,6 @@ class Channel final : public HwQueue {
   void kick();
 
   RmDriver& drv_;
-  QueueKind kind_;
   std::string name_;
   NvHandle handle_ = 0;
   uint32_t token_ = 0;
@@ -660,7 +659,7 @@ void RmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
 
 // ---- channels -------------------------------------------------------------------------
 
-Channel::Channel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv), kind_(kind) {
+Channel::Channel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv) {
   // The GPFIFO ring and its USERD in one video-memory allocation (tinygrad's layout); the
   // push ring and the error notifier in system memory.
   const uint64_t ring_bytes = uint64_t(kGpfifoEntries) * 8;

@@ -30,14 +30,54 @@ struct PatchSite {
   uint32_t dword;
   PatchFormat format;
   PatchRole role;
+  // PatchFormat::Field only, packed so a site stays 16 bytes (launches append many):
+  // bits 4:0 the field's low bit, 9:5 its width - 1, 15:10 the right shift of the value.
+  uint16_t field = 0;
   uint64_t add = 0;  // added to the value before writing (a copy chunk's offset, a hi word)
-  uint8_t shift = 0, lo = 0, width = 0;  // PatchFormat::Field only
+  constexpr uint32_t lo() const { return field & 31u; }
+  constexpr uint32_t width() const { return ((field >> 5) & 31u) + 1; }
+  constexpr uint32_t shift() const { return field >> 10; }
 };
+static_assert(sizeof(PatchSite) == 16);
 
-// A PatchFormat::Field site.
+// A site whose value gets `add` first (a copy chunk's offset, the second word of a pair).
+constexpr PatchSite offset_site(uint32_t dword, PatchFormat format, PatchRole role,
+                                uint64_t add) {
+  return {dword, format, role, 0, add};
+}
+
+// A PatchFormat::Field site: (value >> shift) into bits [lo, lo+width) of `dword`.
 constexpr PatchSite field_site(uint32_t dword, PatchRole role, uint8_t lo, uint8_t width,
                                uint8_t shift = 0) {
-  return {dword, PatchFormat::Field, role, 0, shift, lo, width};
+  return {dword, PatchFormat::Field, role,
+          uint16_t((lo & 31u) | ((width - 1u) & 31u) << 5 | (shift & 63u) << 10), 0};
+}
+
+// Write `value` (plus the site's `add`) into `words` as `site` says. Relaxed atomic stores:
+// a bound copy may be read by the device (never while it runs that copy, but the host may
+// patch a recording while another thread reads it for a report).
+inline void write_site(uint32_t* words, const PatchSite& site, uint64_t value) {
+  const uint64_t v = value + site.add;
+  auto set = [&](uint32_t at, uint32_t x) { __atomic_store_n(&words[at], x, __ATOMIC_RELAXED); };
+  switch (site.format) {
+    case PatchFormat::Lo32: set(site.dword, uint32_t(v)); break;
+    case PatchFormat::Hi32: set(site.dword, uint32_t(v >> 32)); break;
+    case PatchFormat::LoHi64:
+      set(site.dword, uint32_t(v));
+      set(site.dword + 1, uint32_t(v >> 32));
+      break;
+    case PatchFormat::HiLo64:
+      set(site.dword, uint32_t(v >> 32));
+      set(site.dword + 1, uint32_t(v));
+      break;
+    case PatchFormat::Field: {
+      const uint32_t w = site.width(), lo = site.lo();
+      const uint32_t mask = w >= 32 ? 0xffffffffu : ((1u << w) - 1) << lo;
+      const uint32_t old = __atomic_load_n(&words[site.dword], __ATOMIC_RELAXED);
+      set(site.dword, (old & ~mask) | (uint32_t(v >> site.shift()) << lo & mask));
+      break;
+    }
+  }
 }
 
 class CommandStream {
@@ -86,10 +126,8 @@ class CommandStream {
   void clear() { size_ = 0; }
 
   void patch(const PatchSite& site, uint64_t value) {
-    if (site.format == PatchFormat::Field)
-      put_field(site, value + site.add);
-    else
-      put(site.dword, value + site.add, site.format);
+    write_site(data_, site, value);
+    if (bound_) write_site(bound_, site, value);
   }
   // Mirror every patch into a device-resident copy of the stream (nothing to copy or mirror
   // when the stream was encoded in place there).
@@ -100,26 +138,7 @@ class CommandStream {
   }
   uint32_t* bound() const { return bound_; }
 
-  void put(uint32_t dword, uint64_t v, PatchFormat f) {
-    switch (f) {
-      case PatchFormat::Lo32: set(dword, uint32_t(v)); break;
-      case PatchFormat::Hi32: set(dword, uint32_t(v >> 32)); break;
-      case PatchFormat::LoHi64: set(dword, uint32_t(v)); set(dword + 1, uint32_t(v >> 32)); break;
-      case PatchFormat::HiLo64: set(dword, uint32_t(v >> 32)); set(dword + 1, uint32_t(v)); break;
-      case PatchFormat::Field: break;  // needs the site's bit range: put_field
-    }
-  }
-  void put_field(const PatchSite& s, uint64_t v) {
-    const uint32_t mask = s.width >= 32 ? 0xffffffffu : ((1u << s.width) - 1) << s.lo;
-    const uint32_t old = data_[s.dword];
-    set(s.dword, (old & ~mask) | (uint32_t(v >> s.shift) << s.lo & mask));
-  }
-
  private:
-  void set(uint32_t dword, uint32_t v) {
-    __atomic_store_n(&data_[dword], v, __ATOMIC_RELAXED);
-    if (bound_) __atomic_store_n(&bound_[dword], v, __ATOMIC_RELAXED);
-  }
   std::unique_ptr<uint32_t[]> owned_;
   uint32_t* data_ = nullptr;
   size_t size_ = 0, cap_ = 0;

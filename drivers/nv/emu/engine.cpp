@@ -311,6 +311,7 @@ Engine::Res Engine::host_method(Channel& c, uint16_t m, uint32_t data) {
     throw Fault("semaphore address " + hex(va) + " is not " + (wide ? "8" : "4") +
                 "-byte aligned", va);
   const uint32_t op = HOST_SEM_EXECUTE_OPERATION_ALL.get(data);
+  if (op > 3) bad("SEM_EXECUTE operation " + std::to_string(op) + " (hcq's GPUs do 0 to 3)");
   const uint64_t cur = wide ? load<uint64_t>(mem_, va) : load<uint32_t>(mem_, va);
   switch (op) {
     case 0: return cur == payload ? Res::Done : Res::Blocked;  // ACQUIRE (equal)
@@ -327,7 +328,7 @@ Engine::Res Engine::host_method(Channel& c, uint16_t m, uint32_t data) {
                  ? Res::Done
                  : Res::Blocked;
   }
-  bad("SEM_EXECUTE operation " + std::to_string(op) + " (hcq's GPUs do 0 to 3)");
+  return Res::Done;  // not reached: op was checked above
 }
 
 void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {

@@ -1,0 +1,221 @@
+// The NVIDIA encoders, byte-exact against encodings worked out by hand from open-gpu-doc's
+// class headers (clc56f.h host methods, clc6c0.h compute methods, clc6b5.h copy methods) and
+// the QMD layouts (clc6c0qmd.h V03, clcbc0qmd.h V04, clcec0qmd.h V05).
+#include "nv/encoders.hpp"
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+
+namespace hcq::nv {
+namespace {
+
+using Words = std::vector<uint32_t>;
+Words words(const CommandStream& cs) { return Words(cs.data(), cs.data() + cs.size()); }
+
+TEST(NvEncoders, SemaphoreWaitIsA64BitStrictAcquire) {
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  ComputeEncoder(QmdVersion::V03).wait(cs, 0x123456789000, 0x100000002, s);
+  // SEM_ADDR_LO header: sec_op 1, count 5, subchannel 0, 0x05c >> 2 = 0x17. SEM_EXECUTE:
+  // OPERATION ACQ_STRICT_GEQ (2) | PAYLOAD_SIZE_64BIT (bit 24).
+  EXPECT_EQ(words(cs), (Words{0x20050017, 0x56789000, 0x1234, 2, 1, 0x01000002}));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].dword, 1u);
+  EXPECT_EQ(s[0].role, PatchRole::WaitAddress);
+  EXPECT_EQ(s[1].dword, 3u);
+  EXPECT_EQ(s[1].role, PatchRole::WaitValue);
+}
+
+TEST(NvEncoders, SignalReleasesAfterIdleAndWakesTheHost) {
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  CopyEncoder().signal(cs, 0x2000, 7, true, s);
+  // RELEASE (1) | RELEASE_WFI (bit 20) | 64-bit payload (bit 24); NON_STALL_INTERRUPT is
+  // method 0x020: header 0x20010008.
+  EXPECT_EQ(words(cs), (Words{0x20050017, 0x2000, 0, 7, 0, 0x01100001, 0x20010008, 0}));
+  cs.patch(s[1], 0x500000009);  // the value site rewrites both payload words
+  EXPECT_EQ(cs.data()[3], 9u);
+  EXPECT_EQ(cs.data()[4], 5u);
+}
+
+TEST(NvEncoders, TimestampIsAReleaseThatAlsoWritesTheTimer) {
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  ComputeEncoder(QmdVersion::V05).timestamp(cs, 0x3000, s);
+  // The record at 0x3000: payload 0 there, the timer at 0x3008 (RELEASE_TIMESTAMP, bit 25).
+  EXPECT_EQ(words(cs), (Words{0x20050017, 0x3000, 0, 0, 0, 0x03100001}));
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].role, PatchRole::TimestampAddress);
+}
+
+TEST(NvEncoders, MemoryBarrierInvalidatesShaderCaches) {
+  CommandStream cs;
+  ComputeEncoder(QmdVersion::V03).memory_barrier(cs);
+  // INVALIDATE_SHADER_CACHES_NO_WFI (0x1698) on subchannel 1: INSTRUCTION, GLOBAL_DATA, CONSTANT.
+  EXPECT_EQ(words(cs), (Words{0x200125a6, 0x1011}));
+}
+
+TEST(NvEncoders, CopiesSplitAtTwoGiB) {
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  CopyEncoder().copy(cs, 0x7f0000002000, 0x1000, 0x80000005, s);
+  // OFFSET_IN_UPPER (0x400) x4 on subchannel 4: 0x20048100; LINE_LENGTH_IN (0x418): 0x20018106;
+  // LAUNCH_DMA (0x300): 0x200180c0 with NON_PIPELINED | SRC and DST pitch = 0x182.
+  EXPECT_EQ(words(cs), (Words{0x20048100, 0, 0x1000, 0x7f00, 0x2000, 0x20018106, 0x80000000,
+                              0x200180c0, 0x182,  //
+                              0x20048100, 0, 0x80001000, 0x7f00, 0x80002000, 0x20018106, 5,
+                              0x200180c0, 0x182}));
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[2].dword, 10u);
+  EXPECT_EQ(s[2].add, 0x80000000u);
+  cs.patch(s[3], 0x4000);  // a new destination moves the second chunk with it
+  EXPECT_EQ(cs.data()[12], 0u);
+  EXPECT_EQ(cs.data()[13], 0x80004000u);
+}
+
+TEST(NvEncoders, WrongQueueKindsAreClearErrors) {
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  NvKernel k;
+  EXPECT_THROW(CopyEncoder().exec(cs, k, 0, {}, {}, s), InvalidInput);
+  EXPECT_THROW(ComputeEncoder(QmdVersion::V03).copy(cs, 0, 0, 4, s), InvalidInput);
+}
+
+NvKernel kernel(QmdVersion v) {
+  NvKernel k;
+  k.name = "k";
+  k.code_va = 0x12345600;
+  k.code_bytes = 0x480;
+  k.sm = 90;
+  k.registers = 24;
+  k.shared_bytes = 0x120;
+  k.param_base = 0x210;
+  k.cbuf0_bytes = 0x230;
+  ComputeEncoder(v).prepare(k);
+  return k;
+}
+
+// The launch: inline DMA of QMD + launch dimensions into the kernarg area, SEND_PCAS, WFI.
+TEST(NvEncoders, LaunchWritesTheQmdInlineAndSchedulesIt) {
+  const uint64_t args = 0x7f0000100000;
+  NvKernel k = kernel(QmdVersion::V03);
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  ComputeEncoder(QmdVersion::V03).exec(cs, k, args, {40, 2, 3}, {64, 2, 1}, s);
+  const uint32_t* w = cs.data();
+  const uint32_t n = 64 + 6;  // V03 QMD dwords + blockDim/gridDim
+  ASSERT_EQ(cs.size(), 15u + n);
+  // OFFSET_OUT_UPPER (0x188) x2: 0x20022062; LINE_LENGTH_IN (0x180) x2: 0x20022060;
+  // LAUNCH_DMA (0x1b0): 0x2001206c with DST pitch (bit 0) and SYSMEMBAR_DISABLE (bit 6);
+  // LOAD_INLINE_DATA (0x1b4) non-incrementing (sec_op 3) x70: 0x6046206d.
+  EXPECT_EQ(Words(w, w + 9), (Words{0x20022062, 0x7f00, 0x100000, 0x20022060, n * 4, 1,
+                                    0x2001206c, 0x41, 0x6046206d}));
+  const uint32_t* q = w + 9;
+  EXPECT_EQ(q[12], 40u);                       // CTA_RASTER_WIDTH, bits 415:384
+  EXPECT_EQ(q[13], 2u);                        // CTA_RASTER_HEIGHT, bits 431:416
+  EXPECT_EQ(q[14], 3u);                        // CTA_RASTER_DEPTH, bits 463:448
+  EXPECT_EQ(q[18] >> 16, 64u);                 // CTA_THREAD_DIMENSION0, bits 607:592
+  EXPECT_EQ(q[19], 2u | 1u << 16);             // DIMENSION1 623:608, DIMENSION2 639:624
+  EXPECT_EQ(q[32], 0x100100u);                 // constant buffer 0 at args + 256 (the QMD)
+  EXPECT_EQ(q[33] & 0x1ffff, 0x7f00u);         // its upper bits 1072:1056
+  EXPECT_EQ(q[33] >> 19, 0x230u >> 4);         // CONSTANT_BUFFER_SIZE_SHIFTED4 1087:1075
+  EXPECT_EQ(q[48], 0x12345600u);               // PROGRAM_ADDRESS_LOWER 1567:1536
+  EXPECT_EQ((q[18] >> 4) & 0xf, 3u);           // QMD_MAJOR_VERSION 583:580
+  EXPECT_EQ(q[17] & 0x3ffff, 0x400u);          // SHARED_MEMORY_SIZE: at least 1 KiB
+  EXPECT_EQ((q[20] >> 8) & 0x1ff, 24u);        // REGISTER_COUNT_V 656:648
+  EXPECT_EQ(Words(q + 64, q + 70), (Words{64, 2, 1, 40, 2, 3}));  // blockDim, gridDim
+  const uint32_t* t = q + n;
+  // SEND_PCAS_A (0x2b4) = args >> 8; SEND_SIGNALING_PCAS2_B (0x2c0) = 9; host WFI (0x078).
+  EXPECT_EQ(Words(t, t + 6),
+            (Words{0x200120ad, uint32_t(args >> 8), 0x200120b0, 9, 0x2001001e, 0}));
+}
+
+TEST(NvEncoders, LaunchPatchSitesRewriteOnlyTheirFields) {
+  for (QmdVersion v : {QmdVersion::V03, QmdVersion::V04, QmdVersion::V05}) {
+    SCOPED_TRACE(int(v));
+    NvKernel k = kernel(v);
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    const uint64_t args = 0x7f0000100000;
+    ComputeEncoder(v).exec(cs, k, args, {40, 2, 3}, {64, 2, 1}, s);
+    const Words before = words(cs);
+    for (auto& site : s)
+      if (site.role == PatchRole::GridY) cs.patch(site, 9);
+    for (auto& site : s)
+      if (site.role == PatchRole::KernargAddress) cs.patch(site, 0x7e0000200000);
+    const uint32_t* q = cs.data() + 9;
+    const uint32_t qd = qmd_bytes(v) / 4;
+    uint64_t cbuf = 0;
+    uint32_t grid_y = 0, block_x = 0, block_z = 0;
+    switch (v) {
+      case QmdVersion::V03:
+        grid_y = QMD_V03_CTA_RASTER_HEIGHT.get(q);
+        block_x = QMD_V03_CTA_THREAD_DIMENSION0.get(q);
+        block_z = QMD_V03_CTA_THREAD_DIMENSION2.get(q);
+        cbuf = uint64_t(QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0.get(q)) << 32 |
+               QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0.get(q);
+        EXPECT_EQ(QMD_V03_CONSTANT_BUFFER_SIZE_SHIFTED4_0.get(q), 0x23u);  // kept
+        break;
+      case QmdVersion::V04:
+        grid_y = QMD_V04_GRID_HEIGHT.get(q);
+        block_x = QMD_V04_CTA_THREAD_DIMENSION0.get(q);
+        block_z = QMD_V04_CTA_THREAD_DIMENSION2.get(q);
+        cbuf = (uint64_t(QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0.get(q)) << 32 |
+                QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0.get(q)) << 6;
+        EXPECT_EQ(QMD_V04_CONSTANT_BUFFER_SIZE_SHIFTED4_0.get(q), 0x23u);
+        EXPECT_EQ(QMD_V04_QMD_MAJOR_VERSION.get(q), 4u);
+        break;
+      case QmdVersion::V05:
+        grid_y = QMD_V05_GRID_HEIGHT.get(q);
+        block_x = QMD_V05_CTA_THREAD_DIMENSION0.get(q);
+        block_z = QMD_V05_CTA_THREAD_DIMENSION2.get(q);
+        cbuf = (uint64_t(QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0.get(q)) << 32 |
+                QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0.get(q)) << 6;
+        EXPECT_EQ(QMD_V05_CONSTANT_BUFFER_SIZE_SHIFTED4_0.get(q), 0x23u);
+        EXPECT_EQ(QMD_V05_PROGRAM_ADDRESS_LOWER_SHIFTED4.get(q), 0x12345600u >> 4);
+        break;
+    }
+    EXPECT_EQ(grid_y, 9u);
+    EXPECT_EQ(block_x, 64u);  // the neighbours of patched fields are intact
+    EXPECT_EQ(block_z, 1u);
+    EXPECT_EQ(cbuf, 0x7e0000200000u + qmd_bytes(v));
+    EXPECT_EQ(q[qd + 4], 9u);  // gridDim.y in constant bank 0
+    EXPECT_EQ(cs.data()[1], 0x7e00u);  // the inline DMA's destination
+    EXPECT_EQ(cs.data()[2], 0x200000u);
+    EXPECT_EQ(cs.data()[9 + qd + 6 + 1], uint32_t(0x7e0000200000 >> 8));  // SEND_PCAS_A
+    size_t changed = 0;
+    for (size_t i = 0; i < before.size(); i++) changed += before[i] != cs.data()[i];
+    EXPECT_LE(changed, 8u);  // grid y twice, address: DMA hi/lo, cbuf lo/hi, PCAS
+  }
+}
+
+TEST(NvEncoders, LaunchRejectsUnpreparedKernelsAndMisalignedArguments) {
+  NvKernel k = kernel(QmdVersion::V03);
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  try {
+    ComputeEncoder(QmdVersion::V05).exec(cs, k, 0x1000, {1, 1, 1}, {1, 1, 1}, s);
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "kernel 'k' was not prepared for QMD V05 (loaded on another device?)");
+  }
+  try {
+    ComputeEncoder(QmdVersion::V03).exec(cs, k, 0x1040, {1, 1, 1}, {1, 1, 1}, s);
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "kernel 'k': kernarg area 0x1040 is not 256-byte aligned (the QMD is "
+                           "sent as address >> 8)");
+  }
+}
+
+TEST(NvEncoders, ChannelSetupBindsTheClassesAndWindows) {
+  // SET_OBJECT on subchannel 1 (0x20012000) and 4 (0x20018000); the windows' A methods take
+  // the upper address bits first.
+  EXPECT_EQ(ComputeEncoder::setup(0xcbc0, 0xfe000000, 0xff000000),
+            (Words{0x20012000, 0xcbc0, 0x200220a8, 0, 0xfe000000, 0x200221ec, 0, 0xff000000}));
+  EXPECT_EQ(CopyEncoder::setup(0xc8b5), (Words{0x20018000, 0xc8b5}));
+}
+
+}  // namespace
+}  // namespace hcq::nv
