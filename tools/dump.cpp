@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -73,10 +74,16 @@ void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& 
   std::printf("%s%s\n", std::string(size_t(indent), ' ').c_str(), hcq::to_text(p).c_str());
 }
 
-void print_stream(const std::vector<uint32_t>& words, bool copy_queue, amd::Gen gen,
-                  const Context& c, const Options& o, int indent) {
-  auto packets = copy_queue ? amd::decode_sdma(words, gen) : amd::decode_pm4(words, gen);
-  for (auto& p : packets) print_packet(p, c, o, indent);
+// The decoder for a captured device's packets, by vendor; null when hcq has none for it.
+using StreamDecoder = std::function<std::vector<DecodedPacket>(std::span<const uint32_t>, bool)>;
+StreamDecoder decoder_for(const capture::DeviceRecord& d) {
+  if (amd::Gen gen; d.vendor == "AMD" && amd::parse_gen(d.arch, gen))
+    return [gen](std::span<const uint32_t> w, bool copy_queue) {
+      return copy_queue ? amd::decode_sdma(w, gen) : amd::decode_pm4(w, gen);
+    };
+  if (nv::Gen gen; d.vendor == "NVIDIA" && nv::parse_gen(d.arch, gen))
+    return [gen](std::span<const uint32_t> w, bool) { return nv::decode_push(w, gen); };
+  return nullptr;
 }
 
 std::vector<uint32_t> read_raw(const std::string& path) {
@@ -134,8 +141,8 @@ int dump_capture(const Options& o) {
     if (dev == devices.end())
       throw InvalidInput("dump: submission " + std::to_string(s.sequence) +
                          " names device " + std::to_string(s.device) + ", which no record declared");
-    amd::Gen gen;
-    if (dev->second.vendor != "AMD" || !amd::parse_gen(dev->second.arch, gen)) {
+    StreamDecoder decode = decoder_for(dev->second);
+    if (!decode) {
       std::printf("submission %llu: %s %s: no decoder for this device\n",
                   static_cast<unsigned long long>(s.sequence), dev->second.vendor.c_str(),
                   dev->second.arch.c_str());
@@ -152,7 +159,7 @@ int dump_capture(const Options& o) {
       if (!o.json)
         std::printf(seg.indirect ? "  indirect buffer %s (%zu dwords)\n" : "  ring%s%zu dwords\n",
                     seg.indirect ? hex(seg.address).c_str() : " ", seg.words.size());
-      print_stream(seg.words, s.queue == QueueKind::Copy, gen, c, o, seg.indirect ? 4 : 4);
+      for (auto& p : decode(seg.words, s.queue == QueueKind::Copy)) print_packet(p, c, o, 4);
     }
   }
   return 0;
@@ -213,7 +220,9 @@ int cmd_dump(const std::vector<std::string>& args) {
     std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
     if (!amd::parse_gen(g, gen))
       throw InvalidInput("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
-    print_stream(read_raw(o.file), o.raw_format == "sdma", gen, Context{}, o, 0);
+    const auto words = read_raw(o.file);
+    for (auto& p : o.raw_format == "sdma" ? amd::decode_sdma(words, gen) : amd::decode_pm4(words, gen))
+      print_packet(p, Context{}, o, 0);
     return 0;
   }
   if (o.raw_format == "nv-push") {

@@ -49,7 +49,6 @@ std::string status_text(NvStatus s) {
   return n ? std::string(n) : "NV_STATUS " + hex(s);
 }
 
-int major_of(const char* version) { return std::atoi(version); }
 
 class RmDriver;
 
@@ -120,6 +119,9 @@ class RmDriver final : public DeviceDriver {
   void free_object(NvHandle h);
   void control(NvHandle obj, uint32_t cmd, void* params, uint32_t size, const char* what);
   void uvm(unsigned long req, void* params, NvStatus* status, const char* what);
+  // UVM_FREE and UVM_UNREGISTER_CHANNEL, whose layouts changed in 590.
+  void uvm_free(uint64_t va);
+  void uvm_unregister_channel(NvHandle channel);
   void ring_doorbell(uint32_t token) {
     __atomic_store_n(doorbell_, token, __ATOMIC_RELEASE);
   }
@@ -152,6 +154,7 @@ class RmDriver final : public DeviceDriver {
 
   std::shared_ptr<os::Kernel> kernel_;
   DeviceProperties props_;
+  unsigned rm_major_ = 0;  // the kernel module's version, which picks a few layouts
   int ctl_ = -1, uvm_ = -1, uvm2_ = -1, gpu_fd_ = -1;
   uint32_t minor_ = 0;
   NvHandle root_ = 0, device_ = 0, subdevice_ = 0, usermode_ = 0, vaspace_ = 0, group_ = 0,
@@ -187,8 +190,8 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   if (int r = kernel_->ioctl(ctl_, esc_for<RmApiVersion>(NV_ESC_CHECK_VERSION_STR), &v); r < 0)
     throw OsError(name + ": NV_ESC_CHECK_VERSION_STR", -r);
   v.versionString[sizeof(v.versionString) - 1] = 0;
-  const int major = major_of(v.versionString);
-  if (major < kMinRmMajor || major > kMaxRmMajor)
+  rm_major_ = driver_major(v.versionString);
+  if (rm_major_ < kMinRmMajor || rm_major_ > kMaxRmMajor)
     throw Error(name + ": the NVIDIA kernel module's RM interface is version " +
                 std::string(v.versionString) + "; hcq's structures are written for " + kRmVersion +
                 " and match versions " + std::to_string(kMinRmMajor) + " to " +
@@ -288,9 +291,21 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   uvm(UVM_REGISTER_GPU_VASPACE, &rv, &rv.rmStatus, "UVM_REGISTER_GPU_VASPACE");
 
   // What the GPU is.
-  GpuGetNameStringParams gname{};
-  gname.gpuNameStringFlags = NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII;
-  control(subdevice_, NV2080_CTRL_CMD_GPU_GET_NAME_STRING, &gname, sizeof(gname), "GET_NAME_STRING");
+  // The name string lost its unicode alternative in 595 (132 bytes before, 68 after).
+  auto name_of = [&]<class P>(P& p, uint8_t(&ascii)[NV2080_GPU_MAX_NAME_STRING_LENGTH]) {
+    p.gpuNameStringFlags = NV2080_CTRL_GPU_GET_NAME_STRING_FLAGS_TYPE_ASCII;
+    control(subdevice_, NV2080_CTRL_CMD_GPU_GET_NAME_STRING, &p, sizeof(p), "GET_NAME_STRING");
+    ascii[sizeof(ascii) - 1] = 0;
+    return std::string(reinterpret_cast<const char*>(ascii));
+  };
+  std::string gpu_name;
+  if (rm_major_ >= kMajorNameStringAsciiOnly) {
+    GpuGetNameStringParams p{};
+    gpu_name = name_of(p, p.ascii);
+  } else {
+    GpuGetNameStringParamsV590 p{};
+    gpu_name = name_of(p, p.gpuNameString.ascii);
+  }
   GrInfo gr[4] = {{NV2080_CTRL_GR_INFO_INDEX_SM_VERSION, 0},
                   {NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS, 0},
                   {NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC, 0},
@@ -335,7 +350,6 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   reserve_base_ = reinterpret_cast<uint64_t>(base);
   private_next_ = reserve_base_;
 
-  std::string gpu_name(reinterpret_cast<const char*>(gname.ascii));
   props_.vendor = "NVIDIA";
   props_.arch = "sm_" + std::to_string(sm);
   props_.emulated = kernel_->emulated();
@@ -414,6 +428,26 @@ void RmDriver::uvm(unsigned long req, void* params, NvStatus* status, const char
   if (*status != NV_OK) throw Error(props_.name + ": " + what + ": " + status_text(*status));
 }
 
+void RmDriver::uvm_free(uint64_t va) {
+  if (rm_major_ >= kMajorUvmFreeNoLength) {
+    UvmFreeParams f{va, 0};
+    kernel_->ioctl(uvm_, UVM_FREE, &f);
+  } else {
+    UvmFreeParamsV580 f{va, 0, 0};
+    kernel_->ioctl(uvm_, UVM_FREE, &f);
+  }
+}
+
+void RmDriver::uvm_unregister_channel(NvHandle channel) {
+  if (rm_major_ >= kMajorUvmFreeNoLength) {
+    UvmUnregisterChannelParams u{root_, channel, 0};
+    kernel_->ioctl(uvm_, UVM_UNREGISTER_CHANNEL, &u);
+  } else {
+    UvmUnregisterChannelParamsV580 u{uuid_, root_, channel, 0};
+    kernel_->ioctl(uvm_, UVM_UNREGISTER_CHANNEL, &u);
+  }
+}
+
 void RmDriver::reserve(uint64_t va, uint64_t size) {
   kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_NONE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
@@ -456,8 +490,7 @@ void RmDriver::map_for_gpu(NvHandle mem, uint64_t va, uint64_t size) {
     uvm(UVM_MAP_EXTERNAL_ALLOCATION, m.get(), &m->rmStatus,
         ("UVM_MAP_EXTERNAL_ALLOCATION at " + hex(va)).c_str());
   } catch (...) {
-    UvmFreeParams f{va, 0};
-    kernel_->ioctl(uvm_, UVM_FREE, &f);
+    uvm_free(va);
     throw;
   }
 }
@@ -547,8 +580,7 @@ Allocation RmDriver::map_user(void* host, uint64_t size) {
 }
 
 void RmDriver::free(const Allocation& a) {
-  UvmFreeParams f{a.va, 0};
-  kernel_->ioctl(uvm_, UVM_FREE, &f);
+  uvm_free(a.va);
   free_object(NvHandle(a.handle));
   if (!a.user) reserve(a.va, a.size);  // keep the range ours (drops any CPU mapping)
   std::lock_guard lk(mu_);
@@ -710,11 +742,7 @@ Channel::Channel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv) {
 
 Channel::~Channel() {
   drv_.unregister_channel(this);
-  UvmUnregisterChannelParams u{drv_.root(), handle_, 0};
-  try {
-    drv_.uvm(UVM_UNREGISTER_CHANNEL, &u, &u.rmStatus, "UVM_UNREGISTER_CHANNEL");
-  } catch (const Error&) {  // closing anyway; RM frees the channel below
-  }
+  drv_.uvm_unregister_channel(handle_);
   drv_.free_object(handle_);
 }
 

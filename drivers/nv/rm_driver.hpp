@@ -27,7 +27,8 @@ std::unique_ptr<DeviceDriver> open_rm_device(std::shared_ptr<os::Kernel> kernel,
 // GPUs RM reports on this machine (NV_ESC_CARD_INFO): one line each; empty without the module.
 std::vector<std::string> rm_gpus(os::Kernel& kernel);
 
-// The RM versions whose interface hcq's structures match; RM's version is checked at open.
-inline constexpr int kMinRmMajor = 535, kMaxRmMajor = 595;
+// The RM versions whose interface hcq speaks (nv/rm_abi.hpp has each layout that changed in
+// between); RM's version is checked at open.
+inline constexpr unsigned kMinRmMajor = 580, kMaxRmMajor = 595;
 
 }  // namespace hcq::nv

@@ -93,7 +93,9 @@ TEST_P(Batch, AccessesComeFromTheKernelMetadata) {
            {Arg::buffer(Mem::of(a)), Arg::buffer(Mem::of(b)), Arg::buffer(Mem::of(c)),
             Arg::value(n), Arg::value(n)});
   s.copy(Mem::of(d), 0, Mem::of(a), 0, n * 4);  // reads what the launch only reads
-  EXPECT_EQ(s.compile().stats(QueueKind::Copy).waits, 0u);
+  // A cubin does not say which parameters are read-only: there every buffer is also written.
+  const bool metadata_has_const = dev_->properties().vendor == "AMD";
+  EXPECT_EQ(s.compile().stats(QueueKind::Copy).waits, metadata_has_const ? 0u : 1u);
   s.copy(Mem::of(e), 0, Mem::of(c), 0, n * 4);  // reads what the launch writes
   Executable exe = s.compile();
   EXPECT_EQ(exe.stats(QueueKind::Copy).waits, 1u);
@@ -471,9 +473,10 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201"),
+                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
+                                           "sm_90", "sm_100"),
                          [](const auto& info) { return info.param; });
-INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a"),
+INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

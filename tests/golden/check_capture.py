@@ -8,8 +8,13 @@ import tempfile
 
 hcq = sys.argv[1]
 failed = 0
-targets = ["gfx90a", "gfx942", "gfx1100", "gfx1201"]
-for target in targets:
+# What each vendor's launches and copies decode as.
+targets = {"gfx90a": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx942": ("DISPATCH_DIRECT", "COPY_LINEAR"),
+           "gfx1100": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx1201": ("DISPATCH_DIRECT", "COPY_LINEAR"),
+           "sm_80": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
+           "sm_90": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
+           "sm_100": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2")}
+for target, (launch, copy) in targets.items():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "demo.hcqcap")
         run = subprocess.run([hcq, "run", "emu:" + target, "--size", "5000"],
@@ -18,7 +23,7 @@ for target in targets:
         dump = subprocess.run([hcq, "dump", path], capture_output=True, text=True, check=False)
         problems = [l for l in dump.stdout.splitlines() if "!!" in l]
         ok = (run.returncode == 0 and dump.returncode == 0 and not problems and
-              "DISPATCH_DIRECT" in dump.stdout and "COPY_LINEAR" in dump.stdout)
+              launch in dump.stdout and copy in dump.stdout)
         if not ok:
             failed += 1
             print(f"FAIL {target}: run {run.returncode} dump {dump.returncode} {dump.stderr}")

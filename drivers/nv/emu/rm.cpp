@@ -43,7 +43,8 @@ struct MemObject {
 
 class RmState final : public GpuEvents {
  public:
-  explicit RmState(const Target& t) : t_(t) {
+  RmState(const Target& t, const std::string& version)
+      : t_(t), version_(version), major_(driver_major(version.c_str())) {
     usermode_fd_ = int(::memfd_create("hcq-emu-usermode", MFD_CLOEXEC));
     if (usermode_fd_ >= 0 && ::ftruncate(usermode_fd_, off_t(kUsermodeMapBytes)) == 0) {
       void* p = ::mmap(nullptr, kUsermodeMapBytes, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -102,6 +103,8 @@ class RmState final : public GpuEvents {
   void start_channels(NvHandle group);
 
   const Target t_;
+  const std::string version_;
+  const unsigned major_;
   hcq::emu::Memory memory_;
   std::unique_ptr<Engine> engine_;
   int usermode_fd_ = -1;
@@ -145,13 +148,13 @@ int RmState::ioctl(bool ctl, int fd, unsigned long req, void* arg) {
       if (!ctl || !sized(sizeof(RmApiVersion))) return -EINVAL;
       auto* v = static_cast<RmApiVersion*>(arg);
       const bool query = v->cmd == NV_RM_API_VERSION_CMD_QUERY;
-      const bool same = std::strncmp(v->versionString, kEmulatedRmVersion,
+      const bool same = std::strncmp(v->versionString, version_.c_str(),
                                      sizeof(v->versionString)) == 0;
       v->reply = query || same ? NV_RM_API_VERSION_REPLY_RECOGNIZED
                                : NV_RM_API_VERSION_REPLY_UNRECOGNIZED;
       if (query || !same) {
         std::memset(v->versionString, 0, sizeof(v->versionString));
-        std::strncpy(v->versionString, kEmulatedRmVersion, sizeof(v->versionString) - 1);
+        std::strncpy(v->versionString, version_.c_str(), sizeof(v->versionString) - 1);
       }
       return 0;
     }
@@ -396,12 +399,20 @@ NvStatus RmState::control(Nvos54& c) {
       return NV_OK;
     }
     case NV2080_CTRL_CMD_GPU_GET_NAME_STRING: {
-      GpuGetNameStringParams* p;
       if (!on(NV20_SUBDEVICE_0)) return NV_ERR_INVALID_OBJECT_HANDLE;
-      if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
-      std::memset(p->ascii, 0, sizeof(p->ascii));
-      std::memcpy(p->ascii, t_.marketing_name.data(),
-                  std::min(sizeof(p->ascii) - 1, t_.marketing_name.size()));
+      uint8_t* ascii;
+      if (major_ >= kMajorNameStringAsciiOnly) {
+        GpuGetNameStringParams* p;
+        if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+        ascii = p->ascii;
+      } else {  // 132 bytes: ascii or unicode
+        GpuGetNameStringParamsV590* p;
+        if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+        ascii = p->gpuNameString.ascii;
+      }
+      std::memset(ascii, 0, NV2080_GPU_MAX_NAME_STRING_LENGTH);
+      std::memcpy(ascii, t_.marketing_name.data(),
+                  std::min<size_t>(NV2080_GPU_MAX_NAME_STRING_LENGTH - 1, t_.marketing_name.size()));
       return NV_OK;
     }
     case NV2080_CTRL_CMD_MC_GET_ARCH_INFO: {
@@ -532,8 +543,11 @@ int RmState::uvm_ioctl(unsigned long req, void* arg) {
       p->rmStatus = channels_.count(p->hChannel) ? NV_OK : NV_ERR_INVALID_CHANNEL;
       return 0;
     }
-    case UVM_UNREGISTER_CHANNEL:
-      static_cast<UvmUnregisterChannelParams*>(arg)->rmStatus = NV_OK;
+    case UVM_UNREGISTER_CHANNEL:  // its layout changed in 590
+      if (major_ >= kMajorUvmFreeNoLength)
+        static_cast<UvmUnregisterChannelParams*>(arg)->rmStatus = NV_OK;
+      else
+        static_cast<UvmUnregisterChannelParamsV580*>(arg)->rmStatus = NV_OK;
       return 0;
     case UVM_CREATE_EXTERNAL_RANGE: {
       auto* p = static_cast<UvmCreateExternalRangeParams*>(arg);
@@ -572,14 +586,17 @@ int RmState::uvm_ioctl(unsigned long req, void* arg) {
       }
       return 0;
     }
-    case UVM_FREE: {
-      auto* p = static_cast<UvmFreeParams*>(arg);
-      if (!uvm_ranges_.erase(p->base)) {
-        p->rmStatus = NV_ERR_INVALID_ADDRESS;
+    case UVM_FREE: {  // 590 dropped the length field
+      const uint64_t base = *static_cast<const uint64_t*>(arg);
+      NvStatus* status = major_ >= kMajorUvmFreeNoLength
+                             ? &static_cast<UvmFreeParams*>(arg)->rmStatus
+                             : &static_cast<UvmFreeParamsV580*>(arg)->rmStatus;
+      if (!uvm_ranges_.erase(base)) {
+        *status = NV_ERR_INVALID_ADDRESS;
         return 0;
       }
-      if (gpu_maps_.erase(p->base)) memory_.unmap(p->base);
-      p->rmStatus = NV_OK;
+      if (gpu_maps_.erase(base)) memory_.unmap(base);
+      *status = NV_OK;
       return 0;
     }
   }
@@ -612,9 +629,10 @@ class UvmNode final : public os::EmulatedNode {
 
 }  // namespace
 
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
+                                                 const std::string& rm_version) {
   auto k = std::make_shared<os::EmulatedKernel>();
-  auto state = std::make_shared<RmState>(target);
+  auto state = std::make_shared<RmState>(target, rm_version);
   k->add_node("/dev/nvidiactl", std::make_shared<RmNode>(state, true));
   k->add_node("/dev/nvidia0", std::make_shared<RmNode>(state, false));
   k->add_node("/dev/nvidia-uvm", std::make_shared<UvmNode>(state));

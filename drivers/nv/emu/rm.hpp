@@ -11,13 +11,14 @@
 
 namespace hcq::nv::emu {
 
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+// `rm_version`: what the emulated module reports; the layouts that changed between 580 and
+// 595 (nv/rm_abi.hpp) follow it.
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
+                                                 const std::string& rm_version = "595.45.04");
 
 // The emulated GPU's own words about each channel error (a debugfs-style file that only the
 // emulated kernel has); the driver adds them to its fault errors when present.
 inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/nvidia/hcq_emulator_faults";
 
-// The RM version the emulated kernel module reports (NV_ESC_CHECK_VERSION_STR).
-inline constexpr const char* kEmulatedRmVersion = "595.45.04";
 
 }  // namespace hcq::nv::emu

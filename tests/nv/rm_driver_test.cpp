@@ -1,0 +1,141 @@
+// The NVIDIA driver against the emulated RM/UVM where the shared device suite does not reach:
+// the RM version it meets, the older layouts it speaks, RM's errors, and cubins that do not
+// fit the device.
+#include "nv/rm_driver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/hcq.hpp"
+#include "kernels.hpp"
+#include "nv/emu/rm.hpp"
+#include "nv/rm_abi.hpp"
+#include "nv/targets.hpp"
+
+namespace hcq::nv {
+namespace {
+
+std::unique_ptr<Device> open_emulated(const std::string& target, const std::string& version) {
+  const Target* t = find_target(target);
+  EXPECT_NE(t, nullptr);
+  return std::make_unique<Device>(
+      open_rm_device(emu::make_emulated_system(*t, version), 0, "emu:" + target),
+      Device::Options{});
+}
+
+TEST(NvDriver, AnRmVersionItDoesNotSpeakIsAClearErrorNamingBoth) {
+  try {
+    open_emulated("sm_90", "470.57.02");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "emu:sm_90: the NVIDIA kernel module's RM interface is version 470.57.02; "
+                 "hcq's structures are written for 595.45.04 and match versions 580 to 595.x");
+  }
+  EXPECT_THROW(open_emulated("sm_90", "600.1"), Error);
+}
+
+// 580 and 590 differ from 595 in the name-string control and the UVM_FREE and
+// UVM_UNREGISTER_CHANNEL layouts; the emulated module checks the ones its version has.
+TEST(NvDriver, OlderModulesGetTheirOwnLayouts) {
+  kernels::register_cpu_implementations();
+  for (const char* version : {"580.95.05", "590.48.01", "595.45.04"}) {
+    SCOPED_TRACE(version);
+    auto dev = open_emulated("sm_90", version);
+    EXPECT_EQ(dev->properties().description,
+              "NVIDIA H100 80GB HBM3 (emulated) (sm_90, RM " + std::string(version) + ")");
+    std::vector<uint32_t> in(1 << 16), out(in.size());
+    std::iota(in.begin(), in.end(), 5u);
+    for (int round = 0; round < 3; round++) {  // buffers freed and reused: UVM_FREE works
+      Buffer b = dev->allocate(in.size() * 4);
+      dev->copy_in(b, 0, in.data(), in.size() * 4);
+      dev->copy_out(out.data(), b, 0, out.size() * 4);
+      ASSERT_EQ(out, in);
+    }
+    auto image = kernels::code_object("sm_90");
+    if (image.empty()) continue;
+    Buffer b = dev->allocate(4096);
+    Program fill(*dev, image, "fill_u32");
+    fill.launch(KernelArgs().buffer(b).value(9u).value(1024u).value(256u), {4, 1, 1},
+                {256, 1, 1}, true);
+    dev->copy_out(out.data(), b, 0, 4096);
+    EXPECT_EQ(std::count(out.begin(), out.begin() + 1024, 9u), 1024);
+  }
+}
+
+TEST(NvDriver, RmErrorsNameTheObjectAndTheStatus) {
+  auto dev = Device::open("emu:sm_80");  // 80 GiB of video memory
+  try {
+    dev->allocate(100ull << 30);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "emu:sm_80: allocating the 107374182400 bytes of device memory "
+                           "(class 0x40): NV_ERR_NO_MEMORY");
+  }
+  Buffer b = dev->allocate(4096);  // the device is still usable
+  EXPECT_NE(b.va(), 0u);
+}
+
+TEST(NvDriver, CubinsForAnotherDeviceOrDamagedAreRejected) {
+  auto dev = Device::open("emu:sm_90");
+  auto other = kernels::code_object("sm_80");
+  if (!other.empty()) {
+    try {
+      Program p(*dev, other, "fill_u32");
+      FAIL() << "expected an error";
+    } catch (const InvalidInput& e) {
+      EXPECT_STREQ(e.what(), "emu:sm_90: cubin is built for sm_80, the device is sm_90");
+    }
+  }
+  auto image = kernels::code_object("sm_90");
+  if (image.empty()) GTEST_SKIP() << "no sm_90 cubin (nvcc was not found at build time)";
+  EXPECT_THROW(Program(*dev, image.first(100), "fill_u32"), InvalidInput);
+  try {
+    Program p(*dev, image, "no_such_kernel");
+    FAIL() << "expected an error";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "code object has no kernel 'no_such_kernel' (it has: empty, fill_u32, "
+                           "scale_add, spin_until, vector_add)");
+  }
+}
+
+TEST(NvDriver, ClassesAreTheNewestTheGpuLists) {
+  const uint32_t listed[] = {rm::AMPERE_DMA_COPY_A, rm::AMPERE_DMA_COPY_B, rm::AMPERE_COMPUTE_B,
+                             rm::ADA_COMPUTE_A,     rm::AMPERE_CHANNEL_GPFIFO_A,
+                             rm::TURING_USERMODE_A, rm::HOPPER_USERMODE_A};
+  ClassSet c = pick_classes(listed);
+  EXPECT_EQ(c.compute, rm::ADA_COMPUTE_A);
+  EXPECT_EQ(c.copy, rm::AMPERE_DMA_COPY_B);
+  EXPECT_EQ(c.gpfifo, rm::AMPERE_CHANNEL_GPFIFO_A);
+  EXPECT_EQ(c.usermode, rm::HOPPER_USERMODE_A);
+  EXPECT_EQ(gen_of_compute_class(rm::ADA_COMPUTE_A), Gen::Ada);
+  EXPECT_EQ(qmd_version_for(Gen::Hopper), QmdVersion::V03);
+  EXPECT_EQ(qmd_version_for(Gen::Blackwell), QmdVersion::V05);
+  const uint32_t none[] = {rm::FERMI_VASPACE_A};
+  EXPECT_EQ(pick_classes(none).compute, 0u);
+}
+
+TEST(NvDriver, ConstantBankZeroDriverWordsFollowTheGeneration) {
+  // Shared window, local window and the stack top: dwords 6..11 before Blackwell, 188..191
+  // and 223 on Blackwell (tinygrad ops_nv.py).
+  auto words = [](Gen g) {
+    auto b = cbuf0_driver_words(g, 0xfe000000, 0xff000000);
+    std::vector<uint32_t> w(b.size() / 4);
+    std::memcpy(w.data(), b.data(), b.size());
+    return w;
+  };
+  auto hopper = words(Gen::Hopper);
+  ASSERT_EQ(hopper.size(), 12u);
+  EXPECT_EQ(std::vector<uint32_t>(hopper.begin() + 6, hopper.end()),
+            (std::vector<uint32_t>{0xfe000000, 0, 0xff000000, 0, 0xfffdc0, 0}));
+  auto blackwell = words(Gen::Blackwell);
+  ASSERT_EQ(blackwell.size(), 224u);
+  EXPECT_EQ(blackwell[188], 0xfe000000u);
+  EXPECT_EQ(blackwell[190], 0xff000000u);
+  EXPECT_EQ(blackwell[223], 0xfffdc0u);
+  EXPECT_EQ(blackwell[6], 0u);
+}
+
+}  // namespace
+}  // namespace hcq::nv
