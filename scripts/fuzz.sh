@@ -12,7 +12,9 @@ common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
 clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture.cpp lib/core/error.cpp \
   -o "$out/fuzz_capture"
-for t in fuzz_decoders fuzz_capture; do
+clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp \
+  -o "$out/fuzz_cubin"
+for t in fuzz_decoders fuzz_capture fuzz_cubin; do
   mkdir -p "$out/corpus_$t"
   echo "== $t for ${seconds}s"
   "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
