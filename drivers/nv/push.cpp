@@ -66,9 +66,14 @@ const char* to_string(Group g) {
 }
 
 const MethodInfo* find_method(Group g, uint16_t offset) {
-  for (const MethodInfo& m : tables().methods)
-    if (m.group == g && m.offset == offset) return &m;
-  return nullptr;
+  // By group and method dword: the emulated GPU looks up every method it executes.
+  static const auto index = [] {
+    std::vector<const MethodInfo*> ix(3 * 0x1000, nullptr);
+    for (const MethodInfo& m : tables().methods) ix[size_t(m.group) * 0x1000 + m.offset / 4] = &m;
+    return ix;
+  }();
+  if (offset % 4 || offset >= 0x4000) return nullptr;
+  return index[size_t(g) * 0x1000 + offset / 4];
 }
 
 uint64_t encode_gpfifo(const GpfifoEntry& e) {

@@ -245,6 +245,12 @@ Engine::Res Engine::exec_segment(Channel& c) {
       if (c.pos + 1 + h.count > c.seg_dwords)
         bad("method header " + hex(header) + " has " + std::to_string(h.count) +
             " data dwords, the segment " + std::to_string(c.seg_dwords - c.pos - 1) + " more");
+      if (h.op == uint32_t(SecOp::NonIncMethod) && h.method == COMPUTE_LOAD_INLINE_DATA &&
+          c.sub_bound[h.subchannel] && c.sub_group[h.subchannel] == Group::COMPUTE) {
+        inline_data(c, w + c.pos + 1, h.count);  // a QMD's worth in one translation
+        c.pos += 1 + h.count;
+        continue;
+      }
       for (uint32_t i = c.resume; i < h.count; i++) {
         if (method(c, h.subchannel, h.method_of(i), w[c.pos + 1 + i]) == Res::Blocked) {
           c.resume = i;
@@ -340,11 +346,7 @@ void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data)
     return;
   }
   if (m == COMPUTE_LOAD_INLINE_DATA) {
-    if (c.inline_left == 0) bad("LOAD_INLINE_DATA with no inline transfer in progress");
-    const uint64_t n = std::min<uint64_t>(4, c.inline_left);
-    std::memcpy(mem_.translate(c.inline_dst, n), &data, n);
-    c.inline_dst += n;
-    c.inline_left -= n;
+    inline_data(c, &data, 1);
     return;
   }
   if (m == COMPUTE_SEND_SIGNALING_PCAS2_B) {
@@ -354,6 +356,17 @@ void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data)
           " (the emulated GPU schedules with action 9, INVALIDATE_COPY_SCHEDULE)");
     launch(c, uint64_t(c.reg(sub, COMPUTE_SEND_PCAS_A)) << 8);
   }
+}
+
+void Engine::inline_data(Channel& c, const uint32_t* data, uint32_t dwords) {
+  if (c.inline_left == 0) bad("LOAD_INLINE_DATA with no inline transfer in progress");
+  if (dwords > (c.inline_left + 3) / 4)
+    bad("LOAD_INLINE_DATA of " + std::to_string(dwords) + " dwords overruns the inline "
+        "transfer (" + std::to_string(c.inline_left) + " bytes left)");
+  const uint64_t n = std::min<uint64_t>(uint64_t(dwords) * 4, c.inline_left);
+  std::memcpy(mem_.translate(c.inline_dst, n), data, n);
+  c.inline_dst += n;
+  c.inline_left -= n;
 }
 
 void Engine::copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {

@@ -81,6 +81,7 @@ class Engine {
   Res host_method(Channel& c, uint16_t m, uint32_t data);
   void compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data);
   void copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data);
+  void inline_data(Channel& c, const uint32_t* data, uint32_t dwords);
   void launch(Channel& c, uint64_t qmd_va);
   void fail(Channel& c, uint32_t rc, const std::string& what);
 
