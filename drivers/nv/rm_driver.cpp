@@ -33,7 +33,6 @@ constexpr uint64_t kPrivateVa = 4ull << 30;
 constexpr uint64_t kHeapVa = 256ull << 30;
 constexpr uint32_t kGpfifoEntries = 1024;
 constexpr uint64_t kGpfifoVaLimit = 1ull << 40;  // push buffers must lie below (40-bit entries)
-constexpr uint64_t kLowVaStart = 64ull << 30, kLowVaStep = 64ull << 30;
 constexpr uint64_t kPushBytes = 1 << 20;
 // UVM reserves this much VA per channel for RM's own use (tinygrad ops_nv.py).
 constexpr uint64_t kChannelVaBytes = 0x4000000;
@@ -87,6 +86,7 @@ class Channel final : public HwQueue {
   Allocation ring_, push_, notifier_;
   uint64_t* gpfifo_ = nullptr;
   Userd* userd_ = nullptr;
+  void* channel_va_ = nullptr;  // UVM_REGISTER_CHANNEL's range
   uint64_t put_seq_ = 0;      // GPFIFO entries written
   uint64_t push_put_ = 0, push_done_ = 0;  // push ring bytes, monotonic
   std::deque<Segment> inflight_;
@@ -99,8 +99,8 @@ class RmDriver final : public DeviceDriver {
   ~RmDriver() override;
 
   const DeviceProperties& properties() const override { return props_; }
-  uint64_t va_base() const override { return reserve_base_ + kPrivateVa; }
-  uint64_t va_size() const override { return kHeapVa; }
+  uint64_t va_base() const override { return reserve_base_ + private_bytes_; }
+  uint64_t va_size() const override { return heap_bytes_; }
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
@@ -126,6 +126,7 @@ class RmDriver final : public DeviceDriver {
     __atomic_store_n(doorbell_, token, __ATOMIC_RELEASE);
   }
   const ClassSet& classes() const { return classes_; }
+  os::Kernel& kernel() { return *kernel_; }
   QmdVersion qmd_version() const { return qmd_; }
   Gen gen() const { return gen_; }
   NvHandle root() const { return root_; }
@@ -167,6 +168,7 @@ class RmDriver final : public DeviceDriver {
   volatile uint32_t* doorbell_ = nullptr;
   void* usermode_map_ = nullptr;
   uint64_t reserve_base_ = 0, reserve_size_ = 0, private_next_ = 0;
+  uint64_t private_bytes_ = 0, heap_bytes_ = 0;  // the reservation: driver objects, then heap
   std::mutex mu_;  // private allocations, the allocation map, channels
   std::vector<Allocation> private_allocs_;
   std::map<uint64_t, Allocation> allocs_;  // by VA: what the driver knows to be CPU-visible
@@ -331,22 +333,35 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
 
   // One host range serves as GPU addresses too. It lies below 1 TiB: GPFIFO entries carry
   // 40-bit push buffer addresses (clc56f.h GP_ENTRY1_GET_HI is 8 bits), and command buffers
-  // may be anywhere in it (tinygrad keeps its command memory low for the same reason).
-  reserve_size_ = kPrivateVa + kHeapVa;
+  // may be anywhere in it (tinygrad keeps its command memory low for the same reason). Where
+  // that much low address space is taken (AddressSanitizer's shadow covers 2 GiB to 2 TiB),
+  // a small range below 2 GiB does.
+  struct Layout {
+    uint64_t first_hint, limit, step, private_bytes, heap_bytes;
+  };
+  const Layout layouts[] = {{64ull << 30, kGpfifoVaLimit, 64ull << 30, kPrivateVa, kHeapVa},
+                            {256ull << 20, 2ull << 30, 128ull << 20, 64ull << 20, 768ull << 20}};
   void* base = MAP_FAILED;
-  for (uint64_t hint = kLowVaStart; hint + reserve_size_ <= kGpfifoVaLimit && base == MAP_FAILED;
-       hint += kLowVaStep) {
-    base = kernel_->mmap(reinterpret_cast<void*>(hint), reserve_size_, PROT_NONE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    if (base != MAP_FAILED && base != reinterpret_cast<void*>(hint)) {  // a kernel before 4.17
-      kernel_->munmap(base, reserve_size_);
-      base = MAP_FAILED;
+  for (const Layout& l : layouts) {
+    reserve_size_ = l.private_bytes + l.heap_bytes;
+    for (uint64_t hint = l.first_hint; hint + reserve_size_ <= l.limit && base == MAP_FAILED;
+         hint += l.step) {
+      base = kernel_->mmap(reinterpret_cast<void*>(hint), reserve_size_, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
+                           0);
+      if (base != MAP_FAILED && base != reinterpret_cast<void*>(hint)) {  // before Linux 4.17
+        kernel_->munmap(base, reserve_size_);
+        base = MAP_FAILED;
+      }
+    }
+    if (base != MAP_FAILED) {
+      private_bytes_ = l.private_bytes;
+      heap_bytes_ = l.heap_bytes;
+      break;
     }
   }
   if (base == MAP_FAILED)
-    throw OsError(name + ": reserving " + std::to_string(reserve_size_ >> 30) +
-                      " GiB of address space below 1 TiB for the GPU",
-                  errno);
+    throw OsError(name + ": reserving address space below 1 TiB for the GPU", errno);
   reserve_base_ = reinterpret_cast<uint64_t>(base);
   private_next_ = reserve_base_;
 
@@ -590,7 +605,7 @@ void RmDriver::free(const Allocation& a) {
 uint64_t RmDriver::private_va(uint64_t size, uint64_t align) {
   std::lock_guard lk(mu_);
   uint64_t va = align_up(private_next_, align);
-  if (va + size > reserve_base_ + kPrivateVa)
+  if (va + size > reserve_base_ + private_bytes_)
     throw Error(props_.name + ": driver-private GPU address space exhausted");
   private_next_ = va + size;
   return va;
@@ -725,7 +740,12 @@ Channel::Channel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv) {
   rc.rmCtrlFd = drv.ctl_fd();
   rc.hClient = drv.root();
   rc.hChannel = handle_;
-  rc.base = drv.private_va(kChannelVaBytes, kChannelVaBytes);
+  // Address space UVM keeps for RM's use of this channel: anywhere, but ours alone.
+  void* range = drv.kernel().mmap(nullptr, kChannelVaBytes, PROT_NONE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) throw OsError(drv.properties().name + ": channel address space", errno);
+  channel_va_ = range;
+  rc.base = reinterpret_cast<uint64_t>(range);
   rc.length = kChannelVaBytes;
   drv.uvm(UVM_REGISTER_CHANNEL, &rc, &rc.rmStatus, "UVM_REGISTER_CHANNEL");
   GpfifoScheduleParams s{};
@@ -744,6 +764,7 @@ Channel::~Channel() {
   drv_.unregister_channel(this);
   drv_.uvm_unregister_channel(handle_);
   drv_.free_object(handle_);
+  if (channel_va_) drv_.kernel().munmap(channel_va_, kChannelVaBytes);
 }
 
 uint64_t Channel::completed() {
@@ -785,7 +806,7 @@ uint64_t Channel::push_words(const uint32_t* w, size_t n) {
   }
   push_put_ += pad;
   pos = push_put_ % kPushBytes;
-  std::memcpy(static_cast<char*>(push_.host) + pos, w, bytes);
+  if (bytes) std::memcpy(static_cast<char*>(push_.host) + pos, w, bytes);
   push_put_ += bytes;
   return push_.va + pos;
 }

@@ -66,6 +66,9 @@ TEST(NvDriver, OlderModulesGetTheirOwnLayouts) {
 
 TEST(NvDriver, RmErrorsNameTheObjectAndTheStatus) {
   auto dev = Device::open("emu:sm_80");  // 80 GiB of video memory
+  if (dev->driver().va_size() < (100ull << 30))
+    GTEST_SKIP() << "the GPU address range is smaller than the request here (under "
+                    "AddressSanitizer the driver reserves a small range below 2 GiB)";
   try {
     dev->allocate(100ull << 30);
     FAIL() << "expected an error";

@@ -612,6 +612,9 @@ class RmNode final : public os::EmulatedNode {
   void* mmap(void* addr, size_t len, int, int flags, int fd, off_t) override {
     return s_->mmap(fd, addr, len, flags);
   }
+  // The mappings are the process's own (memory placed at its GPU address, the usermode
+  // page): unmapping them is a real munmap.
+  int munmap(void* addr, size_t len) override { return ::munmap(addr, len) < 0 ? -errno : 0; }
 
  private:
   std::shared_ptr<RmState> s_;
