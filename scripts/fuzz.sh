@@ -10,7 +10,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Idrivers -Id
        -I/usr/include/libdrm)
 common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/amd/targets.cpp drivers/amd/decode.cpp)
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
-clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture.cpp lib/core/error.cpp \
+clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp -lz \
   -o "$out/fuzz_capture"
 clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp \
   -o "$out/fuzz_cubin"

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(meson ninja-build pkg-config g++ clang lld python3 libdrm-dev libpci-dev liburing-dev
-      libboost-dev libelf-dev libgtest-dev libgmock-dev libbenchmark-dev clang-19 lld-19
+      libboost-dev libelf-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev clang-19 lld-19
       libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,6 +10,7 @@
 
 #include "amd/decode.hpp"
 #include "nv/push.hpp"
+#include "qcom/decode.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
 
@@ -133,6 +134,18 @@ int dump_capture(const Options& o) {
       devices[rec->device.id] = rec->device;
       continue;
     }
+    if (rec->type == capture::RecordType::Memory) {  // "full" captures: buffer contents
+      if (o.packet.empty()) {
+        const auto& m = rec->memory;
+        if (o.json)
+          std::printf("{\"memory\":%llu,\"device\":%u,\"bytes\":%zu}\n",
+                      static_cast<unsigned long long>(m.address), m.device, m.bytes.size());
+        else
+          std::printf("memory %s  %zu bytes  (device %u)\n", hex(m.address).c_str(),
+                      m.bytes.size(), m.device);
+      }
+      continue;
+    }
     const auto& s = rec->submission;
     if (s.sequence < o.first || s.sequence > o.last) continue;
     const char* queue = s.queue == QueueKind::Compute ? "compute" : "copy";
@@ -172,6 +185,7 @@ int usage() {
                "       hcq dump --raw pm4|sdma [--gen gfx9|gfx11|gfx12|<target>] [--json] FILE\n"
                "       hcq dump --raw nv-push [--gen ampere|ada|hopper|blackwell] FILE\n"
                "       hcq dump --raw qmd [--qmd v3|v4|v5] FILE\n"
+               "       hcq dump --raw adreno-cp [--gen a6xx|a7xx|<chip>] FILE\n"
                "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
   return 2;
 }
@@ -243,7 +257,17 @@ int cmd_dump(const std::vector<std::string>& args) {
     print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
     return 0;
   }
-  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push or qmd, not '" + o.raw_format + "'");
+  if (o.raw_format == "adreno-cp" || o.raw_format == "cp") {
+    qcom::Gen gen;
+    std::string g = o.gen_name.empty() ? "a6xx" : o.gen_name;
+    if (!qcom::parse_gen(g, gen))
+      throw InvalidInput("dump: unknown Adreno generation '" + g +
+                         "' (a6xx, a7xx or a chip: a630, a740, ...)");
+    for (auto& p : qcom::decode_cp(read_raw(o.file), gen)) print_packet(p, Context{}, o, 0);
+    return 0;
+  }
+  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd or adreno-cp, not '" +
+                     o.raw_format + "'");
 }
 
 }  // namespace hcq::tools

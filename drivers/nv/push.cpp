@@ -54,6 +54,24 @@ void describe_method(Group g, uint16_t offset, uint32_t value, Gen gen, DecodedP
     if (f.gens & uint8_t(gen)) d.fields.push_back({std::string(m->name) + "." + f.name, f.get(value)});
 }
 
+// The QMD versions whose major-version field the first dwords match.
+void describe_inline_qmd(std::span<const uint32_t> w, DecodedPacket& d) {
+  struct Candidate {
+    QmdVersion v;
+    const QmdField& major;
+  };
+  const Candidate candidates[] = {{QmdVersion::V03, QMD_V03_QMD_MAJOR_VERSION},
+                                  {QmdVersion::V04, QMD_V04_QMD_MAJOR_VERSION},
+                                  {QmdVersion::V05, QMD_V05_QMD_MAJOR_VERSION}};
+  for (const Candidate& c : candidates) {
+    if (w.size() < qmd_bytes(c.v) / 4 || c.major.get(w.data()) != uint32_t(c.v)) continue;
+    d.fields.push_back({"QMD.VERSION", uint32_t(c.v)});
+    for (const QmdField& f : kQmdFields)
+      if (f.version == c.v) d.fields.push_back({std::string("QMD.") + f.name, f.get(w.data())});
+    return;
+  }
+}
+
 }  // namespace
 
 const char* to_string(Group g) {
@@ -122,6 +140,10 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
                     std::to_string(avail) + " left";
       }
       for (uint32_t i = 0; i < take; i++) describe_method(g, h.method_of(i), words[at + 1 + i], gen, d);
+      // Inline data that is a QMD (hcq writes launches this way): its fields, nested by name.
+      if (g == Group::COMPUTE && op == uint32_t(SecOp::NonIncMethod) &&
+          method == COMPUTE_LOAD_INLINE_DATA)
+        describe_inline_qmd(words.subspan(at + 1, take), d);
       d.dwords = 1 + take;
     } else if (op == uint32_t(SecOp::EndPbSegment)) {
       d.name = "END_PB_SEGMENT";

@@ -19,9 +19,21 @@ class Device;
 namespace hcq::capture {
 
 inline constexpr char kMagic[8] = {'H', 'C', 'Q', 'C', 'A', 'P', 0, 0};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // the reader also reads version 1
 
-enum class RecordType : uint32_t { Device = 1, Submission = 2 };
+enum class RecordType : uint32_t { Device = 1, Submission = 2, Memory = 3 };
+
+// Record header flag: the payload is zlib-compressed (after its uncompressed length, 8 bytes).
+inline constexpr uint32_t kRecordCompressed = 1;
+
+struct Options {
+  // Also record, before each submission, the contents of every CPU-visible buffer of its
+  // device that changed since it was last recorded: enough to replay the capture.
+  bool full = false;
+  bool compress = false;  // zlib-compress each record's payload
+};
+// HCQ_CAPTURE's value: "path[,full][,zlib]"; throws InvalidInput for an unknown option.
+Options parse_spec(const std::string& spec, std::string& path);
 
 // One piece of a submission: dwords written into the ring, or a command buffer in device
 // memory the ring runs (its address and contents).
@@ -36,6 +48,13 @@ struct DeviceRecord {
   std::string name, vendor, arch;
 };
 
+// A buffer's bytes as they were when the next submission of its device was made.
+struct MemoryRecord {
+  uint32_t device = 0;
+  uint64_t address = 0;
+  std::vector<uint8_t> bytes;
+};
+
 struct SubmissionRecord {
   uint32_t device = 0;
   QueueKind queue = QueueKind::Compute;
@@ -46,7 +65,7 @@ struct SubmissionRecord {
 };
 
 // Start writing to `path` (replacing it); throws OsError when it cannot be created.
-void start(const std::string& path);
+void start(const std::string& path, const Options& options = {});
 // Flush and close; later submissions are not captured.
 void stop();
 // True while capturing (HCQ_CAPTURE in the environment starts a capture at the first check).
@@ -68,6 +87,7 @@ class Reader {
     RecordType type;
     DeviceRecord device;
     SubmissionRecord submission;
+    MemoryRecord memory;
   };
   std::optional<Record> next();
 
@@ -77,6 +97,7 @@ class Reader {
   std::string path_;
   uint64_t offset_ = 0;
   uint64_t size_ = 0;  // of the file
+  uint32_t version_ = 0;
 };
 
 }  // namespace hcq::capture

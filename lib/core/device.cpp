@@ -178,7 +178,19 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
   b.dev_ = this;
   b.a_ = a;
   b.size_ = size;
+  {
+    std::lock_guard live(live_mu_);
+    live_[a.va] = {a.va, a.size, a.host};
+  }
   return b;
+}
+
+std::vector<Device::LiveBuffer> Device::live_buffers() const {
+  std::lock_guard lk(live_mu_);
+  std::vector<LiveBuffer> out;
+  out.reserve(live_.size());
+  for (auto& [va, b] : live_) out.push_back(b);
+  return out;
 }
 
 Buffer Device::map_host(void* ptr, uint64_t size) {
@@ -192,10 +204,16 @@ Buffer Device::map_host(void* ptr, uint64_t size) {
   b.a_ = driver_->map_user(ptr, size);
   b.dev_ = this;
   b.size_ = size;
+  std::lock_guard live(live_mu_);
+  live_[b.a_.va] = {b.a_.va, b.a_.size, ptr};
   return b;
 }
 
 void Device::release(Allocation a) {
+  {
+    std::lock_guard live(live_mu_);
+    live_.erase(a.va);
+  }
   if (a.user) {  // the caller's memory: unmap it, nothing to cache
     std::lock_guard lk(mem_mu_);
     driver_->free(a);

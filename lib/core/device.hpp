@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -124,6 +125,14 @@ class Device {
   };
   static std::vector<Listing> list();
 
+  // The buffers handed out and not yet released (capture's "full" mode records them).
+  struct LiveBuffer {
+    uint64_t va = 0, size = 0;
+    const void* host = nullptr;  // null when the CPU cannot see it
+  };
+  std::vector<LiveBuffer> live_buffers() const;
+
+
   Device(std::unique_ptr<DeviceDriver> driver, const Options& opt);
   ~Device();
   Device(const Device&) = delete;
@@ -182,6 +191,8 @@ class Device {
   std::unique_ptr<DeviceDriver> driver_;
   Options opt_;
   std::mutex mem_mu_;  // heap, cache, signal pool
+  mutable std::mutex live_mu_;
+  std::map<uint64_t, LiveBuffer> live_;  // by address: the buffers handed out
   VaHeap heap_;
   SizeCache<Allocation> cache_;
   std::vector<Allocation> signal_pages_;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.hpp"
 
 namespace hcq::nv {
@@ -206,6 +208,24 @@ TEST(NvEncoders, LaunchRejectsUnpreparedKernelsAndMisalignedArguments) {
   } catch (const InvalidInput& e) {
     EXPECT_STREQ(e.what(), "kernel 'k': kernarg area 0x1040 is not 256-byte aligned (the QMD is "
                            "sent as address >> 8)");
+  }
+}
+
+TEST(NvEncoders, TheDecoderShowsTheInlineQmdByField) {
+  for (QmdVersion v : {QmdVersion::V03, QmdVersion::V04, QmdVersion::V05}) {
+    NvKernel k = kernel(v);
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    ComputeEncoder(v).exec(cs, k, 0x7f0000100000, {40, 2, 3}, {64, 2, 1}, s);
+    auto ps = decode_push({cs.data(), cs.size()}, Gen::Hopper);
+    std::map<std::string, uint64_t> f;
+    for (auto& p : ps)
+      for (auto& [name, value] : p.fields) f[name] = value;
+    EXPECT_EQ(f["QMD.VERSION"], uint64_t(v));
+    const char* width = v == QmdVersion::V03 ? "QMD.CTA_RASTER_WIDTH" : "QMD.GRID_WIDTH";
+    EXPECT_EQ(f[width], 40u);
+    EXPECT_EQ(f["QMD.CTA_THREAD_DIMENSION0"], 64u);
+    for (auto& p : ps) EXPECT_TRUE(p.ok) << p.problem;
   }
 }
 
