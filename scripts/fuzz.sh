@@ -8,7 +8,8 @@ out=build-fuzz
 mkdir -p "$out"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Idrivers -Idrivers/amd/compat
        -I/usr/include/libdrm)
-common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/amd/targets.cpp drivers/amd/decode.cpp)
+common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/amd/targets.cpp drivers/amd/decode.cpp
+        drivers/nv/push.cpp drivers/qcom/packets.cpp drivers/qcom/decode.cpp)
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
 clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp -lz \
   -o "$out/fuzz_capture"
