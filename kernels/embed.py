@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Write a C++ source that embeds code objects for hcq::kernels::code_object().
 
-usage: embed.py OUTPUT.cpp [TARGET.hsaco | TARGET.cubin ...]
-The target name is the file name without ".hsaco" (an AMDHSA code object, "gfx1100") or
-".cubin" (an NVIDIA cubin, "sm_90"). code_object() finds either kind by target name;
-built_targets() lists the AMDHSA targets only, as every caller of it parses what it gets
-as an AMDHSA code object (the cubin targets are looked up by name). With no inputs, the
-source still defines the functions (nothing is embedded).
+usage: embed.py OUTPUT.cpp [TARGET.hsaco | TARGET.cubin | TARGET.ir3 ...]
+The target name is the file name without ".hsaco" (an AMDHSA code object, "gfx1100"),
+".cubin" (an NVIDIA cubin, "sm_90") or ".ir3" (an hcq ir3 container for Adreno, "a660").
+code_object() finds any kind by target name; built_targets() lists the AMDHSA targets only,
+as every caller of it parses what it gets as an AMDHSA code object (the cubin and ir3 targets
+are looked up by name). With no inputs, the source still defines the functions (nothing is
+embedded).
 """
 import os
 import sys
@@ -36,6 +37,9 @@ def main(argv):
         elif target.endswith('.cubin'):
             target = target[:-len('.cubin')]
             amdhsa = False
+        elif target.endswith('.ir3'):
+            target = target[:-len('.ir3')]
+            amdhsa = False
         if not target or not all(c.isalnum() or c in '-_' for c in target):
             sys.stderr.write('embed.py: bad target name from %r\n' % path)
             return 1
@@ -53,7 +57,7 @@ def main(argv):
         '  const char* target;',
         '  const unsigned char* data;',
         '  std::size_t size;',
-        '  bool amdhsa;  // an AMDHSA code object (listed by built_targets()), else a cubin',
+        '  bool amdhsa;  // an AMDHSA code object (listed by built_targets()), else a cubin or ir3',
         '};',
         '',
         '// Ends with a null entry, so the array is never empty.',

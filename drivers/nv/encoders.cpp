@@ -252,6 +252,9 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
   if (kernargs & 0xff)
     throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
+  // A launch straight after another (a memory barrier between them allowed) chains to it.
+  const Chain chain = chainable(cs, s);
+  if (chain.ok) cs.truncate(chain.tail_at);
   // Copy the prepared launch and write this launch's values through its patch sites.
   const uint32_t at = uint32_t(cs.size());
   const size_t n = k.launch_words.size(), ns = k.launch_sites.size();
@@ -265,6 +268,64 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
                               block.x,  block.y, block.z, kernargs + cbuf0_offset(version_)};
   for (const NvKernel::Write& w : k.launch_writes)
     p[w.dword] = (p[w.dword] & ~w.mask) | (uint32_t(values[w.index] >> w.shift) << w.lo & w.mask);
+  if (!chain.ok) return;
+  // The previous launch schedules this one when it completes (its QMD's dependent QMD);
+  // its SEND_PCAS and WFI move after this launch's QMD, so both QMDs are in memory before it
+  // starts, and this launch sends nothing itself.
+  const uint32_t tail = at + uint32_t(n) - kLaunchTailDwords;
+  std::memcpy(cs.data() + tail, chain.tail, sizeof chain.tail);
+  uint32_t* prev_qmd = cs.data() + chain.qmd_at;
+  QMD_V03_DEPENDENT_QMD0_POINTER.put(prev_qmd, uint32_t(kernargs >> 8));
+  QMD_V03_DEPENDENT_QMD0_ENABLE.put(prev_qmd, 1);
+  QMD_V03_DEPENDENT_QMD0_ACTION.put(prev_qmd, kDependentActionSchedule);
+  QMD_V03_DEPENDENT_QMD0_PREFETCH.put(prev_qmd, 1);
+  for (size_t i = first; i < s.size(); i++)  // this launch's SEND_PCAS site goes
+    if (s[i].dword == tail + 1) {
+      s.erase(s.begin() + long(i));
+      break;
+    }
+  s[chain.pcas_site].dword = tail + 1;  // the previous launch's SEND_PCAS moved
+  const QmdField& ptr = QMD_V03_DEPENDENT_QMD0_POINTER;
+  s.push_back(field_site(chain.qmd_at + ptr.dword(), PatchRole::KernargAddress,
+                         uint8_t(ptr.lo % 32), uint8_t(ptr.width()), 8));
+}
+
+ComputeEncoder::Chain ComputeEncoder::chainable(const CommandStream& cs,
+                                                const std::vector<PatchSite>& s) const {
+  Chain c;
+  // Dependent QMDs are described for V03 (clc9c0qmd.h); V04/V05 launches stay separate.
+  if (version_ != QmdVersion::V03) return c;
+  const uint32_t* w = cs.data();
+  uint32_t end = uint32_t(cs.size());
+  const uint32_t barrier = inc(kSubCompute, COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI, 1);
+  if (end >= 2 && w[end - 2] == barrier) end -= 2;  // the QMD invalidates the caches itself
+  if (end < kLaunchTailDwords) return c;
+  const uint32_t t = end - kLaunchTailDwords;
+  if (w[t] != inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1) ||
+      w[t + 2] != inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1) ||
+      w[t + 4] != inc(kSubHost, HOST_WFI, 1))
+    return c;
+  // The previous launch's SEND_PCAS site names its QMD's place (inline data before the tail).
+  const uint32_t qmd_dw = qmd_bytes(version_) / 4;
+  if (t < qmd_dw + kCbuf0DimDwords) return c;
+  const uint32_t qmd_at = t - kCbuf0DimDwords - qmd_dw;
+  if (w[qmd_at - 1] != non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, qmd_dw + kCbuf0DimDwords))
+    return c;
+  for (size_t i = s.size(); i-- > 0;)
+    if (s[i].dword == t + 1 && s[i].role == PatchRole::KernargAddress) {
+      c.pcas_site = i;
+      c.ok = true;
+      break;
+    }
+  if (!c.ok) return c;
+  if (QMD_V03_DEPENDENT_QMD0_ENABLE.get(w + qmd_at)) {  // already chained: keep it simple
+    c.ok = false;
+    return c;
+  }
+  c.tail_at = t;
+  c.qmd_at = qmd_at;
+  std::memcpy(c.tail, w + t, sizeof c.tail);
+  return c;
 }
 
 void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs,

@@ -74,6 +74,19 @@ class ComputeEncoder final : public Encoder {
                                      uint64_t local_window);
 
  private:
+  // A launch ends with SEND_PCAS_A, SEND_SIGNALING_PCAS2_B and a host WFI.
+  static constexpr uint32_t kLaunchTailDwords = 6;
+  // DEPENDENT_QMD0_ACTION_QMD_SCHEDULE (clc9c0qmd.h).
+  static constexpr uint32_t kDependentActionSchedule = 1;
+  struct Chain {
+    bool ok = false;
+    uint32_t tail_at = 0;    // where the previous launch's tail (and a barrier) starts
+    uint32_t qmd_at = 0;     // its QMD's first dword in the stream
+    size_t pcas_site = 0;    // its SEND_PCAS patch site
+    uint32_t tail[kLaunchTailDwords] = {};
+  };
+  // Whether the stream ends with a launch this one can chain to.
+  Chain chainable(const CommandStream& cs, const std::vector<PatchSite>& s) const;
   // The launch as prepare() lays it into the template.
   void encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs, Dim3 grid,
                      Dim3 block, std::vector<PatchSite>& s) const;

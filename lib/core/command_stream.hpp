@@ -124,6 +124,8 @@ class CommandStream {
   const uint32_t* data() const { return data_; }
   uint32_t* data() { return data_; }
   void clear() { size_ = 0; }
+  // Drop the last dwords (an encoder rewriting what it just wrote); n <= size().
+  void truncate(size_t n) { size_ = n < size_ ? n : size_; }
 
   void patch(const PatchSite& site, uint64_t value) {
     write_site(data_, site, value);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.hpp"
@@ -209,6 +210,52 @@ TEST(NvEncoders, LaunchRejectsUnpreparedKernelsAndMisalignedArguments) {
     EXPECT_STREQ(e.what(), "kernel 'k': kernarg area 0x1040 is not 256-byte aligned (the QMD is "
                            "sent as address >> 8)");
   }
+}
+
+size_t count_word(const CommandStream& cs, uint32_t w) {
+  return size_t(std::count(cs.data(), cs.data() + cs.size(), w));
+}
+
+// Back-to-back V03 launches chain: the first QMD schedules the second when it completes, one
+// SEND_PCAS starts the chain, and the patch sites follow the words that moved.
+TEST(NvEncoders, BackToBackLaunchesChainThroughDependentQmds) {
+  NvKernel k = kernel(QmdVersion::V03);
+  ComputeEncoder enc(QmdVersion::V03);
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  const uint64_t a = 0x7f0000100000, b = 0x7f0000200000;
+  enc.exec(cs, k, a, {1, 1, 1}, {64, 1, 1}, s);
+  const size_t first_sites = s.size();
+  enc.memory_barrier(cs);
+  enc.exec(cs, k, b, {2, 1, 1}, {64, 1, 1}, s);
+  const uint32_t pcas = inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1);
+  EXPECT_EQ(count_word(cs, pcas), 1u);
+  EXPECT_EQ(count_word(cs, 0x200125a6), 0u);  // the barrier went: the QMD invalidates
+  const uint32_t* w = cs.data();
+  const size_t n = cs.size();
+  // Ends with the first launch's SEND_PCAS (its QMD) and the WFI.
+  EXPECT_EQ(std::vector<uint32_t>(w + n - 6, w + n),
+            (std::vector<uint32_t>{pcas, uint32_t(a >> 8), 0x200120b0, 9, 0x2001001e, 0}));
+  const uint32_t* qa = w + 9;  // the first QMD
+  EXPECT_EQ(QMD_V03_DEPENDENT_QMD0_POINTER.get(qa), uint32_t(b >> 8));
+  EXPECT_EQ(QMD_V03_DEPENDENT_QMD0_ENABLE.get(qa), 1u);
+  EXPECT_EQ(QMD_V03_DEPENDENT_QMD0_ACTION.get(qa), 1u);
+  // Moving either launch's arguments rewrites every place that names them.
+  std::vector<PatchSite> a_sites(s.begin(), s.begin() + long(first_sites));
+  std::vector<PatchSite> b_sites(s.begin() + long(first_sites), s.end());
+  for (auto& site : b_sites)
+    if (site.role == PatchRole::KernargAddress) cs.patch(site, 0x7e0000300000);
+  EXPECT_EQ(QMD_V03_DEPENDENT_QMD0_POINTER.get(cs.data() + 9), uint32_t(0x7e0000300000 >> 8));
+  for (auto& site : a_sites)
+    if (site.role == PatchRole::KernargAddress) cs.patch(site, 0x7e0000400000);
+  EXPECT_EQ(cs.data()[n - 5], uint32_t(0x7e0000400000 >> 8));
+  // V05 launches are not chained (no dependent QMD fields described for it).
+  NvKernel k5 = kernel(QmdVersion::V05);
+  CommandStream c5;
+  std::vector<PatchSite> s5;
+  ComputeEncoder(QmdVersion::V05).exec(c5, k5, a, {1, 1, 1}, {64, 1, 1}, s5);
+  ComputeEncoder(QmdVersion::V05).exec(c5, k5, b, {1, 1, 1}, {64, 1, 1}, s5);
+  EXPECT_EQ(count_word(c5, pcas), 2u);
 }
 
 TEST(NvEncoders, TheDecoderShowsTheInlineQmdByField) {

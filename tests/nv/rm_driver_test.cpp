@@ -103,6 +103,51 @@ TEST(NvDriver, CubinsForAnotherDeviceOrDamagedAreRejected) {
   }
 }
 
+// Launches recorded back to back run in order as a dependent-QMD chain (V03 targets), also
+// after the second is patched; V05 targets launch each on its own.
+TEST(NvDriver, ChainedLaunchesRunInOrder) {
+  kernels::register_cpu_implementations();
+  for (const char* target : {"sm_90", "sm_100"}) {
+    SCOPED_TRACE(target);
+    auto dev = Device::open(std::string("emu:") + target);
+    auto image = kernels::code_object(target);
+    if (image.empty()) continue;
+    Program fill(*dev, image, "fill_u32");
+    const uint32_t n = 4096, block = 128;
+    Buffer b = dev->allocate(n * 4);
+    Buffer args = dev->allocate(8192, MemoryKind::Host);
+    auto* a = static_cast<std::byte*>(args.host());
+    fill.fill_args(KernelArgs().buffer(b).value(1u).value(n).value(block), a);
+    fill.fill_args(KernelArgs().buffer(b).value(2u).value(n).value(block), a + 4096);
+    Signal s = dev->new_signal();
+    ComputeQueue q(*dev);
+    q.exec(fill, args.va(), {n / block, 1, 1}, {block, 1, 1});
+    q.memory_barrier();
+    q.exec(fill, args.va() + 4096, {n / block, 1, 1}, {block, 1, 1});  // must run second
+    q.signal(s, 1);
+    q.bind();
+    q.submit();
+    s.wait(1);
+    std::vector<uint32_t> out(n);
+    dev->copy_out(out.data(), b, 0, n * 4);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 2u), n);
+    const uint32_t pcas = 0x200120ad;  // SEND_PCAS_A on subchannel 1
+    const auto& cs = q.stream();
+    EXPECT_EQ(std::count(cs.data(), cs.data() + cs.size(), pcas),
+              std::string(target) == "sm_90" ? 1 : 2);
+    q.update_exec(2, std::nullopt, Dim3{n / block / 2, 1, 1}, std::nullopt);  // half the grid
+    q.update_signal(3, std::nullopt, 2);
+    std::fill(out.begin(), out.end(), 0u);
+    dev->copy_in(b, 0, out.data(), n * 4);
+    dev->synchronize();  // the recording does not wait on the device timeline
+    q.submit();
+    s.wait(2);
+    dev->copy_out(out.data(), b, 0, n * 4);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 2u), n / 2);
+    EXPECT_EQ(std::count(out.begin(), out.end(), 1u), n / 2);
+  }
+}
+
 TEST(NvDriver, ClassesAreTheNewestTheGpuLists) {
   const uint32_t listed[] = {rm::AMPERE_DMA_COPY_A, rm::AMPERE_DMA_COPY_B, rm::AMPERE_COMPUTE_B,
                              rm::ADA_COMPUTE_A,     rm::AMPERE_CHANNEL_GPFIFO_A,

@@ -409,6 +409,18 @@ void Engine::copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {
 
 
 void Engine::launch(Channel& c, uint64_t qmd_va) {
+  // A QMD may name a dependent QMD to schedule when it completes (V03 DEPENDENT_QMD0):
+  // run the chain in order.
+  constexpr int kMaxChain = 1 << 20;
+  for (int n = 0; qmd_va; n++) {
+    if (n == kMaxChain)
+      bad("QMD at " + hex(qmd_va) + ": a dependent-QMD chain of more than " +
+          std::to_string(kMaxChain) + " launches (a cycle?)");
+    qmd_va = launch_one(c, qmd_va);
+  }
+}
+
+uint64_t Engine::launch_one(Channel& c, uint64_t qmd_va) {
   const QmdVersion v = classes_.qmd;
   const auto* q = static_cast<const uint32_t*>(mem_.translate(qmd_va, qmd_bytes(v)));
   auto field = [&](const QmdField& f) { return f.get(q); };
@@ -512,6 +524,14 @@ void Engine::launch(Channel& c, uint64_t qmd_va) {
   d.memory = &mem_;
   (*k.fn)(d);
   (void)c;
+  if (v == QmdVersion::V03 && field(QMD_V03_DEPENDENT_QMD0_ENABLE)) {
+    const uint32_t action = field(QMD_V03_DEPENDENT_QMD0_ACTION);
+    if (action != 1)
+      bad(at + "DEPENDENT_QMD0_ACTION " + std::to_string(action) +
+          " (the emulated GPU schedules dependents: action 1)");
+    return uint64_t(field(QMD_V03_DEPENDENT_QMD0_POINTER)) << 8;
+  }
+  return 0;
 }
 
 }  // namespace hcq::nv::emu

@@ -83,6 +83,8 @@ class Engine {
   void copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data);
   void inline_data(Channel& c, const uint32_t* data, uint32_t dwords);
   void launch(Channel& c, uint64_t qmd_va);
+  // One QMD's launch; returns the dependent QMD it schedules (0 for none).
+  uint64_t launch_one(Channel& c, uint64_t qmd_va);
   void fail(Channel& c, uint32_t rc, const std::string& what);
 
   GpuClasses classes_;
