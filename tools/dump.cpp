@@ -62,6 +62,13 @@ void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& 
       s += (i ? "," : "") + std::string("\"") + p.fields[i].first + "\":" +
            std::to_string(p.fields[i].second);
     s += "}";
+    if (!p.value_names.empty()) {
+      s += ",\"names\":{";
+      for (size_t i = 0; i < p.value_names.size(); i++)
+        s += (i ? "," : "") + std::string("\"") + p.value_names[i].first + "\":\"" +
+             p.value_names[i].second + "\"";
+      s += "}";
+    }
     if (!p.registers.empty()) {
       s += ",\"registers\":{";
       for (size_t i = 0; i < p.registers.size(); i++)

@@ -35,6 +35,26 @@ bool parse_gen(const std::string& name, Gen& gen) {
   return true;
 }
 
+// Value names from the descriptions (PM4_VALUE, SDMA_VALUE).
+constexpr ValueName kPm4Values[] = {
+#define PM4_VALUE(id, field, value, name) {#id, #field, value, #name},
+#define PM4_PACKET(...)
+#define PM4_FIELD(...)
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+#undef PM4_VALUE
+};
+constexpr ValueName kSdmaValues[] = {
+#define SDMA_VALUE(id, field, value, name) {#id, #field, value, #name},
+#define SDMA_PACKET(...)
+#define SDMA_FIELD(...)
+#include "amd/sdma.def"
+#undef SDMA_PACKET
+#undef SDMA_FIELD
+#undef SDMA_VALUE
+};
+
 std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) {
   std::vector<DecodedPacket> out;
   const uint32_t n = uint32_t(words.size());
@@ -93,6 +113,7 @@ std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) 
     at += d.dwords;
     out.push_back(std::move(d));
   }
+  for (auto& p : out) name_values(p, kPm4Values);
   return out;
 }
 
@@ -135,6 +156,7 @@ std::vector<DecodedPacket> decode_sdma(std::span<const uint32_t> words, Gen gen)
     at += d.dwords;
     out.push_back(std::move(d));
   }
+  for (auto& p : out) name_values(p, kSdmaValues);
   return out;
 }
 

@@ -108,6 +108,17 @@ GpfifoEntry decode_gpfifo(uint64_t v) {
   return e;
 }
 
+// Value names from the description (NV_VALUE): fields are "METHOD.FIELD".
+constexpr ValueName kNvValues[] = {
+#define NV_VALUE(g, m, f, value, name) {"", #m "." #f, value, #name},
+#define NV_METHOD(...)
+#define NV_FIELD(...)
+#include "nv/classes.def"
+#undef NV_METHOD
+#undef NV_FIELD
+#undef NV_VALUE
+};
+
 std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
                                        const SubchannelMap& subchannels) {
   std::vector<DecodedPacket> out;
@@ -158,6 +169,7 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
     at += d.dwords;
     out.push_back(std::move(d));
   }
+  for (auto& p : out) name_values(p, kNvValues);
   return out;
 }
 

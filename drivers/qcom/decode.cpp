@@ -87,6 +87,21 @@ void decode_pkt7(const uint32_t* p, uint32_t avail, Gen gen, DecodedPacket& d) {
 
 }  // namespace
 
+// Value names from the description (CP_VALUE).
+constexpr ValueName kCpValues[] = {
+#define CP_VALUE(pkt, field, value, name) {#pkt, #field, value, #name},
+#define CP_PACKET(...)
+#define CP_FIELD(...)
+#define CP_EVENT(...)
+#define CP_CONST(...)
+#include "qcom/cp.def"
+#undef CP_PACKET
+#undef CP_FIELD
+#undef CP_EVENT
+#undef CP_CONST
+#undef CP_VALUE
+};
+
 std::vector<DecodedPacket> decode_cp(std::span<const uint32_t> words, Gen gen) {
   std::vector<DecodedPacket> out;
   const uint32_t n = uint32_t(words.size());
@@ -121,6 +136,12 @@ std::vector<DecodedPacket> decode_cp(std::span<const uint32_t> words, Gen gen) {
     }
     at += d.dwords;
     out.push_back(std::move(d));
+  }
+  for (auto& p : out) {
+    name_values(p, kCpValues);
+    for (auto& [field, v] : p.fields)  // events: the generation's own names
+      if (field == "EVENT")
+        if (const char* e = event_name(uint32_t(v), gen)) p.value_names.push_back({field, e});
   }
   return out;
 }

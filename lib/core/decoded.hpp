@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +23,20 @@ struct DecodedPacket {
   // A command buffer the packet runs: GPU address and size in dwords.
   uint64_t ib_address = 0;
   uint32_t ib_dwords = 0;
+  // Names of field values that have one: {"EVENT_TYPE", "CACHE_FLUSH_AND_INV_TS_EVENT"}.
+  std::vector<std::pair<std::string, std::string>> value_names;
 };
+
+// A named value of a packet's field, as a packet family's description lists it. `packet`
+// empty matches any packet (NVIDIA fields are named "METHOD.FIELD" already).
+struct ValueName {
+  const char* packet;
+  const char* field;
+  uint32_t value;
+  const char* name;
+};
+// Adds the names `table` has for `p`'s field values.
+void name_values(DecodedPacket& p, std::span<const ValueName> table);
 
 // One line: byte offset, raw header, name, fields and registers by name, and any problem.
 std::string to_text(const DecodedPacket& p);
