@@ -13,7 +13,7 @@ common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
 clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp -lz \
   -o "$out/fuzz_capture"
-clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp \
+clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp -lelf \
   -o "$out/fuzz_cubin"
 for t in fuzz_decoders fuzz_capture fuzz_cubin; do
   mkdir -p "$out/corpus_$t"

@@ -11,11 +11,11 @@
 // (an 88-byte fixed part, the name, the instructions, the immediates, the arguments), so a
 // reader skips fields a later compatible writer appends to a record.
 //
-// Loading model. The instructions are copied into device memory (SP_CS_BASE, 128-byte aligned
-// on the GPU; Mesa pads programs with nops to a multiple of 16 instructions and a loader may
-// pad again); the constant file is loaded before a launch with the immediates at
-// immediates_offset and the kernel argument block at args_offset, const_dwords dwords in all
-// (SP_CS_CONST_CONFIG.CONSTLEN = const_dwords / 4 vec4s).
+// Loading model. The instructions are copied into device memory (SP_CS_OBJ_START), padded with
+// nops (zero words) to whole groups of 16 instructions as Mesa pads them; the constant file is
+// loaded before a launch with the immediates at immediates_offset and the kernel argument
+// block at args_offset, const_dwords dwords in all (HLSQ_CS_CNTL.CONSTLEN: const_dwords / 4
+// vec4s, rounded up to a multiple of 4).
 #pragma once
 
 #include <cstddef>
@@ -57,7 +57,7 @@ struct Ir3Kernel {
   uint32_t const_dwords = 0;  // constant dwords the shader reads (vec4 multiple), args included
   uint32_t args_offset = 0;   // byte offset of the argument block in the constant file (16-aligned)
   uint32_t args_bytes = 0;
-  uint32_t uav_count = 0;     // UAV (IBO) descriptors the shader uses (SP_CS_CONFIG.NUAV)
+  uint32_t uav_count = 0;     // UAV (IBO) descriptors the shader uses (SP_CS_CONFIG.NIBO)
   uint32_t local_memory_bytes = 0;    // shared (local) memory per workgroup
   uint32_t private_memory_bytes = 0;  // per-thread private memory
   // Words the shader expects in the constant file at immediates_offset (bytes, 16-aligned):

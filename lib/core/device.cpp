@@ -119,10 +119,12 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
       opt_(opt),
       heap_(driver_->va_base(), driver_->va_size(), driver_->properties().name),
       cache_(opt.buffer_cache_bytes) {
-  if (opt.copy_queues == 0 && driver_->properties().caps.copy_engine)
+  const bool copy_engine = driver_->properties().caps.copy_engine;
+  if (opt.copy_queues == 0 && copy_engine)
     throw InvalidInput(driver_->properties().name + ": at least one copy queue is needed");
   compute_queue_ = driver_->create_queue(QueueKind::Compute);
-  for (uint32_t i = 0; i < opt.copy_queues; i++)
+  // Without a copy engine there are no copy queues: copies are host copies (UMA) or kernels.
+  for (uint32_t i = 0; copy_engine && i < opt.copy_queues; i++)
     copy_queues_.push_back(driver_->create_queue(QueueKind::Copy));
   for (auto k : {QueueKind::Compute, QueueKind::Copy}) {
     encoders_[int(k)] = driver_->encoder(k);
@@ -429,6 +431,16 @@ void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uin
   }
   check_range(*this, src, src_offset, size, "copy (source)");
   if (size == 0) return;
+  if (properties().caps.uma && dst.host() && src.host()) {
+    // Device memory is host memory: order after queued work, then a host copy.
+    synchronize();
+    std::memmove(static_cast<char*>(dst.host()) + dst_offset,
+                 static_cast<const char*>(src.host()) + src_offset, size);
+    return;
+  }
+  if (!properties().caps.copy_engine)
+    throw InvalidInput(name() + ": copy between buffers the CPU cannot see needs a copy engine, "
+                                "and this device has none");
   std::lock_guard lk(submit_mu_);
   auto [prev, next] = timeline_.advance();
   CopyQueue q(*this);

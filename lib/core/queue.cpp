@@ -11,6 +11,9 @@ namespace hcq {
 
 Queue::Queue(Device& dev, QueueKind kind, uint32_t index)
     : dev_(&dev), kind_(kind), index_(index), enc_(&dev.encoder(kind)) {
+  if (kind == QueueKind::Copy && !dev.properties().caps.copy_engine)
+    throw InvalidInput(dev.name() + ": no copy queues: the device has no copy engine (copy with "
+                                    "Device::copy, a host copy on shared memory, or a kernel)");
   dev.hw_queue(kind, index);  // throws for a queue the device does not have
   cs_.reserve(64);
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -66,8 +67,34 @@ const Vendor& vendor_of(const std::string& target) {
        {"copy channel 1: GP_GET 1, GP_PUT 2", ""}},
       "MMU fault at 0xdead0000",
       "kernel 'vector_add' argument 2 ('param2') is 8 bytes, got 4"};
-  return target.rfind("sm_", 0) == 0 ? nv : amd;
+  // Adreno: CP type-7 opcode 0x7f, not one hcq describes (pkt7: type 7 in 31:28, opcode in
+  // 22:16 with odd parity at 23 (0x7f has seven ones: 0), count 0 with parity at 15 (1)).
+  static const Vendor qcom{
+      "Qualcomm",
+      19'200'000,
+      {0x707f8000},
+      {"the GPU faulted on KGSL context 1",
+       "dword 0: unknown CP opcode 0x7f",
+       "compute queue (KGSL context 1): retired timestamp 0, submissions after it:",
+       "\n  HERE >  timestamp 1\n    IB ",
+       "      0x0000  0x707f8000  UNKNOWN  !! unknown opcode 0x7f on a"},  // a6xx or a7xx
+      {{"compute queue (KGSL context 1)", "submissions after it"},
+       {"  HERE >  timestamp 1", ""},
+       {"CP_WAIT_REG_MEM", "POLL_ADDR_LO"},  // the wait on the high word, then the low
+       {"CP_COND_EXEC", ""},
+       {"CP_MEM_WRITE", ""}},  // the signal it did not reach
+      "page fault at 0xdead0000",
+      "kernel 'vector_add' argument 2 ('c') expects a buffer, got a value"};
+  if (target.rfind("sm_", 0) == 0) return nv;
+  return target.rfind("a", 0) == 0 ? qcom : amd;
 }
+
+// Devices without a copy engine (Adreno) have no copy queues: tests of copy queues skip there.
+#define REQUIRE_COPY_ENGINE()                                                              \
+  if (!dev_->properties().caps.copy_engine)                                                \
+  GTEST_SKIP() << GetParam() << " has no copy engine (copies are host copies on its shared " \
+                                "memory)"
+
 
 class EmulatedDevice : public ::testing::TestWithParam<std::string> {
  protected:
@@ -280,8 +307,8 @@ TEST_P(EmulatedDevice, AnUnknownPacketFaultsTheQueueAndTheWaiterHearsOfIt) {
   dev_->hw_queue(QueueKind::Compute).submit(bad.data(), bad.size());
   ComputeQueue q(*dev_);
   q.signal(s, 1);
-  q.submit();
   try {
+    q.submit();  // KGSL refuses work for a context that faulted already
     s.wait(1, std::chrono::milliseconds(5000));
     FAIL() << "expected a fault";
   } catch (const GpuFaultError& e) {
@@ -298,10 +325,13 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereEachQueueWaits) {
   Signal never = dev_->new_signal(), done = dev_->new_signal();
   ComputeQueue c(*dev_);
   c.memory_barrier().wait(never, 1).signal(done, 1);
-  CopyQueue k(*dev_);
-  k.wait(never, 1).signal(done, 2);
   c.submit();
-  k.submit();
+  std::optional<CopyQueue> k;
+  if (dev_->properties().caps.copy_engine) {
+    k.emplace(*dev_);
+    k->wait(never, 1).signal(done, 2);
+    k->submit();
+  }
   try {
     done.wait(1, std::chrono::milliseconds(100));
     FAIL() << "expected a timeout";
@@ -317,16 +347,23 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereEachQueueWaits) {
     for (auto& [a, b] : vendor_of(GetParam()).hang_lines) EXPECT_TRUE(line_with(a, b)) << a << "\n" << msg;
   }
   never.set(1);  // release both queues so the device drains
-  done.wait(2);
+  done.wait(k ? 2 : 1);
 }
 
 TEST_P(EmulatedDevice, ACopyToAnUnmappedAddressIsAMemoryFault) {
   Buffer b = dev_->allocate(4096);
   Signal s = dev_->new_signal();
-  CopyQueue q(*dev_);
-  q.copy(0xdead0000, b.va(), 64);
-  q.signal(s, 1);
-  q.submit();
+  if (dev_->properties().caps.copy_engine) {
+    CopyQueue q(*dev_);
+    q.copy(0xdead0000, b.va(), 64);
+    q.signal(s, 1);
+    q.submit();
+  } else {  // no copy queue: the compute queue writes there
+    ComputeQueue q(*dev_);
+    q.signal_at(0xdead0000, 1, false);
+    q.signal(s, 1);
+    q.submit();
+  }
   try {
     s.wait(1, std::chrono::milliseconds(5000));
     FAIL() << "expected a fault";
@@ -338,6 +375,7 @@ TEST_P(EmulatedDevice, ACopyToAnUnmappedAddressIsAMemoryFault) {
 }
 
 TEST_P(EmulatedDevice, BoundRecordingsResubmitWithPatchedValues) {
+  REQUIRE_COPY_ENGINE();
   auto in = pattern(256, 1);
   Buffer src = dev_->allocate(256), d1 = dev_->allocate(256), d2 = dev_->allocate(256);
   dev_->copy_in(src, 0, in.data(), 256);
@@ -467,14 +505,14 @@ TEST_P(EmulatedDevice, TimelineCrossesTheWrapPoints) {
       ASSERT_EQ(out[1023], img ? i * 10 : i);
     }
     dev->synchronize();
-    EXPECT_GT(dev->timeline().last(), start + 8);
+    EXPECT_GE(dev->timeline().last(), start + 8);  // the launches (host copies take no value)
     EXPECT_EQ(dev->timeline().signal().value(), dev->timeline().last());
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100"),
+                                           "sm_90", "sm_100", "a660", "a740"),
                          [](const auto& info) { return info.param; });
 
 TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
@@ -484,7 +522,7 @@ TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
     if (l.emulated) emulated.push_back(l.name);
   EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1100",
                                                 "emu:gfx1201", "emu:sm_80", "emu:sm_90",
-                                                "emu:sm_100"}));
+                                                "emu:sm_100", "emu:a660", "emu:a740"}));
   try {
     Device::open("emu:gfx000");
     FAIL();

@@ -1,0 +1,382 @@
+// The emulated Adreno command processor. One thread runs every context's submissions in order;
+// a context blocked in CP_WAIT_REG_MEM keeps its place and the others go on.
+#include "qcom/emu/engine.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "emu/kernels.hpp"
+#include "qcom/program.hpp"
+
+namespace hcq::qcom::emu {
+
+using hcq::emu::Fault;
+
+namespace {
+
+struct ContextFault {
+  std::string what;
+};
+[[noreturn]] void bad(std::string what) { throw ContextFault{std::move(what)}; }
+
+constexpr int kMaxIbDepth = 2;              // the ring's IBs may call one more level
+constexpr uint32_t kConstDwords = 0x4000;   // the constant file hcq's kernels can fill
+constexpr auto kIdleSleep = std::chrono::microseconds(200);
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+}  // namespace
+
+struct Engine::KernelCache {
+  struct Entry {
+    std::string name;
+    uint32_t args_offset = 0, args_bytes = 0;
+    const hcq::emu::KernelFn* fn = nullptr;
+    uint64_t map_base = 0, map_size = 0;
+  };
+  std::unordered_map<uint64_t, Entry> by_program;
+};
+
+struct Engine::Context {
+  struct Submission {
+    uint32_t timestamp;
+    std::vector<Ib> ibs;
+  };
+  struct Frame {
+    uint64_t va;
+    uint32_t dwords, pos;
+  };
+  uint32_t id = 0;
+  bool dead = false;
+  std::deque<Submission> pending;
+  size_t ib_index = 0;           // next IB of the front submission
+  std::vector<Frame> stack;      // the IB being run (and the one it called)
+  std::vector<uint32_t> regs = std::vector<uint32_t>(0x10000, 0);
+  std::vector<uint32_t> consts = std::vector<uint32_t>(kConstDwords, 0);
+};
+
+Engine::Engine(Gen gen, Memory& memory, GpuEvents& events)
+    : gen_(gen), mem_(memory), events_(events), kernels_(std::make_unique<KernelCache>()) {
+  thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+uint64_t Engine::always_on() const {
+  return uint64_t((unsigned __int128)now_ns() * 19'200'000 / 1'000'000'000u);
+}
+
+void Engine::submit(uint32_t context, uint32_t timestamp, std::vector<Ib> ibs) {
+  {
+    std::lock_guard lk(mu_);
+    auto& c = contexts_[context];
+    if (!c) {
+      c = std::make_unique<Context>();
+      c->id = context;
+    }
+    c->pending.push_back({timestamp, std::move(ibs)});
+  }
+  cv_.notify_all();
+}
+
+void Engine::remove_context(uint32_t context) {
+  std::lock_guard lk(mu_);
+  contexts_.erase(context);
+}
+
+void Engine::run() {
+  std::unique_lock lk(mu_);
+  while (!stop_) {
+    bool progress = false, waiting = false;
+    for (auto& [id, c] : contexts_) {
+      if (c->dead || c->pending.empty()) continue;
+      waiting = true;
+      progress |= step(*c);
+    }
+    if (progress) continue;
+    // Nothing moved: sleep until a submission comes, or briefly while a wait polls memory.
+    if (waiting) {
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lk.lock();
+    } else {
+      cv_.wait_for(lk, kIdleSleep);
+    }
+  }
+}
+
+bool Engine::step(Context& c) {
+  bool progress = false;
+  try {
+    while (!c.pending.empty()) {
+      auto& sub = c.pending.front();
+      if (c.stack.empty()) {
+        if (c.ib_index == sub.ibs.size()) {
+          const uint32_t ts = sub.timestamp;
+          c.pending.pop_front();
+          c.ib_index = 0;
+          events_.retired(c.id, ts);
+          progress = true;
+          continue;
+        }
+        const Ib& ib = sub.ibs[c.ib_index++];
+        c.stack.push_back({ib.va, ib.dwords, 0});
+      }
+      if (exec_ib(c) == Res::Blocked) return progress;
+      progress = true;
+    }
+  } catch (const ContextFault& f) {
+    c.dead = true;
+    events_.fault(c.id, "context " + std::to_string(c.id) + ": " + f.what);
+  } catch (const Fault& f) {
+    c.dead = true;
+    events_.fault(c.id, "context " + std::to_string(c.id) + ": page fault at " +
+                            hex(f.address()) + ": " + f.what());
+  }
+  return true;
+}
+
+Engine::Res Engine::exec_ib(Context& c) {
+  while (!c.stack.empty()) {
+    auto& f = c.stack.back();
+    const auto* w = static_cast<const uint32_t*>(mem_.translate(f.va, uint64_t(f.dwords) * 4));
+    if (f.pos >= f.dwords) {
+      c.stack.pop_back();
+      continue;
+    }
+    const uint32_t h = w[f.pos];
+    const std::string where = "IB " + hex(f.va) + " dword " + std::to_string(f.pos) + ": ";
+    uint32_t len = 1;
+    try {
+      switch (header_type(h)) {
+        case 4: {
+          if (!pkt4_parity_ok(h)) bad("pkt4 header " + hex(h) + " with bad parity");
+          const uint32_t n = pkt4_count(h), r = pkt4_reg(h);
+          if (f.pos + 1 + n > f.dwords) bad("pkt4 of " + std::to_string(n) + " registers runs past the IB");
+          for (uint32_t i = 0; i < n; i++) c.regs[(r + i) & 0xffff] = w[f.pos + 1 + i];
+          len = 1 + n;
+          break;
+        }
+        case 7: {
+          if (!pkt7_parity_ok(h) || (h & 0x0f000000)) bad("pkt7 header " + hex(h) + " with bad parity");
+          const uint32_t n = pkt7_count(h);
+          if (f.pos + 1 + n > f.dwords) bad("packet of " + std::to_string(n) + " dwords runs past the IB");
+          uint32_t skip = 0;
+          const size_t depth = c.stack.size();
+          if (packet(c, w + f.pos, n, skip) == Res::Blocked) return Res::Blocked;
+          len = 1 + n + skip;
+          if (c.stack.size() > depth) {  // it called an IB: continue there, return after
+            c.stack[depth - 1].pos += len;
+            continue;
+          }
+          break;
+        }
+        default:
+          if (h == kType2Filler) break;
+          bad("word " + hex(h) + " is not a pkt4 or pkt7 header");
+      }
+    } catch (ContextFault& e) {
+      e.what = where + e.what;
+      throw;
+    } catch (const Fault& e) {
+      throw Fault(where + e.what(), e.address());
+    }
+    c.stack.back().pos += len;
+  }
+  return Res::Done;
+}
+
+Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& skip) {
+  const uint32_t op = pkt7_opcode(p[0]);
+  const PacketInfo* info = find_packet(uint8_t(op), gen_);
+  if (!info) bad("unknown CP opcode " + hex(op));
+  if (info->dwords && info->dwords != n + 1)
+    bad(std::string(info->name) + " of " + std::to_string(n + 1) + " dwords (it has " +
+        std::to_string(info->dwords) + ")");
+  auto addr = [&](uint32_t dw) { return uint64_t(p[dw + 1]) << 32 | p[dw]; };
+  auto store32 = [&](uint64_t va, uint32_t v) {
+    __atomic_store_n(static_cast<uint32_t*>(mem_.translate(va, 4)), v, __ATOMIC_RELEASE);
+  };
+  switch (op) {
+    case CP_NOP:
+    case CP_WAIT_FOR_IDLE:
+    case CP_WAIT_FOR_ME:
+    case CP_WAIT_MEM_WRITES:
+    case CP_SET_MARKER:
+    case CP_THREAD_CONTROL:
+      return Res::Done;  // the emulated CP finishes each packet before the next
+    case CP_WAIT_REG_MEM: {
+      if (CP_WAIT_REG_MEM_POLL.get(p) != POLL_MEMORY) bad("CP_WAIT_REG_MEM on a register");
+      const uint32_t v = __atomic_load_n(static_cast<const uint32_t*>(mem_.translate(addr(2), 4)),
+                                         __ATOMIC_ACQUIRE) & p[5];
+      const uint32_t ref = p[4];
+      bool ok;
+      switch (CP_WAIT_REG_MEM_FUNCTION.get(p)) {
+        case WRITE_ALWAYS: ok = true; break;
+        case WRITE_LT: ok = v < ref; break;
+        case WRITE_LE: ok = v <= ref; break;
+        case WRITE_EQ: ok = v == ref; break;
+        case WRITE_NE: ok = v != ref; break;
+        case WRITE_GE: ok = v >= ref; break;
+        case WRITE_GT: ok = v > ref; break;
+        default: bad("CP_WAIT_REG_MEM function " + std::to_string(CP_WAIT_REG_MEM_FUNCTION.get(p)));
+      }
+      return ok ? Res::Done : Res::Blocked;
+    }
+    case CP_COND_EXEC: {
+      // Runs the next DWORDS dwords if the dword at BOOL_ADDR is not 0 and the dword at
+      // TIMESTAMP_ADDR is less than ACTIVE_TIMESTAMP (signed); skips them otherwise.
+      const uint32_t b = *static_cast<const uint32_t*>(mem_.translate(addr(1), 4));
+      const int32_t t = int32_t(*static_cast<const uint32_t*>(mem_.translate(addr(3), 4)));
+      if (!(b != 0 && t < int32_t(p[5]))) skip = p[6];
+      return Res::Done;
+    }
+    case CP_MEM_WRITE: {
+      if (n < 3) bad("CP_MEM_WRITE without data");
+      const uint64_t va = addr(1);
+      if (n == 4 && va % 8 == 0)  // a 64-bit value lands at once
+        __atomic_store_n(static_cast<uint64_t*>(mem_.translate(va, 8)),
+                         uint64_t(p[4]) << 32 | p[3], __ATOMIC_RELEASE);
+      else
+        for (uint32_t i = 3; i <= n; i++) store32(va + (i - 3) * 4, p[i]);
+      return Res::Done;
+    }
+    case CP_EVENT_WRITE: {  // a6xx; a7xx's CP_EVENT_WRITE7 shares the opcode
+      if (gen_ == Gen::A6xx) {
+        if (CP_EVENT_WRITE_TIMESTAMP.get(p)) {
+          if (n < 4) bad("CP_EVENT_WRITE with a timestamp but no address and value");
+          store32(addr(2), p[4]);
+        }
+      } else if (CP_EVENT_WRITE7_WRITE_ENABLED.get(p)) {
+        if (n < 4) bad("CP_EVENT_WRITE7 with a write but no address and value");
+        store32(addr(2), p[4]);
+      }
+      return Res::Done;
+    }
+    case CP_REG_TO_MEM: {
+      const uint32_t r = CP_REG_TO_MEM_REG.get(p), cnt = std::max(1u, CP_REG_TO_MEM_CNT.get(p));
+      const uint64_t dst = addr(2);
+      if (r == reg_address(RegId::CP_ALWAYS_ON_COUNTER_LO, gen_)) {
+        const uint64_t t = always_on();
+        if (CP_REG_TO_MEM_64B.get(p))
+          __atomic_store_n(static_cast<uint64_t*>(mem_.translate(dst, 8)), t, __ATOMIC_RELEASE);
+        else
+          store32(dst, uint32_t(t));
+        return Res::Done;
+      }
+      for (uint32_t i = 0; i < cnt; i++) store32(dst + i * 4, c.regs[(r + i) & 0xffff]);
+      return Res::Done;
+    }
+    case CP_LOAD_STATE6:
+    case CP_LOAD_STATE6_FRAG:
+    case CP_LOAD_STATE6_GEOM: {
+      const uint32_t d1 = p[1];
+      const uint32_t type = (d1 >> 14) & 3, src = (d1 >> 16) & 3, block = (d1 >> 18) & 0xf;
+      const uint32_t units = d1 >> 22, dst = d1 & 0x3fff;
+      if (type == ST6_SHADER) return Res::Done;  // instructions: the kernel is found by address
+      if (type != ST6_CONSTANTS || block != SB6_CS_SHADER)
+        bad("CP_LOAD_STATE6 of state type " + std::to_string(type) + " into block " + hex(block) +
+            " (the emulated GPU loads compute constants)");
+      if (uint64_t(dst + units) * 4 > kConstDwords) bad("CP_LOAD_STATE6 past the constant file");
+      const void* from;
+      if (src == SS6_INDIRECT) {
+        if (n < 3) bad("CP_LOAD_STATE6 without an address");
+        from = mem_.translate(addr(2), uint64_t(units) * 16);
+      } else if (src == SS6_DIRECT) {
+        if (n < 3 + units * 4) bad("CP_LOAD_STATE6 with less inline data than its units");
+        from = p + 4;  // after the two (ignored) address dwords
+      } else {
+        bad("CP_LOAD_STATE6 state source " + std::to_string(src));
+      }
+      std::memcpy(c.consts.data() + dst * 4, from, uint64_t(units) * 16);
+      return Res::Done;
+    }
+    case CP_INDIRECT_BUFFER: {
+      if (c.stack.size() >= kMaxIbDepth) bad("CP_INDIRECT_BUFFER nested too deep");
+      const uint32_t dwords = CP_INDIRECT_BUFFER_IB_SIZE.get(p);
+      mem_.translate(addr(1), uint64_t(dwords) * 4);
+      c.stack.push_back({addr(1), dwords, 0});
+      return Res::Done;
+    }
+    case CP_EXEC_CS:
+      launch(c, p);
+      return Res::Done;
+  }
+  bad(std::string(info->name) + " (the emulated GPU does not run it)");
+}
+
+void Engine::launch(Context& c, const uint32_t* p) {
+  auto reg = [&](RegId r) { return c.regs[reg_address(r, gen_)]; };
+  const uint32_t nd0 = reg(RegId::HLSQ_CS_NDRANGE_0);
+  Dim3 block{HLSQ_CS_NDRANGE_0_LOCALSIZEX.get(gen_, nd0) + 1,
+             HLSQ_CS_NDRANGE_0_LOCALSIZEY.get(gen_, nd0) + 1,
+             HLSQ_CS_NDRANGE_0_LOCALSIZEZ.get(gen_, nd0) + 1};
+  Dim3 grid{CP_EXEC_CS_NGROUPS_X.get(p), CP_EXEC_CS_NGROUPS_Y.get(p), CP_EXEC_CS_NGROUPS_Z.get(p)};
+  if (grid.count() == 0) return;
+  if (!SP_CS_CONFIG_ENABLED.get(gen_, reg(RegId::SP_CS_CONFIG)))
+    bad("CP_EXEC_CS with the compute stage disabled (SP_CS_CONFIG.ENABLED is 0)");
+  const uint64_t program =
+      uint64_t(reg(RegId::SP_CS_OBJ_START_HI)) << 32 | reg(RegId::SP_CS_OBJ_START_LO);
+  const auto [base, size] = mem_.mapping_of(program);
+  if (size == 0) throw Fault("CP_EXEC_CS: shader address " + hex(program) + " is not mapped", program);
+  auto& cache = kernels_->by_program;
+  auto it = cache.find(program);
+  if (it != cache.end() && (it->second.map_base != base || it->second.map_size != size)) {
+    cache.erase(it);
+    it = cache.end();
+  }
+  if (it == cache.end()) {
+    KernelCache::Entry e;
+    try {
+      auto image = static_cast<const std::byte*>(mem_.translate(base, size));
+      uint64_t file = 0;
+      if (size < kLoadedHeaderBytes || std::memcmp(image, kLoadedMagic, 8) != 0)
+        bad("CP_EXEC_CS: the mapping at " + hex(base) + " holding shader address " +
+            hex(program) + " is not a loaded ir3 container");
+      std::memcpy(&file, image + 8, 8);
+      if (file > size - kLoadedHeaderBytes)
+        bad("CP_EXEC_CS: the loaded ir3 container at " + hex(base) + " claims " +
+            std::to_string(file) + " bytes");
+      Ir3Module m = parse_ir3({image + kLoadedHeaderBytes, file});
+      uint64_t total = 0;
+      auto places = place_ir3(m, file, total);
+      const Ir3Kernel* found = nullptr;
+      for (size_t i = 0; i < m.kernels.size(); i++)
+        if (base + places[i].code == program) found = &m.kernels[i];
+      if (!found) bad("CP_EXEC_CS: no kernel of the ir3 container at " + hex(base) + " starts at " + hex(program));
+      e.name = found->name;
+      e.args_offset = found->args_offset;
+      e.args_bytes = found->args_bytes;
+    } catch (const InvalidInput& err) {
+      bad("CP_EXEC_CS: shader address " + hex(program) + " is not in an ir3 container: " + err.what());
+    }
+    e.fn = hcq::emu::find_kernel(e.name);
+    if (!e.fn) bad("CP_EXEC_CS: no CPU implementation registered for kernel '" + e.name + "'");
+    e.map_base = base;
+    e.map_size = size;
+    it = cache.emplace(program, std::move(e)).first;
+  }
+  const auto& k = it->second;
+  hcq::emu::Dispatch d;
+  d.grid = grid;
+  d.block = block;
+  d.kernargs = reinterpret_cast<const std::byte*>(c.consts.data()) + k.args_offset;
+  d.kernarg_size = k.args_bytes;
+  d.memory = &mem_;
+  (*k.fn)(d);
+}
+
+}  // namespace hcq::qcom::emu

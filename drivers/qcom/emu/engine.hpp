@@ -1,0 +1,71 @@
+// The emulated Adreno GPU: a command processor per context that runs the indirect buffers of
+// each submission in order, with the descriptions the encoder uses (qcom/cp.def,
+// qcom/regs.def): register writes, state loads, CP_EXEC_CS (running the registered CPU
+// implementation of the kernel over the decoded grid with its constants), events, memory
+// writes, timestamps and waits. A bad packet or address stops the context with a fault.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu/memory.hpp"
+#include "qcom/packets.hpp"
+
+namespace hcq::qcom::emu {
+
+using hcq::emu::Memory;
+
+struct Ib {
+  uint64_t va = 0;
+  uint32_t dwords = 0;
+};
+
+class GpuEvents {
+ public:
+  virtual ~GpuEvents() = default;
+  virtual void retired(uint32_t context, uint32_t timestamp) = 0;
+  virtual void fault(uint32_t context, const std::string& what) = 0;
+};
+
+class Engine {
+ public:
+  Engine(Gen gen, Memory& memory, GpuEvents& events);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queue a submission of `context`; it retires with `timestamp`.
+  void submit(uint32_t context, uint32_t timestamp, std::vector<Ib> ibs);
+  void remove_context(uint32_t context);
+  uint64_t always_on() const;  // CP_ALWAYS_ON_COUNTER
+
+ private:
+  struct Context;
+  struct KernelCache;
+  enum class Res : uint8_t { Done, Blocked };
+  void run();
+  bool step(Context& c);
+  Res exec_ib(Context& c);
+  Res packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& skip);
+  void launch(Context& c, const uint32_t* p);
+
+  Gen gen_;
+  Memory& mem_;
+  GpuEvents& events_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+  std::unique_ptr<KernelCache> kernels_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace hcq::qcom::emu

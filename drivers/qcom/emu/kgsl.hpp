@@ -1,0 +1,18 @@
+// An emulated KGSL (/dev/kgsl-3d0) behind the kernel boundary for one Adreno GPU of a chosen
+// target, with the emulated GPU (Engine) running its contexts' submissions.
+#pragma once
+
+#include <memory>
+
+#include "os/kernel.hpp"
+#include "qcom/targets.hpp"
+
+namespace hcq::qcom::emu {
+
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+
+// The emulated GPU's own words about each context fault (a debugfs-style file that only the
+// emulated kernel has); the driver adds them to its fault errors when present.
+inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kgsl/hcq_emulator_faults";
+
+}  // namespace hcq::qcom::emu

@@ -1,0 +1,200 @@
+#include "qcom/encoders.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace hcq::qcom {
+namespace {
+
+constexpr uint32_t lo(uint64_t v) { return uint32_t(v); }
+constexpr uint32_t hi(uint64_t v) { return uint32_t(v >> 32); }
+// CP_WAIT_REG_MEM's poll interval (DELAY_LOOP_CYCLES): turnip waits with 16.
+constexpr uint32_t kPollDelay = 16;
+// The ALL-ones value of a `value - 1` patch (local sizes are written minus one).
+constexpr uint64_t kMinusOne = ~uint64_t{0};
+
+}  // namespace
+
+void Encoder::indirect_buffer(uint32_t* p, uint64_t va, uint32_t dwords) {
+  p[0] = pkt7(CP_INDIRECT_BUFFER, 3);
+  p[1] = lo(va);
+  p[2] = hi(va);
+  p[3] = CP_INDIRECT_BUFFER_IB_SIZE(dwords);
+}
+
+void Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(21);
+  auto wait_reg_mem = [&](uint32_t* w, uint64_t addr, uint32_t ref) {
+    w[0] = pkt7(CP_WAIT_REG_MEM, 6);
+    w[1] = CP_WAIT_REG_MEM_FUNCTION(WRITE_GE) | CP_WAIT_REG_MEM_POLL(POLL_MEMORY);
+    w[2] = lo(addr);
+    w[3] = hi(addr);
+    w[4] = ref;
+    w[5] = 0xffffffff;
+    w[6] = kPollDelay;
+  };
+  wait_reg_mem(p, va + 4, hi(value));  // the high word reaches H
+  p[7] = pkt7(CP_COND_EXEC, 6);        // and while it is still H, the low word reaches L
+  p[8] = lo(mem_.one_va);
+  p[9] = hi(mem_.one_va);
+  p[10] = lo(va + 4);
+  p[11] = hi(va + 4);
+  p[12] = hi(value) + 1;  // executes while (int32) high word < H + 1
+  p[13] = 7;
+  wait_reg_mem(p + 14, va, lo(value));
+  s.push_back(offset_site(at + 2, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
+  s.push_back(offset_site(at + 10, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
+  s.push_back({at + 16, PatchFormat::LoHi64, PatchRole::WaitAddress});
+  s.push_back({at + 4, PatchFormat::Hi32, PatchRole::WaitValue});
+  s.push_back(offset_site(at + 12, PatchFormat::Hi32, PatchRole::WaitValue, 1ull << 32));
+  s.push_back({at + 18, PatchFormat::Lo32, PatchRole::WaitValue});
+}
+
+void Encoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) {
+  if (gen_ == Gen::A6xx) {
+    // CACHE_FLUSH_TS flushes only with an address to write (freedreno fd6_cache_flush).
+    const bool ts = event_a6xx == CACHE_FLUSH_TS;
+    uint32_t* p = cs.grow(ts ? 5 : 2);
+    p[0] = pkt7(CP_EVENT_WRITE, ts ? 4 : 1);
+    p[1] = CP_EVENT_WRITE_EVENT(event_a6xx) | CP_EVENT_WRITE_TIMESTAMP(ts);
+    if (ts) {
+      p[2] = lo(mem_.scratch_va);
+      p[3] = hi(mem_.scratch_va);
+      p[4] = 0;
+    }
+  } else {
+    uint32_t* p = cs.grow(2);
+    p[0] = pkt7(CP_EVENT_WRITE7, 1);
+    p[1] = CP_EVENT_WRITE7_EVENT(event_a7xx);
+  }
+}
+
+void Encoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
+                     std::vector<PatchSite>& s) {
+  // Prior dispatches done, their writes flushed, then the value (KGSL's own timestamps wake
+  // sleeping hosts: no interrupt packet is needed for `wake`).
+  *cs.grow(1) = pkt7(CP_WAIT_FOR_IDLE, 0);
+  flush_event(cs, CACHE_FLUSH_TS, CACHE_CLEAN);
+  uint32_t* w = cs.grow(2);
+  w[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  w[1] = pkt7(CP_WAIT_MEM_WRITES, 0);
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(5);
+  p[0] = pkt7(CP_MEM_WRITE, 4);
+  p[1] = lo(va);
+  p[2] = hi(va);
+  p[3] = lo(value);
+  p[4] = hi(value);
+  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress});
+  s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalValue});
+}
+
+void Encoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(5);
+  p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  p[1] = pkt7(CP_REG_TO_MEM, 3);
+  p[2] = CP_REG_TO_MEM_REG(reg(RegId::CP_ALWAYS_ON_COUNTER_LO)) | CP_REG_TO_MEM_CNT(2) |
+         CP_REG_TO_MEM_64B(1);
+  p[3] = lo(va + 8);  // the record's second half (Encoder::timestamp)
+  p[4] = hi(va + 8);
+  s.push_back(offset_site(at + 3, PatchFormat::LoHi64, PatchRole::TimestampAddress, 8));
+}
+
+void Encoder::memory_barrier(CommandStream& cs) {
+  *cs.grow(1) = pkt7(CP_WAIT_FOR_IDLE, 0);
+  flush_event(cs, CACHE_FLUSH_TS, CACHE_FLUSH7);
+  flush_event(cs, CACHE_INVALIDATE, CACHE_INVALIDATE7);
+}
+
+void Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
+                   Dim3 block, std::vector<PatchSite>& s) {
+  const auto& k = static_cast<const AdrenoKernel&>(obj);
+  if (block.x == 0 || block.y == 0 || block.z == 0 || block.count() > 1024)
+    throw InvalidInput("kernel '" + k.name + "': a workgroup of " + std::to_string(block.x) +
+                       "x" + std::to_string(block.y) + "x" + std::to_string(block.z) +
+                       " (each at least 1, at most 1024 invocations)");
+  const Gen g = gen_;
+  const uint32_t at = uint32_t(cs.size());
+  std::vector<uint32_t> w;
+  w.reserve(80);
+  auto pkt4s = [&](RegId r, std::initializer_list<uint32_t> values) {
+    w.push_back(pkt4(reg(r), uint32_t(values.size())));
+    w.insert(w.end(), values);
+  };
+  w.insert(w.end(), {pkt7(CP_SET_MARKER, 1), CP_SET_MARKER_MODE(RM6_COMPUTE)});
+  pkt4s(RegId::HLSQ_INVALIDATE_CMD,
+        {HLSQ_INVALIDATE_CMD_CS_STATE(g, 1) | HLSQ_INVALIDATE_CMD_CS_IBO(g, 1)});
+  pkt4s(RegId::SP_CS_CONFIG, {SP_CS_CONFIG_ENABLED(g, 1) | SP_CS_CONFIG_NIBO(g, k.uav_count)});
+  pkt4s(RegId::SP_CS_CTRL_REG0,
+        {SP_CS_CTRL_REG0_HALFREGFOOTPRINT(g, k.half_regs) |
+         SP_CS_CTRL_REG0_FULLREGFOOTPRINT(g, k.full_regs) |
+         SP_CS_CTRL_REG0_BRANCHSTACK(g, k.branch_stack) |
+         SP_CS_CTRL_REG0_THREADSIZE(g, k.threadsize == 128)});
+  pkt4s(RegId::HLSQ_CS_CNTL, {HLSQ_CS_CNTL_CONSTLEN(g, (k.const_dwords + 15) / 16) |
+                              HLSQ_CS_CNTL_ENABLED(g, 1)});
+  pkt4s(RegId::SP_CS_OBJ_START_LO, {lo(k.code_va), hi(k.code_va)});
+  pkt4s(RegId::SP_CS_INSTRLEN, {SP_CS_INSTRLEN_INSTRLEN(g, k.instr_dwords)});
+  // The shader, then the argument block (and ir3's immediates) into the constant file.
+  const uint32_t shader_units = uint32_t((k.instr_dwords * 4 + 127) / 128);
+  w.insert(w.end(), {pkt7(CP_LOAD_STATE6_FRAG, 3),
+                     CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_SHADER) |
+                         CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
+                         CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) |
+                         CP_LOAD_STATE6_FRAG_NUM_UNIT(shader_units),
+                     lo(k.code_va), hi(k.code_va)});
+  if (k.immediates_dwords)
+    w.insert(w.end(), {pkt7(CP_LOAD_STATE6_FRAG, 3),
+                       CP_LOAD_STATE6_FRAG_DST_OFF(k.immediates_offset / 16) |
+                           CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_CONSTANTS) |
+                           CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
+                           CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) |
+                           CP_LOAD_STATE6_FRAG_NUM_UNIT((k.immediates_dwords + 3) / 4),
+                       lo(k.immediates_va), hi(k.immediates_va)});
+  uint32_t args_at = 0;
+  if (k.args_bytes) {
+    args_at = uint32_t(w.size()) + 2;
+    w.insert(w.end(), {pkt7(CP_LOAD_STATE6_FRAG, 3),
+                       CP_LOAD_STATE6_FRAG_DST_OFF(k.args_offset / 16) |
+                           CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_CONSTANTS) |
+                           CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
+                           CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) |
+                           CP_LOAD_STATE6_FRAG_NUM_UNIT(k.args_bytes / 16),
+                       lo(kernargs), hi(kernargs)});
+  }
+  const uint32_t ndrange_at = uint32_t(w.size()) + 1;
+  pkt4s(RegId::HLSQ_CS_NDRANGE_0,
+        {HLSQ_CS_NDRANGE_0_KERNELDIM(g, 3) | HLSQ_CS_NDRANGE_0_LOCALSIZEX(g, block.x - 1) |
+             HLSQ_CS_NDRANGE_0_LOCALSIZEY(g, block.y - 1) |
+             HLSQ_CS_NDRANGE_0_LOCALSIZEZ(g, block.z - 1),
+         grid.x * block.x, 0, grid.y * block.y, 0, grid.z * block.z, 0});
+  pkt4s(RegId::HLSQ_CS_KERNEL_GROUP_X, {1, 1, 1});
+  const uint32_t exec_at = uint32_t(w.size()) + 2;
+  w.insert(w.end(), {pkt7(CP_EXEC_CS, 4), 0, grid.x, grid.y, grid.z});
+  w.push_back(pkt7(CP_WAIT_FOR_IDLE, 0));  // launches in a queue run one after another
+  std::memcpy(cs.grow(w.size()), w.data(), w.size() * 4);
+
+  if (args_at) s.push_back({at + args_at, PatchFormat::LoHi64, PatchRole::KernargAddress});
+  const RegField* local[3] = {&HLSQ_CS_NDRANGE_0_LOCALSIZEX, &HLSQ_CS_NDRANGE_0_LOCALSIZEY,
+                              &HLSQ_CS_NDRANGE_0_LOCALSIZEZ};
+  const PatchRole blocks[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};
+  const PatchRole grids[3] = {PatchRole::GridX, PatchRole::GridY, PatchRole::GridZ};
+  const size_t gi = g == Gen::A6xx ? 0 : 1;
+  for (int i = 0; i < 3; i++) {
+    PatchSite b = field_site(at + ndrange_at, blocks[i], local[i]->lo[gi], local[i]->width[gi]);
+    b.add = kMinusOne;  // written minus one
+    s.push_back(b);
+    s.push_back({at + exec_at + uint32_t(i), PatchFormat::Lo32, grids[i]});
+  }
+  // HLSQ_CS_NDRANGE_1/3/5 (global sizes) are grid * block: a patch of one of them leaves them
+  // stale; the emulated GPU and hcq's kernels do not read them.
+}
+
+void Encoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {
+  throw InvalidInput("Adreno GPUs have no copy engine: copy with Device::copy (a host copy on "
+                     "their shared memory) or a kernel");
+}
+
+}  // namespace hcq::qcom

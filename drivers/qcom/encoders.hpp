@@ -1,0 +1,62 @@
+// The Adreno encoder for the core queue commands, a6xx and a7xx: CP type-7 packets and pkt4
+// register writes from cp.def / regs.def. Adreno has one command processor per context and no
+// copy engine: copies are host copies on its shared memory (lib/core) or kernels.
+#pragma once
+
+#include <vector>
+
+#include "core/driver.hpp"
+#include "qcom/packets.hpp"
+
+namespace hcq::qcom {
+
+// An ir3 compute kernel loaded on an Adreno device. Its kernarg area is the argument block,
+// loaded into the constant file at `args_offset` for each launch.
+class AdrenoKernel final : public KernelObject {
+ public:
+  uint64_t instr_dwords = 0;
+  uint32_t full_regs = 0, half_regs = 0, branch_stack = 0, threadsize = 64;
+  uint32_t const_dwords = 0, args_offset = 0, args_bytes = 0, uav_count = 0;
+  uint64_t immediates_va = 0;  // where the ir3 immediates sit in code memory (0: none)
+  uint32_t immediates_offset = 0, immediates_dwords = 0;
+};
+
+// Device memory the encoder's commands use: a dword that holds 1 (CP_COND_EXEC's condition)
+// and a scratch dword cache-flush events write to.
+struct EncoderMemory {
+  uint64_t one_va = 0;
+  uint64_t scratch_va = 0;
+};
+
+class Encoder final : public hcq::Encoder {
+ public:
+  Encoder(Gen gen, EncoderMemory mem) : gen_(gen), mem_(mem) {}
+  // A 64-bit >= wait from 32-bit CP_WAIT_REG_MEMs: the high word >= H, then, only while it
+  // equals H (CP_COND_EXEC: high word < H + 1), the low word >= L.
+  void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
+  // After prior work and a cache flush, CP_MEM_WRITE of the 64-bit value.
+  void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
+              std::vector<PatchSite>& s) override;
+  // The always-on counter (CP_REG_TO_MEM, 64-bit) into the record's second half.
+  void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) override;
+  void memory_barrier(CommandStream& cs) override;
+  void exec(CommandStream& cs, const KernelObject& k, uint64_t kernargs, Dim3 grid, Dim3 block,
+            std::vector<PatchSite>& s) override;
+  void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
+            std::vector<PatchSite>& s) override;
+
+  // A CP_INDIRECT_BUFFER running `dwords` at `va` (4 dwords).
+  static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t dwords);
+
+ private:
+  uint32_t reg(RegId r) const { return reg_address(r, gen_); }
+  void flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx);
+  Gen gen_;
+  EncoderMemory mem_;
+};
+
+// The always-on counter's frequency (the timestamps CP_REG_TO_MEM writes): 19.2 MHz on
+// Snapdragon SoCs (turnip's tu_device timestamp period, tinygrad ops_qcom.py).
+inline constexpr uint64_t kAlwaysOnHz = 19'200'000;
+
+}  // namespace hcq::qcom

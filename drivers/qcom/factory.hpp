@@ -1,0 +1,5 @@
+#pragma once
+#include "core/registry.hpp"
+namespace hcq::qcom {
+DriverFactory factory();
+}
