@@ -12,6 +12,7 @@
 #include "core/hcq.hpp"
 #include "kernels.hpp"
 #include "nv/encoders.hpp"
+#include "qcom/encoders.hpp"
 
 namespace {
 
@@ -43,6 +44,26 @@ void BM_EncodeDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeDispatch);
 
+// The loop shared by the template-encoder benchmarks: prepare once as program loading does,
+// then encode a launch and its signal per iteration.
+template <class Encoder, class Kernel>
+void encode_launches(benchmark::State& state, Encoder& enc, Kernel& k, Dim3 block) {
+  enc.prepare(k);
+  CommandStream cs;
+  cs.reserve(256);
+  std::vector<PatchSite> sites;
+  sites.reserve(64);
+  uint64_t value = 0;
+  for (auto _ : state) {
+    cs.clear();
+    sites.clear();
+    enc.exec(cs, k, 0x7f0000200000, {64, 1, 1}, block, sites);
+    enc.signal(cs, 0x7f0000300000, ++value, false, sites);
+    benchmark::DoNotOptimize(cs.data());
+  }
+  state.counters["dwords"] = double(cs.size());
+}
+
 // Encoding one NVIDIA launch: the inline DMA of the QMD and launch dimensions, SEND_PCAS, the
 // WFI, and the semaphore release that signals it, for each QMD version (arg: 3, 4, 5).
 void BM_EncodeLaunchNv(benchmark::State& state) {
@@ -56,22 +77,25 @@ void BM_EncodeLaunchNv(benchmark::State& state) {
   k.registers = 16;
   k.param_base = 0x210;
   k.cbuf0_bytes = 0x230;
-  enc.prepare(k);  // as program loading does
-  CommandStream cs;
-  cs.reserve(256);
-  std::vector<PatchSite> sites;
-  sites.reserve(64);
-  uint64_t value = 0;
-  for (auto _ : state) {
-    cs.clear();
-    sites.clear();
-    enc.exec(cs, k, 0x7f0000200000, {64, 1, 1}, {256, 1, 1}, sites);
-    enc.signal(cs, 0x7f0000300000, ++value, false, sites);
-    benchmark::DoNotOptimize(cs.data());
-  }
-  state.counters["dwords"] = double(cs.size());
+  encode_launches(state, enc, k, {256, 1, 1});
 }
 BENCHMARK(BM_EncodeLaunchNv)->Arg(3)->Arg(4)->Arg(5);
+
+// Encoding one Adreno compute dispatch: compute state, the shader and argument loads, the
+// NDRANGE and CP_EXEC_CS, and the signal after it (arg: 6 for a6xx, 7 for a7xx).
+void BM_EncodeDispatchAdreno(benchmark::State& state) {
+  const auto gen = qcom::Gen(state.range(0));
+  qcom::CpEncoder enc(gen, {0x7f0000001000, 0x7f0000001040});
+  qcom::AdrenoKernel k;
+  k.name = "k";
+  k.code_va = 0x7f0000100000;
+  k.instr_dwords = 256;
+  k.full_regs = 8;
+  k.const_dwords = 16;
+  k.args_bytes = 32;
+  encode_launches(state, enc, k, {128, 1, 1});
+}
+BENCHMARK(BM_EncodeDispatchAdreno)->Arg(6)->Arg(7);
 
 // A host signal round trip between two threads: A sets s1, B sees it and sets s2, A sees it.
 void BM_HostSignalRoundTrip(benchmark::State& state) {
@@ -130,6 +154,11 @@ void BM_EmulatedEmptyLaunchRoundTripNv(benchmark::State& state) {
   empty_launch_round_trips(state, false, "sm_90");
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripNv)->UseRealTime();
+
+void BM_EmulatedEmptyLaunchRoundTripAdreno(benchmark::State& state) {
+  empty_launch_round_trips(state, false, "a660");
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAdreno)->UseRealTime();
 
 constexpr uint64_t kCopyBytes = 256ull << 20;
 

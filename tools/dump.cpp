@@ -91,6 +91,8 @@ StreamDecoder decoder_for(const capture::DeviceRecord& d) {
     };
   if (nv::Gen gen; d.vendor == "NVIDIA" && nv::parse_gen(d.arch, gen))
     return [gen](std::span<const uint32_t> w, bool) { return nv::decode_push(w, gen); };
+  if (qcom::Gen gen; d.vendor == "Qualcomm" && qcom::parse_gen(d.arch, gen))
+    return [gen](std::span<const uint32_t> w, bool) { return qcom::decode_cp(w, gen); };
   return nullptr;
 }
 

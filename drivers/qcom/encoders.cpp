@@ -16,14 +16,14 @@ constexpr uint64_t kMinusOne = ~uint64_t{0};
 
 }  // namespace
 
-void Encoder::indirect_buffer(uint32_t* p, uint64_t va, uint32_t dwords) {
+void CpEncoder::indirect_buffer(uint32_t* p, uint64_t va, uint32_t dwords) {
   p[0] = pkt7(CP_INDIRECT_BUFFER, 3);
   p[1] = lo(va);
   p[2] = hi(va);
   p[3] = CP_INDIRECT_BUFFER_IB_SIZE(dwords);
 }
 
-void Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
+void CpEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(21);
   auto wait_reg_mem = [&](uint32_t* w, uint64_t addr, uint32_t ref) {
@@ -52,7 +52,7 @@ void Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<P
   s.push_back({at + 18, PatchFormat::Lo32, PatchRole::WaitValue});
 }
 
-void Encoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) {
+void CpEncoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) {
   if (gen_ == Gen::A6xx) {
     // CACHE_FLUSH_TS flushes only with an address to write (freedreno fd6_cache_flush).
     const bool ts = event_a6xx == CACHE_FLUSH_TS;
@@ -71,7 +71,7 @@ void Encoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event
   }
 }
 
-void Encoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
+void CpEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
                      std::vector<PatchSite>& s) {
   // Prior dispatches done, their writes flushed, then the value (KGSL's own timestamps wake
   // sleeping hosts: no interrupt packet is needed for `wake`).
@@ -91,31 +91,65 @@ void Encoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
   s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalValue});
 }
 
-void Encoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
+void CpEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(5);
   p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
   p[1] = pkt7(CP_REG_TO_MEM, 3);
   p[2] = CP_REG_TO_MEM_REG(reg(RegId::CP_ALWAYS_ON_COUNTER_LO)) | CP_REG_TO_MEM_CNT(2) |
          CP_REG_TO_MEM_64B(1);
-  p[3] = lo(va + 8);  // the record's second half (Encoder::timestamp)
+  p[3] = lo(va + 8);  // the record's second half (CpEncoder::timestamp)
   p[4] = hi(va + 8);
   s.push_back(offset_site(at + 3, PatchFormat::LoHi64, PatchRole::TimestampAddress, 8));
 }
 
-void Encoder::memory_barrier(CommandStream& cs) {
+void CpEncoder::memory_barrier(CommandStream& cs) {
   *cs.grow(1) = pkt7(CP_WAIT_FOR_IDLE, 0);
   flush_event(cs, CACHE_FLUSH_TS, CACHE_FLUSH7);
   flush_event(cs, CACHE_INVALIDATE, CACHE_INVALIDATE7);
 }
 
-void Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
-                   Dim3 block, std::vector<PatchSite>& s) {
+void CpEncoder::prepare(AdrenoKernel& k) const {
+  CommandStream cs;
+  k.launch_sites.clear();
+  encode_launch(cs, k, 0, {0, 0, 0}, {1, 1, 1}, k.launch_sites, &k.global_size_at);
+  k.launch_words.assign(cs.data(), cs.data() + cs.size());
+  k.prepared_for = gen_;
+}
+
+void CpEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
+                     Dim3 block, std::vector<PatchSite>& s) {
   const auto& k = static_cast<const AdrenoKernel&>(obj);
   if (block.x == 0 || block.y == 0 || block.z == 0 || block.count() > 1024)
     throw InvalidInput("kernel '" + k.name + "': a workgroup of " + std::to_string(block.x) +
                        "x" + std::to_string(block.y) + "x" + std::to_string(block.z) +
                        " (each at least 1, at most 1024 invocations)");
+  if (k.launch_words.empty() || k.prepared_for != gen_) {  // not prepared for this generation
+    encode_launch(cs, k, kernargs, grid, block, s, nullptr);
+    return;
+  }
+  // Copy the prepared launch and write this launch's values through its patch sites.
+  const uint32_t at = uint32_t(cs.size());
+  const size_t n = k.launch_words.size();
+  uint32_t* p = cs.grow(n);
+  std::memcpy(p, k.launch_words.data(), n * 4);
+  const size_t first = s.size();
+  s.insert(s.end(), k.launch_sites.begin(), k.launch_sites.end());
+  static_assert(int(PatchRole::GridX) == int(PatchRole::KernargAddress) + 1 &&
+                int(PatchRole::BlockZ) == int(PatchRole::KernargAddress) + 6);
+  const uint64_t values[7] = {kernargs, grid.x, grid.y, grid.z, block.x, block.y, block.z};
+  for (size_t i = first; i < s.size(); i++) {
+    write_site(p, s[i], values[int(s[i].role) - int(PatchRole::KernargAddress)]);
+    s[i].dword += at;
+  }
+  p[k.global_size_at] = grid.x * block.x;  // HLSQ_CS_NDRANGE_1/3/5: threads in each dimension
+  p[k.global_size_at + 2] = grid.y * block.y;
+  p[k.global_size_at + 4] = grid.z * block.z;
+}
+
+void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs,
+                              Dim3 grid, Dim3 block, std::vector<PatchSite>& s,
+                              uint32_t* global_size_at) const {
   const Gen g = gen_;
   const uint32_t at = uint32_t(cs.size());
   std::vector<uint32_t> w;
@@ -165,6 +199,7 @@ void Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs
                        lo(kernargs), hi(kernargs)});
   }
   const uint32_t ndrange_at = uint32_t(w.size()) + 1;
+  if (global_size_at) *global_size_at = ndrange_at + 1;
   pkt4s(RegId::HLSQ_CS_NDRANGE_0,
         {HLSQ_CS_NDRANGE_0_KERNELDIM(g, 3) | HLSQ_CS_NDRANGE_0_LOCALSIZEX(g, block.x - 1) |
              HLSQ_CS_NDRANGE_0_LOCALSIZEY(g, block.y - 1) |
@@ -192,7 +227,7 @@ void Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs
   // stale; the emulated GPU and hcq's kernels do not read them.
 }
 
-void Encoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {
+void CpEncoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {
   throw InvalidInput("Adreno GPUs have no copy engine: copy with Device::copy (a host copy on "
                      "their shared memory) or a kernel");
 }

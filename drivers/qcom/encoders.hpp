@@ -19,6 +19,12 @@ class AdrenoKernel final : public KernelObject {
   uint32_t const_dwords = 0, args_offset = 0, args_bytes = 0, uav_count = 0;
   uint64_t immediates_va = 0;  // where the ir3 immediates sit in code memory (0: none)
   uint32_t immediates_offset = 0, immediates_dwords = 0;
+  // The launch encoded once (CpEncoder::prepare) with zero grid, block and arguments, its patch
+  // sites (dwords from its start), where the global sizes go, and for which generation.
+  std::vector<uint32_t> launch_words;
+  std::vector<PatchSite> launch_sites;
+  uint32_t global_size_at = 0;
+  Gen prepared_for = Gen::A6xx;
 };
 
 // Device memory the encoder's commands use: a dword that holds 1 (CP_COND_EXEC's condition)
@@ -28,9 +34,9 @@ struct EncoderMemory {
   uint64_t scratch_va = 0;
 };
 
-class Encoder final : public hcq::Encoder {
+class CpEncoder final : public hcq::Encoder {
  public:
-  Encoder(Gen gen, EncoderMemory mem) : gen_(gen), mem_(mem) {}
+  CpEncoder(Gen gen, EncoderMemory mem) : gen_(gen), mem_(mem) {}
   // A 64-bit >= wait from 32-bit CP_WAIT_REG_MEMs: the high word >= H, then, only while it
   // equals H (CP_COND_EXEC: high word < H + 1), the low word >= L.
   void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
@@ -45,12 +51,18 @@ class Encoder final : public hcq::Encoder {
   void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
             std::vector<PatchSite>& s) override;
 
+  // Encode `k`'s launch template for this generation (done once at program load).
+  void prepare(AdrenoKernel& k) const;
+
   // A CP_INDIRECT_BUFFER running `dwords` at `va` (4 dwords).
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t dwords);
 
  private:
   uint32_t reg(RegId r) const { return reg_address(r, gen_); }
   void flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx);
+  // The whole launch, field by field (prepare() records it; exec copies the record).
+  void encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs, Dim3 grid,
+                     Dim3 block, std::vector<PatchSite>& s, uint32_t* global_size_at) const;
   Gen gen_;
   EncoderMemory mem_;
 };

@@ -77,7 +77,7 @@ class KgslDriver final : public DeviceDriver {
   Allocation map_user(void* host, uint64_t size) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<hcq::Encoder> encoder(QueueKind) override {
-    return std::make_unique<Encoder>(gen_, mem_);
+    return std::make_unique<CpEncoder>(gen_, mem_);
   }
   std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
   void wait_interrupt(std::chrono::milliseconds timeout) override;
@@ -471,6 +471,7 @@ class AdrenoProgramImage final : public ProgramImage {
         obj->immediates_offset = k.immediates_offset;
         obj->immediates_dwords = uint32_t(k.immediates.size());
       }
+      CpEncoder(gen, {}).prepare(*obj);
       obj->kernarg_size = std::max<uint32_t>(k.args_bytes, 16);
       obj->kernarg_align = 16;
       for (const Ir3Arg& a : k.args)

@@ -13,7 +13,9 @@ targets = {"gfx90a": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx942": ("DISPATCH_DI
            "gfx1100": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx1201": ("DISPATCH_DIRECT", "COPY_LINEAR"),
            "sm_80": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
            "sm_90": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
-           "sm_100": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2")}
+           "sm_100": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
+           # Adreno copies are host copies: only the launches and their signals are submitted.
+           "a660": ("CP_EXEC_CS", "CP_MEM_WRITE"), "a740": ("CP_EXEC_CS", "CP_MEM_WRITE")}
 for target, (launch, copy) in targets.items():
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "demo.hcqcap")
