@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -237,7 +239,29 @@ struct Executable::Impl {
     uint64_t size;
     Device* device;
     uint64_t bound_va = 0;
+    void* bound_host = nullptr;
+    bool host_copied = false;  // a host copy reads or writes it: the CPU must see it
   };
+  // Copies on devices without a copy engine run on the host, in a host queue per such device
+  // (a queue with no command buffer: a thread at each run waits for its producers' signals,
+  // copies, and signals like a GPU queue).
+  struct HostOp {
+    uint32_t queue;
+    uint32_t dst_slot, src_slot;
+    uint64_t dst_offset, src_offset, size;
+    std::vector<std::pair<uint32_t, uint32_t>> waits;  // (queue, value)
+    uint32_t signal = 0;                                // value to signal, 0 for none
+    size_t op;                                          // for profiling records
+  };
+  std::vector<bool> host_queue;            // per queue
+  std::vector<HostOp> host_ops;            // in schedule order
+  std::vector<uint32_t> host_queue_end;    // per queue: the value its end signals
+  std::vector<uint64_t> staging_offset;    // per staging slot
+  uint32_t patch_slots = 0;
+  std::thread host_thread;
+  std::string host_error;
+  std::mutex host_mu;
+  void run_host(std::vector<uint64_t> prev);
   struct ScalarPatches {
     std::vector<std::byte*> at;
     uint32_t bytes;
@@ -280,6 +304,7 @@ Executable& Executable::operator=(Executable&&) noexcept = default;
 Executable::~Executable() = default;
 
 Executable::Impl::~Impl() {
+  if (host_thread.joinable()) host_thread.join();
   if (!ran) return;
   for (size_t d = 0; d < devs.size(); d++) {
     try {
@@ -372,18 +397,23 @@ Executable Schedule::compile(const CompileOptions& options) const {
   for (size_t d = 0; d < devs_.size(); d++) {
     uint32_t have = devs_[d]->queue_count(QueueKind::Copy);
     copy_count[d] = options.copy_queues ? std::min(have, options.copy_queues) : have;
-    if (copy_count[d] == 0)
-      throw InvalidInput("batch: " + devs_[d]->name() + " has no copy queue to use");
+    const bool host = copy_count[d] == 0;
+    if (host && !devs_[d]->properties().caps.uma)
+      throw InvalidInput("batch: " + devs_[d]->name() + " has no copy queue to use, and its "
+                         "memory is not the host's");
     x.compute_queue.push_back(uint32_t(x.queue_device.size()));
     x.queue_device.push_back(uint32_t(d));
     x.queue_kind.push_back(QueueKind::Compute);
     x.queue_index.push_back(0);
+    x.host_queue.push_back(false);
     copy_base[d] = uint32_t(x.queue_device.size());
-    for (uint32_t i = 0; i < copy_count[d]; i++) {
-      x.queue_device.push_back(uint32_t(d));
+    for (uint32_t i = 0; i < std::max(copy_count[d], 1u); i++) {  // a host queue without
+      x.queue_device.push_back(uint32_t(d));                     // a copy engine
       x.queue_kind.push_back(QueueKind::Copy);
       x.queue_index.push_back(i);
+      x.host_queue.push_back(host);
     }
+    copy_count[d] = std::max(copy_count[d], 1u);
   }
   const uint32_t nq = uint32_t(x.queue_device.size());
   const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
@@ -476,6 +506,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
   // 4. Memory: signals and timestamps in host memory every device reaches; the staging area;
   // kernel arguments per device (values written now, buffers and scalars patched).
   x.sync = SharedHostMemory(devs_, uint64_t(nq) * 16);
+  x.staging_offset = staging_offset;
+  x.patch_slots = patch_slots;
   if (staging_bytes) x.staging = SharedHostMemory(devs_, staging_bytes);
   if (options.profile) {
     x.profile = true;
@@ -525,18 +557,20 @@ Executable Schedule::compile(const CompileOptions& options) const {
   for (uint32_t q : x.compute_queue) x.used[q] = true;  // each device's closer
   for (uint32_t q = 0; q < nq; q++) {
     Device& dev = x.device_of(q);
-    if (x.queue_kind[q] == QueueKind::Compute)
+    if (x.host_queue[q])
+      x.queues.push_back(nullptr);  // its work is done by the host at each run
+    else if (x.queue_kind[q] == QueueKind::Compute)
       x.queues.push_back(std::make_unique<ComputeQueue>(dev));
     else
       x.queues.push_back(std::make_unique<CopyQueue>(dev, x.queue_index[q]));
-    if (x.used[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
+    if (x.used[q] && x.queues[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
   }
   x.before.resize(nq);
   x.after.resize(nq);
   x.timeline_waits.resize(nq);
   x.timeline_signals.resize(nq);
   for (uint32_t q = 0; q < nq; q++) {
-    if (!x.used[q]) continue;
+    if (!x.used[q] || x.host_queue[q]) continue;
     Device& dev = x.device_of(q);
     std::vector<PatchSite> sites;
     dev.encoder(x.queue_kind[q]).wait(x.before[q], dev.timeline().signal().va(), 0, sites);
@@ -547,6 +581,17 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   for (size_t i = 0; i < n; i++) {
     const Op& o = ops[i];
+    if (x.host_queue[o.queue]) {
+      x.host_ops.push_back({o.queue, o.dst_slot, o.src_slot, o.dst_offset, o.src_offset, o.size,
+                            waits[i], signals[i] ? pos[i] : 0, i});
+      for (uint32_t slot : {o.dst_slot, o.src_slot})
+        if (slot < patch_slots) x.inputs[slot].host_copied = true;
+      x.stats[o.queue].waits += waits[i].size();
+      x.stats[o.queue].calls++;
+      x.stats[o.queue].signals += signals[i];
+      x.ops.push_back({o.call, o.queue, o.name});
+      continue;
+    }
     Queue& Q = *x.queues[o.queue];
     for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq), value);
     x.stats[o.queue].waits += waits[i].size();
@@ -594,8 +639,14 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   // 6. Close: every queue reports its end; each device's compute queue waits for all of
   // them, then advances its device timeline (patched with each run's value).
-  for (uint32_t q = 0; q < nq; q++)
-    if (x.used[q]) x.queues[q]->signal_at(signal_va(q), count[q] + 1, false);
+  x.host_queue_end.assign(nq, 0);
+  for (uint32_t q = 0; q < nq; q++) {
+    if (!x.used[q]) continue;
+    if (x.host_queue[q])
+      x.host_queue_end[q] = count[q] + 1;
+    else
+      x.queues[q]->signal_at(signal_va(q), count[q] + 1, false);
+  }
   for (uint32_t q : x.compute_queue) {
     for (uint32_t p = 0; p < nq; p++)
       if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p), count[p] + 1);
@@ -606,11 +657,12 @@ Executable Schedule::compile(const CompileOptions& options) const {
       if (s.role == PatchRole::SignalValue) x.timeline_signals[q].push_back(s);
   }
   for (uint32_t q = 0; q < nq; q++)
-    if (x.used[q]) x.queues[q]->bind();
+    if (x.used[q] && x.queues[q]) x.queues[q]->bind();
   if (x.profile) {
-    x.clock_offset_ns.assign(nq, 0);
+    x.clock_offset_ns.assign(nq, 0);  // host queues record host time: no offset
     for (uint32_t q = 0; q < nq; q++)
-      if (x.used[q]) x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
+      if (x.used[q] && !x.host_queue[q])
+        x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
   }
   cache[cache_key] = impl;
   for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
@@ -620,6 +672,10 @@ Executable Schedule::compile(const CompileOptions& options) const {
 
 uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
   Impl& x = *impl_;
+  {  // a host copy of the previous run failed: its GPU queues wait for it forever
+    std::lock_guard lk(x.host_mu);
+    if (!x.host_error.empty()) throw Error(x.host_error);
+  }
   // Fence on the previous run: its command buffers and signals are about to be rewritten.
   if (x.ran)
     for (size_t d = 0; d < x.devs.size(); d++) {
@@ -631,6 +687,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
                            std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
       }
     }
+  if (x.host_thread.joinable()) x.host_thread.join();  // done: the fence above saw its end
   size_t patches = 0;
   auto bind = [&](uint32_t slot, const Buffer* buf) {
     auto& in = x.inputs[slot];
@@ -641,6 +698,10 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
                          std::to_string(in.size) + " bytes, the buffer has " +
                          std::to_string(buf->size()));
+    if (in.host_copied && !buf->host())
+      throw InvalidInput("batch: input " + std::to_string(slot) + " is copied on the host (" +
+                         in.device->name() + " has no copy engine), but the CPU cannot see it");
+    in.bound_host = buf->host();
     if (buf->va() == in.bound_va) return;  // unchanged: nothing to write
     in.bound_va = buf->va();
     for (auto& s : in.sites) s.queue->patch_site(s.site, in.bound_va);
@@ -687,14 +748,18 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     }
   }
   auto span = [](const CommandStream& c) { return std::span<const uint32_t>(c.data(), c.size()); };
+  std::vector<uint64_t> prev(x.devs.size());
+  for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
   try {
     for (uint32_t q = 0; q < nq; q++)
-      if (x.used[q]) x.queues[q]->submit(span(x.before[q]), span(x.after[q]));
+      if (x.used[q] && x.queues[q]) x.queues[q]->submit(span(x.before[q]), span(x.after[q]));
   } catch (...) {
     for (auto* m : locks) m->unlock();
     throw;
   }
   for (auto* m : locks) m->unlock();
+  if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end())
+    x.host_thread = std::thread([&x, prev] { x.run_host(prev); });
   x.ran = true;
   x.last_patches = patches;
   return x.last_done[0];
@@ -702,8 +767,66 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
 
 void Executable::wait(std::chrono::milliseconds timeout) const {
   if (!impl_->ran) return;
-  for (size_t d = 0; d < impl_->devs.size(); d++)
-    impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
+  for (size_t d = 0; d < impl_->devs.size(); d++) {
+    try {
+      impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
+    } catch (const TimeoutError&) {
+      std::lock_guard lk(impl_->host_mu);
+      if (!impl_->host_error.empty()) throw Error(impl_->host_error);
+      throw;
+    }
+  }
+}
+
+// A run's host queues: wait for the device timelines' previous values, then each host op in
+// schedule order waits for its producers, copies, and signals; each host queue ends by
+// signalling its end value, which the device's closing queue waits for.
+void Executable::Impl::run_host(std::vector<uint64_t> prev) {
+  auto* sync_words = reinterpret_cast<uint64_t*>(sync.host());
+  auto fail = [&](const std::string& what) {
+    std::lock_guard lk(host_mu);
+    host_error = what;
+  };
+  try {
+    for (size_t d = 0; d < devs.size(); d++) {
+      bool has = false;
+      for (size_t q = 0; q < host_queue.size(); q++) has |= host_queue[q] && queue_device[q] == d && used[q];
+      if (has) devs[d]->timeline().wait(prev[d]);
+    }
+    auto host_of = [&](uint32_t slot, uint64_t off) -> char* {
+      if (slot < patch_slots) return static_cast<char*>(inputs[slot].bound_host) + off;
+      return reinterpret_cast<char*>(staging.host()) + staging_offset[slot - patch_slots] + off;
+    };
+    auto now_ticks = [&](uint32_t q) {
+      const double hz = double(device_of(q).properties().timestamp_hz);
+      const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now().time_since_epoch())
+                                       .count());
+      return uint64_t(double(ns) * hz / 1e9);
+    };
+    auto* ts = profile ? reinterpret_cast<uint64_t*>(timestamps.host()) : nullptr;
+    for (const HostOp& h : host_ops) {
+      for (auto& [pq, value] : h.waits) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (__atomic_load_n(sync_words + pq * 2, __ATOMIC_ACQUIRE) < value) {
+          if (std::chrono::steady_clock::now() > deadline)
+            throw TimeoutError("batch: a host copy waited 10 s for queue " + std::to_string(pq) +
+                               " to reach " + std::to_string(value));
+          std::this_thread::sleep_for(std::chrono::microseconds(5));
+        }
+      }
+      if (ts) ts[h.op * 4 + 1] = now_ticks(h.queue);
+      std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
+      if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
+      if (h.signal) __atomic_store_n(sync_words + h.queue * 2, uint64_t(h.signal), __ATOMIC_RELEASE);
+    }
+  } catch (const Error& e) {
+    fail(e.what());
+    return;  // the queues waiting on the host stay blocked; wait() and run() report this
+  }
+  for (size_t q = 0; q < host_queue.size(); q++)
+    if (host_queue[q] && used[q])
+      __atomic_store_n(sync_words + q * 2, uint64_t(host_queue_end[q]), __ATOMIC_RELEASE);
 }
 
 std::vector<std::pair<Device*, uint64_t>> Executable::points() const {

@@ -70,8 +70,10 @@ TEST_P(Batch, ReplaysWithChangedInputsAndScalars) {
 
   // Only what changed is written into the command buffers: the input's kernarg word and copy
   // source and the scalar's kernarg bytes. (Timeline values go into the ring with each run.)
+  // Without a copy engine the copy runs on the host and reads the binding: no copy source.
+  const bool copy_engine = dev_->queue_count(QueueKind::Copy) > 0;
   dev_->timeline().wait(exe.run(Bindings().input(x, x2).scalar(a, 3.0f)));
-  EXPECT_EQ(exe.last_patch_count(), 2u + 1u);
+  EXPECT_EQ(exe.last_patch_count(), (copy_engine ? 2u : 1u) + 1u);
   out = read<float>(y, n);
   for (uint32_t i = 0; i < n; i++) ASSERT_EQ(out[i], 3.0f * v2[i] + 1.0f) << i;
 
@@ -94,7 +96,7 @@ TEST_P(Batch, AccessesComeFromTheKernelMetadata) {
             Arg::value(n), Arg::value(n)});
   s.copy(Mem::of(d), 0, Mem::of(a), 0, n * 4);  // reads what the launch only reads
   // A cubin does not say which parameters are read-only: there every buffer is also written.
-  const bool metadata_has_const = dev_->properties().vendor == "AMD";
+  const bool metadata_has_const = dev_->properties().vendor != "NVIDIA";
   EXPECT_EQ(s.compile().stats(QueueKind::Copy).waits, metadata_has_const ? 0u : 1u);
   s.copy(Mem::of(e), 0, Mem::of(c), 0, n * 4);  // reads what the launch writes
   Executable exe = s.compile();
@@ -464,7 +466,9 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
     uint32_t to = to_index < from ? to_index : to_index + 1;
     uint32_t distance = (to + 3 - from) % 3;
     EXPECT_EQ(c.queue, QueueKind::Copy);
-    EXPECT_EQ(c.queue_index, distance - 1) << c.name << " " << from << " -> " << to;
+    // Without a copy engine, one host queue per device copies for every distance.
+    const bool copy_engine = c.device->queue_count(QueueKind::Copy) > 0;
+    EXPECT_EQ(c.queue_index, copy_engine ? distance - 1 : 0) << c.name << " " << from << " -> " << to;
   }
   Executable one = s.compile({.copy_queues = 1});  // everything on the first copy queue
   EXPECT_FALSE(one.shares_compilation_with(exe));
@@ -474,7 +478,7 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100"),
+                                           "sm_90", "sm_100", "a660", "a740"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
                          [](const auto& info) { return info.param; });
