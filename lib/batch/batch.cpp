@@ -184,27 +184,42 @@ size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset
 namespace {
 
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
-// the queues' signals and the staging area of copies between devices live there.
+// the queues' signals and the staging area of copies between devices live there. A device
+// that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
+// same CPU and GPU address, and the others map that.
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
   SharedHostMemory(const std::vector<Device*>& devs, uint64_t bytes) {
     bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
-    mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
-    if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
+    Device* owner = nullptr;
+    for (Device* d : devs)
+      if (!d->properties().caps.map_host && !owner) owner = d;
+    if (owner) {
+      owned_ = owner->allocate(bytes_, MemoryKind::Host);
+      mem_ = static_cast<std::byte*>(owned_.host());
+      if (reinterpret_cast<uint64_t>(mem_) != owned_.va())
+        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and its own host "
+                           "memory is not at the same CPU and GPU address");
+    } else {
+      mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
+      if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
+    }
     std::memset(mem_, 0, bytes_);
-    for (Device* d : devs) maps_.push_back(d->map_host(mem_, bytes_));
+    for (Device* d : devs)
+      if (d != owner) maps_.push_back(d->map_host(mem_, bytes_));
   }
   SharedHostMemory(SharedHostMemory&& o) noexcept { *this = std::move(o); }
   SharedHostMemory& operator=(SharedHostMemory&& o) noexcept {
     std::swap(mem_, o.mem_);
     std::swap(bytes_, o.bytes_);
     std::swap(maps_, o.maps_);
+    std::swap(owned_, o.owned_);
     return *this;
   }
   ~SharedHostMemory() {
     maps_.clear();  // unmap from the devices before the memory goes
-    std::free(mem_);
+    if (!owned_) std::free(mem_);
   }
   std::byte* host() const { return mem_; }
   uint64_t va() const { return reinterpret_cast<uint64_t>(mem_); }
@@ -213,6 +228,7 @@ class SharedHostMemory {
   std::byte* mem_ = nullptr;
   uint64_t bytes_ = 0;
   std::vector<Buffer> maps_;
+  Buffer owned_;  // the memory itself, when a device allocated it
 };
 
 }  // namespace

@@ -28,6 +28,7 @@ struct Capabilities {
   bool uma = false;            // device memory is host memory (copies may be memcpy)
   bool host_reachable = true;  // can reach host memory at all (USB-attached GPUs cannot)
   bool indirect_buffers = true;  // queues can run command buffers bound in device memory
+  bool map_host = true;  // can map the process's own memory (Device::map_host; msm DRM cannot)
 };
 
 struct DeviceProperties {

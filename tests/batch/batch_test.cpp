@@ -24,9 +24,9 @@ class Batch : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     kernels::register_cpu_implementations();
-    auto image = kernels::code_object(GetParam());
-    if (image.empty()) GTEST_SKIP() << "no code object built for " << GetParam();
     dev_ = Device::open("emu:" + GetParam(), options());
+    auto image = kernels::code_object(dev_->properties().arch);
+    if (image.empty()) GTEST_SKIP() << "no code object built for " << GetParam();
     img_ = dev_->driver().load_program(*dev_, image);
   }
   virtual Device::Options options() { return {}; }
@@ -478,7 +478,7 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100", "a660", "a740"),
+                                           "sm_90", "sm_100", "a660", "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
                          [](const auto& info) { return info.param; });

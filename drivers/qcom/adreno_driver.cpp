@@ -1,0 +1,464 @@
+#include "qcom/adreno_driver.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "qcom/decode.hpp"
+#include "qcom/emu/kgsl.hpp"
+#include "qcom/encoders.hpp"
+#include "qcom/kgsl_abi.hpp"
+#include "qcom/program.hpp"
+#include "qcom/targets.hpp"
+
+namespace hcq::qcom {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPrivateVa = 1ull << 30;  // rings, scratch: before the heap
+constexpr uint64_t kHeapVa = 64ull << 30;
+constexpr uint64_t kRingBytes = 1 << 20;
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+class AdrenoDriver;
+
+// The one command stream: words for direct submissions go into a ring of GPU memory, and
+// every submission is a list of indirect buffers.
+class AdrenoQueue final : public HwQueue {
+ public:
+  explicit AdrenoQueue(AdrenoDriver& drv);
+  void submit(const uint32_t* words, size_t n) override;
+  void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
+                       std::span<const uint32_t> after) override;
+  std::string report();
+  uint32_t last_fence() const { return last_fence_.load(std::memory_order_acquire); }
+
+ private:
+  struct Submitted {
+    uint32_t fence;
+    std::vector<IbRef> ibs;
+    uint64_t ring_end;  // ring bytes (monotonic) it freed when retired
+  };
+  uint64_t put_words(const uint32_t* w, size_t n);
+  int retire();  // drops what the kernel retired: 0, or the kernel's -errno
+  int send(std::vector<IbRef> ibs);  // 0, or the kernel's -errno
+  AdrenoDriver& drv_;
+  Allocation ring_;
+  uint64_t put_ = 0, done_ = 0;
+  uint32_t retired_ = 0;  // the newest fence seen retired
+  std::deque<Submitted> inflight_;
+  std::atomic<uint32_t> last_fence_{0};
+  std::mutex mu_;
+};
+
+class AdrenoDriver final : public DeviceDriver {
+ public:
+  AdrenoDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<Kmd> kmd, const std::string& name);
+  ~AdrenoDriver() override;
+
+  const DeviceProperties& properties() const override { return props_; }
+  uint64_t va_base() const override { return reserve_base_ + kPrivateVa; }
+  uint64_t va_size() const override { return heap_bytes_; }
+  Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
+  void free(const Allocation& a) override;
+  Allocation map_user(void* host, uint64_t size) override;
+  std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
+  std::unique_ptr<hcq::Encoder> encoder(QueueKind) override {
+    return std::make_unique<CpEncoder>(gen_, mem_);
+  }
+  std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
+  void wait_interrupt(std::chrono::milliseconds timeout) override;
+  void check_faults() override;
+  std::string hang_report() override;
+
+  Kmd& kmd() { return *kmd_; }
+  Gen gen() const { return gen_; }
+  Allocation private_alloc(uint64_t size);
+  [[noreturn]] void raise_fault(const std::string& what);
+  // A kernel error from a submission or a wait: -EDEADLK means the context faulted.
+  [[noreturn]] void fail(const char* what, int r);
+
+ private:
+  void reserve_address_space();
+  std::shared_ptr<os::Kernel> kernel_;
+  std::unique_ptr<Kmd> kmd_;
+  DeviceProperties props_;
+  Gen gen_ = Gen::A6xx;
+  EncoderMemory mem_;
+  uint64_t reserve_base_ = 0, reserve_bytes_ = 0, heap_bytes_ = 0, private_next_ = 0;
+  std::mutex mu_;
+  std::vector<Allocation> private_allocs_;
+  AdrenoQueue* queue_ = nullptr;
+  std::mutex fault_mu_;
+  std::string fault_;
+  std::atomic<bool> faulted_{false};
+};
+
+// ---- driver ---------------------------------------------------------------------------
+
+AdrenoDriver::AdrenoDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<Kmd> kmd,
+                           const std::string& name)
+    : kernel_(std::move(kernel)), kmd_(std::move(kmd)) {
+  props_.name = name;
+  const uint32_t chip = kmd_->chip_id();
+  const int family = kgsl::adreno_family(chip);
+  if (family != 6 && family != 7)
+    throw Error(name + ": chip id " + hex(chip) + " is not an Adreno a6xx or a7xx, " +
+                "the generations hcq writes packets for");
+  gen_ = family == 6 ? Gen::A6xx : Gen::A7xx;
+  reserve_address_space();
+  private_next_ = reserve_base_;
+  Allocation scratch = private_alloc(kPage);
+  *static_cast<uint32_t*>(scratch.host) = 1;  // CP_COND_EXEC's condition
+  mem_ = {scratch.va, scratch.va + 64};
+
+  const Target* t = nullptr;
+  for (auto& x : targets())
+    if (x.chip_id == chip) t = &x;
+  props_.vendor = "Qualcomm";
+  props_.arch = chip_name(chip);
+  props_.emulated = kernel_->emulated();
+  props_.description = kernel_->emulated() && t
+                           ? t->marketing_name + (kmd_->name() == "KGSL" ? "" : ", " + kmd_->name())
+                           : "Adreno " + props_.arch + " (" + kmd_->name() + ", chip id " + hex(chip) + ")";
+  props_.timestamp_hz = kAlwaysOnHz;
+  props_.compute_units = t ? t->shader_processors : 0;
+  props_.wave_size = 64;
+  props_.device_memory_bytes = t ? t->memory_bytes : 0;
+  props_.caps.copy_engine = false;  // copies are host copies on the shared memory, or kernels
+  props_.caps.uma = true;
+  props_.caps.map_host = kmd_->maps_user_memory();
+}
+
+// Every buffer sits at the same CPU and GPU address: reserve CPU address space inside the
+// kernel's GPU window, at its start where the process has room there (a small window), else
+// where mmap puts it (a window spanning the user address space).
+void AdrenoDriver::reserve_address_space() {
+  const auto [start, size] = kmd_->va_window();
+  const uint64_t first = align_up(start, 2 << 20);
+  const uint64_t end = start + size;
+  if (end <= first + 2 * kPrivateVa)
+    throw Error(props_.name + ": the GPU address window " + hex(start) + "+" + hex(size) +
+                " of " + kmd_->name() + " is too small");
+  const uint64_t want = std::min(kPrivateVa + kHeapVa, (end - first) & ~(kPage - 1));
+  auto inside = [&](void* p) {
+    const uint64_t a = reinterpret_cast<uint64_t>(p);
+    return p != MAP_FAILED && a >= first && a + want <= end;
+  };
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  void* base = kernel_->mmap(reinterpret_cast<void*>(first), want, PROT_NONE,
+                             flags | MAP_FIXED_NOREPLACE, -1, 0);
+  if (!inside(base)) {
+    if (base != MAP_FAILED) kernel_->munmap(base, want);
+    base = kernel_->mmap(nullptr, want, PROT_NONE, flags, -1, 0);
+    if (!inside(base)) {
+      if (base != MAP_FAILED) kernel_->munmap(base, want);
+      throw Error(props_.name + ": no free CPU address range of " + std::to_string(want >> 20) +
+                  " MiB inside the GPU address window " + hex(start) + "+" + hex(size) + " of " +
+                  kmd_->name());
+    }
+  }
+  reserve_base_ = reinterpret_cast<uint64_t>(base);
+  reserve_bytes_ = want;
+  heap_bytes_ = want - kPrivateVa;
+}
+
+AdrenoDriver::~AdrenoDriver() {
+  for (auto& a : private_allocs_) free(a);
+  kmd_.reset();  // the context goes before the address space
+  if (reserve_base_) kernel_->munmap(reinterpret_cast<void*>(reserve_base_), reserve_bytes_);
+}
+
+Allocation AdrenoDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool) {
+  size = align_up(size, kPage);
+  const uint64_t handle = kmd_->allocate(va, size, kind);
+  return Allocation{va, size, reinterpret_cast<void*>(va), kind, handle};
+}
+
+void AdrenoDriver::free(const Allocation& a) {
+  if (a.user) {
+    kmd_->free_user(a.handle, a.va);
+    return;
+  }
+  reserve_range(*kernel_, a.va, a.size);  // drops the CPU mapping, keeps the range ours
+  kmd_->free(a.handle);
+}
+
+Allocation AdrenoDriver::map_user(void* host, uint64_t size) {
+  Allocation out{reinterpret_cast<uint64_t>(host), size, host, MemoryKind::Host, 0};
+  out.handle = kmd_->map_user(host, size);
+  out.user = true;
+  return out;
+}
+
+Allocation AdrenoDriver::private_alloc(uint64_t size) {
+  uint64_t va;
+  {
+    std::lock_guard lk(mu_);
+    size = align_up(size, kPage);
+    va = align_up(private_next_, std::min<uint64_t>(size, 2 << 20));
+    if (va + size > reserve_base_ + kPrivateVa)
+      throw Error(props_.name + ": driver-private GPU address space exhausted");
+    private_next_ = va + size;
+  }
+  Allocation a = allocate(va, size, MemoryKind::Host, false);
+  std::lock_guard lk(mu_);
+  private_allocs_.push_back(a);
+  return a;
+}
+
+std::unique_ptr<HwQueue> AdrenoDriver::create_queue(QueueKind kind) {
+  if (kind != QueueKind::Compute)
+    throw InvalidInput(props_.name + ": Adreno GPUs have no copy engine (no copy queues)");
+  if (queue_) throw InvalidInput(props_.name + ": one compute queue per " + kmd_->context());
+  auto q = std::make_unique<AdrenoQueue>(*this);
+  queue_ = q.get();
+  return q;
+}
+
+void AdrenoDriver::fail(const char* what, int r) {
+  if (r == -EDEADLK)
+    raise_fault("the GPU faulted on " + kmd_->context() + " (" + what + ": " +
+                std::strerror(-r) + ")");
+  throw OsError(props_.name + ": " + what, -r);
+}
+
+[[noreturn]] void AdrenoDriver::raise_fault(const std::string& what) {
+  std::lock_guard lk(fault_mu_);
+  if (fault_.empty()) {
+    std::string report = queue_ ? queue_->report() : "";
+    auto detail = kernel_->read_file(emu::kEmulatorFaultLog);
+    if (detail && !detail->empty()) {
+      while (!detail->empty() && detail->back() == '\n') detail->pop_back();
+      report = "\nemulated GPU: " + *detail + (report.empty() ? "" : "\n" + report);
+    } else if (!report.empty()) {
+      report = "\n" + report;
+    }
+    fault_ = props_.name + ": " + what + report;
+  }
+  faulted_.store(true, std::memory_order_release);
+  throw GpuFaultError(fault_);
+}
+
+void AdrenoDriver::check_faults() {
+  if (!faulted_.load(std::memory_order_acquire)) return;
+  std::lock_guard lk(fault_mu_);
+  throw GpuFaultError(fault_);
+}
+
+void AdrenoDriver::wait_interrupt(std::chrono::milliseconds timeout) {
+  check_faults();
+  // The kernel wakes the caller when the newest submission retires.
+  const auto start = std::chrono::steady_clock::now();
+  int r = kmd_->wait(queue_ ? queue_->last_fence() : 0, std::max(timeout, std::chrono::milliseconds(1)));
+  if (r < 0 && r != -ETIMEDOUT) fail("waiting for a fence", r);
+  // Everything retired already: the awaited value comes from elsewhere (the host, another
+  // device); poll again shortly rather than spin.
+  if (r == 0 && std::chrono::steady_clock::now() - start < std::chrono::microseconds(50))
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+std::string AdrenoDriver::hang_report() { return queue_ ? queue_->report() : ""; }
+
+// ---- queue ----------------------------------------------------------------------------
+
+AdrenoQueue::AdrenoQueue(AdrenoDriver& drv) : drv_(drv), ring_(drv.private_alloc(kRingBytes)) {}
+
+int AdrenoQueue::retire() {
+  while (!inflight_.empty()) {
+    int r = drv_.kmd().wait(inflight_.front().fence, std::chrono::milliseconds(0));
+    if (r == -ETIMEDOUT) return 0;
+    if (r < 0) return r;
+    retired_ = inflight_.front().fence;
+    if (inflight_.front().ring_end) done_ = inflight_.front().ring_end;
+    inflight_.pop_front();
+  }
+  return 0;
+}
+
+uint64_t AdrenoQueue::put_words(const uint32_t* w, size_t n) {
+  const uint64_t bytes = n * 4;
+  if (bytes > kRingBytes / 2)
+    throw InvalidInput(drv_.properties().name + ": a submission of " + std::to_string(bytes) +
+                       " bytes does not fit the command ring; bind it instead");
+  uint64_t pos = put_ % kRingBytes;
+  const uint64_t pad = pos + bytes > kRingBytes ? kRingBytes - pos : 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (put_ + pad + bytes - done_ > kRingBytes) {
+    if (int r = retire(); r < 0) drv_.fail("reading retired fences", r);
+    if (put_ + pad + bytes - done_ <= kRingBytes) break;
+    int r = drv_.kmd().wait(inflight_.front().fence, std::chrono::milliseconds(10));
+    if (r < 0 && r != -ETIMEDOUT) drv_.fail("waiting for ring space", r);
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      throw TimeoutError(drv_.properties().name + ": command ring full for 10 s");
+  }
+  put_ += pad;
+  pos = put_ % kRingBytes;
+  std::memcpy(static_cast<char*>(ring_.host) + pos, w, bytes);
+  put_ += bytes;
+  return ring_.va + pos;
+}
+
+int AdrenoQueue::send(std::vector<IbRef> ibs) {
+  uint32_t fence = 0;
+  if (int r = drv_.kmd().submit(ibs, fence); r < 0) return r;
+  inflight_.push_back({fence, std::move(ibs), put_});
+  last_fence_.store(fence, std::memory_order_release);
+  return 0;
+}
+
+void AdrenoQueue::submit(const uint32_t* words, size_t n) {
+  drv_.check_faults();
+  int r = 0;
+  {
+    std::lock_guard lk(mu_);
+    if (n == 0) return;
+    const uint64_t va = put_words(words, n);
+    r = send({{va, n * 4}});
+  }
+  if (r < 0) drv_.fail("submitting", r);  // after unlocking: the report reads the queue
+}
+
+void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
+                                  std::span<const uint32_t> after) {
+  drv_.check_faults();
+  int r = 0;
+  {
+    std::lock_guard lk(mu_);
+    std::vector<IbRef> ibs;
+    auto ring = [&](std::span<const uint32_t> w) {
+      ibs.push_back({put_words(w.data(), w.size()), w.size() * 4});
+    };
+    if (!before.empty()) ring(before);
+    ibs.push_back({va, ndwords * 4});
+    if (!after.empty()) ring(after);
+    r = send(std::move(ibs));
+  }
+  if (r < 0) drv_.fail("submitting", r);
+}
+
+std::string AdrenoQueue::report() {
+  std::unique_lock lk(mu_, std::try_to_lock);
+  if (!lk.owns_lock()) return drv_.properties().name + ": compute queue: (busy submitting)";
+  retire();  // an error (a faulted context) still shows what was in flight
+  if (inflight_.empty()) return "";
+  const std::string word = drv_.kmd().fence_word();
+  std::string out = drv_.properties().name + ": compute queue (" + drv_.kmd().context() +
+                    "): retired " + word + " " + std::to_string(retired_) +
+                    ", submissions after it:";
+  bool first = true;
+  for (const Submitted& s : inflight_) {
+    out += "\n  " + std::string(first ? "HERE > " : "pending") + " " + word + " " +
+           std::to_string(s.fence);
+    first = false;
+    for (const IbRef& ib : s.ibs) {
+      out += "\n    IB " + hex(ib.va) + ", " + std::to_string(ib.bytes / 4) + " dwords";
+      const bool in_ring = ib.va >= ring_.va && ib.va + ib.bytes <= ring_.va + ring_.size;
+      if (!in_ring) continue;  // a bound command buffer: its capture shows it
+      auto* w = reinterpret_cast<const uint32_t*>(ib.va);
+      for (auto& p : decode_cp({w, size_t(ib.bytes / 4)}, drv_.gen())) out += "\n      " + to_text(p);
+    }
+  }
+  return out;
+}
+
+// ---- programs -------------------------------------------------------------------------
+
+class AdrenoProgramImage final : public ProgramImage {
+ public:
+  AdrenoProgramImage(Device& dev, Gen gen, std::span<const std::byte> file) {
+    Ir3Module m = parse_ir3(file);
+    if (m.family && m.family != uint32_t(gen))
+      throw InvalidInput(dev.name() + ": ir3 container is built for a" + std::to_string(m.family) +
+                         "xx, the device is a" + std::to_string(int(gen)) + "xx");
+    uint64_t total = 0;
+    const auto places = place_ir3(m, file.size(), total);
+    std::vector<std::byte> image(total);
+    std::memcpy(image.data(), kLoadedMagic, 8);
+    const uint64_t file_bytes = file.size();
+    std::memcpy(image.data() + 8, &file_bytes, 8);
+    std::memcpy(image.data() + kLoadedHeaderBytes, file.data(), file.size());
+    for (size_t i = 0; i < m.kernels.size(); i++) {
+      const Ir3Kernel& k = m.kernels[i];
+      std::memcpy(image.data() + places[i].code, k.instructions.data(), k.instructions.size() * 4);
+      if (!k.immediates.empty())
+        std::memcpy(image.data() + places[i].immediates, k.immediates.data(), k.immediates.size() * 4);
+    }
+    memory_ = dev.allocate(total, MemoryKind::Device, true);
+    std::memcpy(memory_.host(), image.data(), image.size());
+    for (size_t i = 0; i < m.kernels.size(); i++) {
+      const Ir3Kernel& k = m.kernels[i];
+      if (k.local_memory_bytes || k.private_memory_bytes || k.uav_count ||
+          k.workgroup_id_regid != kIr3NoRegid || k.local_id_regid != kIr3NoRegid) {
+        unsupported_[k.name] = "needs local or private memory, UAVs or workgroup/local ids";
+        continue;
+      }
+      auto obj = std::make_shared<AdrenoKernel>();
+      obj->name = k.name;
+      obj->code_va = memory_.va() + places[i].code;
+      obj->instr_dwords = k.instructions.size();
+      obj->full_regs = k.full_regs;
+      obj->half_regs = k.half_regs;
+      obj->branch_stack = k.branch_stack;
+      obj->threadsize = k.threadsize;
+      obj->const_dwords = k.const_dwords;
+      obj->args_offset = k.args_offset;
+      obj->args_bytes = k.args_bytes;
+      obj->uav_count = k.uav_count;
+      if (!k.immediates.empty()) {
+        obj->immediates_va = memory_.va() + places[i].immediates;
+        obj->immediates_offset = k.immediates_offset;
+        obj->immediates_dwords = uint32_t(k.immediates.size());
+      }
+      CpEncoder(gen, {}).prepare(*obj);
+      obj->kernarg_size = std::max<uint32_t>(k.args_bytes, 16);
+      obj->kernarg_align = 16;
+      for (const Ir3Arg& a : k.args)
+        obj->args.push_back({a.name, a.offset, a.size, a.kind, a.access});
+      kernels_[k.name] = std::move(obj);
+    }
+  }
+  std::shared_ptr<const KernelObject> kernel(const std::string& name) const override {
+    auto it = kernels_.find(name);
+    if (it != kernels_.end()) return it->second;
+    auto u = unsupported_.find(name);
+    if (u != unsupported_.end())
+      throw InvalidInput("kernel '" + name + "' " + u->second +
+                         ", which hcq's Adreno launches do not provide yet");
+    return nullptr;
+  }
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> n;
+    for (auto& [k, _] : kernels_) n.push_back(k);
+    return n;
+  }
+
+ private:
+  Buffer memory_;
+  std::map<std::string, std::shared_ptr<AdrenoKernel>> kernels_;
+  std::map<std::string, std::string> unsupported_;
+};
+
+std::unique_ptr<ProgramImage> AdrenoDriver::load_program(Device& dev, std::span<const std::byte> image) {
+  return std::make_unique<AdrenoProgramImage>(dev, gen_, image);
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceDriver> open_adreno_device(std::shared_ptr<os::Kernel> kernel,
+                                                 std::unique_ptr<Kmd> kmd,
+                                                 const std::string& device_name) {
+  return std::make_unique<AdrenoDriver>(std::move(kernel), std::move(kmd), device_name);
+}
+
+}  // namespace hcq::qcom
