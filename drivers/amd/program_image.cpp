@@ -17,9 +17,9 @@ Gen target_gen(const Device& dev) {
   return t ? t->gen : Gen::Gfx11;
 }
 
-class AmdProgramImage final : public ProgramImage {
+class AmdProgramImage final : public KernelTable<AmdKernel> {
  public:
-  AmdProgramImage(Device& dev, std::span<const std::byte> image) {
+  AmdProgramImage(Device& dev, std::span<const std::byte> image) : KernelTable("AMD") {
     CodeObject co = CodeObject::parse(image);
     const auto& arch = dev.properties().arch;
     if (co.target() != arch)
@@ -63,25 +63,9 @@ class AmdProgramImage final : public ProgramImage {
     }
   }
 
-  std::shared_ptr<const KernelObject> kernel(const std::string& name) const override {
-    auto it = kernels_.find(name);
-    if (it != kernels_.end()) return it->second;
-    auto u = unsupported_.find(name);
-    if (u != unsupported_.end())
-      throw InvalidInput("kernel '" + name + "' " + u->second +
-                         ", which hcq's AMD launches do not provide yet");
-    return nullptr;
-  }
-  std::vector<std::string> kernel_names() const override {
-    std::vector<std::string> n;
-    for (auto& [k, _] : kernels_) n.push_back(k);
-    return n;
-  }
 
  private:
   Buffer memory_;
-  std::map<std::string, std::shared_ptr<AmdKernel>> kernels_;
-  std::map<std::string, std::string> unsupported_;
 };
 
 }  // namespace

@@ -887,9 +887,10 @@ std::string Channel::report() {
 
 // ---- programs -------------------------------------------------------------------------
 
-class NvProgramImage final : public ProgramImage {
+class NvProgramImage final : public KernelTable<NvKernel> {
  public:
-  NvProgramImage(Device& dev, RmDriver& drv, std::span<const std::byte> file) {
+  NvProgramImage(Device& dev, RmDriver& drv, std::span<const std::byte> file)
+      : KernelTable("NVIDIA") {
     Cubin c = parse_cubin(file);
     const auto& arch = dev.properties().arch;
     const std::string built = "sm_" + std::to_string(c.sm);
@@ -947,25 +948,9 @@ class NvProgramImage final : public ProgramImage {
     }
   }
 
-  std::shared_ptr<const KernelObject> kernel(const std::string& name) const override {
-    auto it = kernels_.find(name);
-    if (it != kernels_.end()) return it->second;
-    auto u = unsupported_.find(name);
-    if (u != unsupported_.end())
-      throw InvalidInput("kernel '" + name + "' " + u->second +
-                         ", which hcq's NVIDIA launches do not provide yet");
-    return nullptr;
-  }
-  std::vector<std::string> kernel_names() const override {
-    std::vector<std::string> n;
-    for (auto& [k, _] : kernels_) n.push_back(k);
-    return n;
-  }
 
  private:
   Buffer memory_;
-  std::map<std::string, std::shared_ptr<NvKernel>> kernels_;
-  std::map<std::string, std::string> unsupported_;
 };
 
 std::unique_ptr<ProgramImage> RmDriver::load_program(Device& dev, std::span<const std::byte> image) {

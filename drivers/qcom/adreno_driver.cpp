@@ -374,9 +374,10 @@ std::string AdrenoQueue::report() {
 
 // ---- programs -------------------------------------------------------------------------
 
-class AdrenoProgramImage final : public ProgramImage {
+class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
  public:
-  AdrenoProgramImage(Device& dev, Gen gen, std::span<const std::byte> file) {
+  AdrenoProgramImage(Device& dev, Gen gen, std::span<const std::byte> file)
+      : KernelTable("Adreno") {
     Ir3Module m = parse_ir3(file);
     if (m.family && m.family != uint32_t(gen))
       throw InvalidInput(dev.name() + ": ir3 container is built for a" + std::to_string(m.family) +
@@ -428,25 +429,9 @@ class AdrenoProgramImage final : public ProgramImage {
       kernels_[k.name] = std::move(obj);
     }
   }
-  std::shared_ptr<const KernelObject> kernel(const std::string& name) const override {
-    auto it = kernels_.find(name);
-    if (it != kernels_.end()) return it->second;
-    auto u = unsupported_.find(name);
-    if (u != unsupported_.end())
-      throw InvalidInput("kernel '" + name + "' " + u->second +
-                         ", which hcq's Adreno launches do not provide yet");
-    return nullptr;
-  }
-  std::vector<std::string> kernel_names() const override {
-    std::vector<std::string> n;
-    for (auto& [k, _] : kernels_) n.push_back(k);
-    return n;
-  }
 
  private:
   Buffer memory_;
-  std::map<std::string, std::shared_ptr<AdrenoKernel>> kernels_;
-  std::map<std::string, std::string> unsupported_;
 };
 
 std::unique_ptr<ProgramImage> AdrenoDriver::load_program(Device& dev, std::span<const std::byte> image) {

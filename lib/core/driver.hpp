@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/command_stream.hpp"
+#include "core/error.hpp"
 #include "core/types.hpp"
 
 namespace hcq {
@@ -64,6 +66,35 @@ class ProgramImage {
   virtual ~ProgramImage() = default;
   virtual std::shared_ptr<const KernelObject> kernel(const std::string& name) const = 0;
   virtual std::vector<std::string> kernel_names() const = 0;
+};
+
+// The common part of a driver's program image: its kernels by name, and those it holds but
+// cannot launch with the reason (asking for one of those is an error that says why).
+template <class Kernel>
+class KernelTable : public ProgramImage {
+ public:
+  std::shared_ptr<const KernelObject> kernel(const std::string& name) const override {
+    auto it = kernels_.find(name);
+    if (it != kernels_.end()) return it->second;
+    auto u = unsupported_.find(name);
+    if (u != unsupported_.end())
+      throw InvalidInput("kernel '" + name + "' " + u->second + ", which hcq's " + vendor_ +
+                         " launches do not provide yet");
+    return nullptr;
+  }
+  std::vector<std::string> kernel_names() const override {
+    std::vector<std::string> n;
+    for (auto& [k, _] : kernels_) n.push_back(k);
+    return n;
+  }
+
+ protected:
+  explicit KernelTable(std::string vendor) : vendor_(std::move(vendor)) {}
+  std::map<std::string, std::shared_ptr<Kernel>> kernels_;
+  std::map<std::string, std::string> unsupported_;  // name -> why it cannot launch
+
+ private:
+  std::string vendor_;
 };
 
 // Encodes the common queue commands into a command stream and returns the patch sites of
