@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 
 #include "core/error.hpp"
@@ -65,17 +66,23 @@ class KgslKmd final : public Kmd {
 
   uint64_t allocate(uint64_t va, uint64_t size, MemoryKind kind) override {
     // USE_CPU_MAP: the GPU address is where the process maps the object. Device memory
-    // write-combined, host memory cached and kept coherent by the hardware (IOCOHERENT).
+    // write-combined; host memory cached and kept coherent by the hardware (IOCOHERENT) where
+    // the platform can, else write-combined too: either way no cache maintenance.
+    const bool cached = kind == MemoryKind::Host && host_cached_;
     GpuobjAlloc a{};
     a.size = size;
     a.flags = KGSL_MEMFLAGS_USE_CPU_MAP |
-              (kind == MemoryKind::Device
-                   ? memflags_cachemode(KGSL_CACHEMODE_WRITECOMBINE)
-                   : memflags_cachemode(KGSL_CACHEMODE_WRITEBACK) | KGSL_MEMFLAGS_IOCOHERENT);
+              (cached ? memflags_cachemode(KGSL_CACHEMODE_WRITEBACK) | KGSL_MEMFLAGS_IOCOHERENT
+                      : memflags_cachemode(KGSL_CACHEMODE_WRITECOMBINE));
     if (int r = ioctl(IOCTL_KGSL_GPUOBJ_ALLOC, &a); r < 0)
       throw OsError(who_ + "IOCTL_KGSL_GPUOBJ_ALLOC (" + std::to_string(size) + " bytes of " +
                         to_string(kind) + " memory)",
                     -r);
+    if (cached && !(a.flags & KGSL_MEMFLAGS_IOCOHERENT)) {  // KGSL dropped it: not coherent here
+      free(a.id);
+      host_cached_ = false;
+      return allocate(va, size, kind);
+    }
     void* p = kernel_->mmap(reinterpret_cast<void*>(va), a.mmapsize, PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_FIXED, fd_, off_t(mmap_offset_of(a.id)));
     if (p == MAP_FAILED) {
@@ -94,6 +101,7 @@ class KgslKmd final : public Kmd {
     }
     return a.id;
   }
+  bool host_memory_cached() const override { return host_cached_; }
   void free(uint64_t handle) override {
     GpuobjFree f{};
     f.id = uint32_t(handle);
@@ -153,6 +161,7 @@ class KgslKmd final : public Kmd {
   std::string who_;  // "qcom:0: ": errors name the device
   int fd_ = -1;
   uint32_t chip_id_ = 0, context_ = 0;
+  std::atomic<bool> host_cached_{true};
 };
 
 }  // namespace

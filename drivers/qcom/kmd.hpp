@@ -36,6 +36,10 @@ class Kmd {
   // a range the driver reserved; returns its handle. Throws OsError or Error (the range stays
   // reserved).
   virtual uint64_t allocate(uint64_t va, uint64_t size, MemoryKind kind) = 0;
+  // Whether host memory is CPU-cached and kept coherent by the hardware. Where the GPU does
+  // not snoop the CPU's caches, host memory is write-combined like device memory instead, so
+  // host copies never need cache maintenance (learnt at the first host allocation).
+  virtual bool host_memory_cached() const = 0;
   // Frees an object whose CPU mapping the driver already replaced by its reservation.
   virtual void free(uint64_t handle) = 0;
   // The process's own pages at the same GPU address; returns a handle for free_user. Throws

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
 #include <ctime>
 #include <map>
@@ -82,15 +83,23 @@ class MsmKmd final : public Kmd {
 
   uint64_t allocate(uint64_t va, uint64_t size, MemoryKind kind) override {
     // Device memory write-combined; host memory cached where the GPU snoops the CPU's caches
-    // (CACHED_COHERENT), which keeps host copies free of cache maintenance.
+    // (CACHED_COHERENT), else write-combined too: either way host copies need no cache
+    // maintenance. drm/msm refuses flags it cannot give with EINVAL: without NO_SHARE (before
+    // Linux 6.5) or coherence (a GPU that does not snoop), in that order of preference; what
+    // works is kept for good.
     GemNew g{};
     g.size = size;
-    g.flags = (kind == MemoryKind::Device ? MSM_BO_WC : MSM_BO_CACHED_COHERENT) | no_share_;
-    int r = ioctl(IOCTL_MSM_GEM_NEW, &g);
-    if (r == -EINVAL && no_share_) {  // a kernel before MSM_BO_NO_SHARE (Linux 6.5)
-      no_share_ = 0;
-      g.flags &= ~MSM_BO_NO_SHARE;
+    const bool want_cached = kind == MemoryKind::Host && host_cached_;
+    const bool want_private = no_share_;
+    int r = -EINVAL;
+    for (auto [cached, priv] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+      if ((cached && !want_cached) || (priv && !want_private)) continue;
+      g.flags = (cached ? MSM_BO_CACHED_COHERENT : MSM_BO_WC) | (priv ? MSM_BO_NO_SHARE : 0);
       r = ioctl(IOCTL_MSM_GEM_NEW, &g);
+      if (r == -EINVAL) continue;
+      if (r == 0 && want_cached && !cached) host_cached_ = false;
+      if (r == 0 && want_private && !priv) no_share_ = false;
+      break;
     }
     if (r < 0)
       throw OsError(who_ + "DRM_IOCTL_MSM_GEM_NEW (" + std::to_string(size) + " bytes of " +
@@ -114,6 +123,7 @@ class MsmKmd final : public Kmd {
     handle_va_[g.handle] = va;
     return g.handle;
   }
+  bool host_memory_cached() const override { return host_cached_; }
   void free(uint64_t handle) override {
     {
       std::lock_guard lk(mu_);
@@ -194,7 +204,8 @@ class MsmKmd final : public Kmd {
   std::string who_;  // "qcom:0: ": errors name the device
   int fd_ = -1;
   uint32_t chip_id_ = 0, queue_ = 0;
-  uint32_t no_share_ = MSM_BO_NO_SHARE;
+  std::atomic<bool> no_share_{true};  // MSM_BO_NO_SHARE
+  std::atomic<bool> host_cached_{true};
   uint64_t va_start_ = 0, va_size_ = 0;
   std::mutex mu_;
   std::map<uint64_t, Object> objects_;  // by GPU address: to find an IB's buffer

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "core/error.hpp"
+#include "qcom/emu/kgsl.hpp"
 #include "qcom/emu/msm.hpp"
 #include "qcom/kmd.hpp"
 #include "qcom/targets.hpp"
@@ -145,6 +146,37 @@ TEST(MsmKmd, AMissingNodeIsAClearErrorAndTheNodeSaysWhatItIs) {
   EXPECT_EQ(kmd->va_window(), (std::pair<uint64_t, uint64_t>{emu::kMsmVaStart, emu::kMsmVaSize}));
   EXPECT_EQ(kmd->context(), "msm submit queue 1");
   EXPECT_FALSE(kmd->maps_user_memory());
+}
+
+// Both kernel drivers: host memory is cached where the GPU snoops the CPU's caches and
+// write-combined where it does not (the kernel refuses or drops the coherent flag), so host
+// copies never need cache maintenance; either way the memory works at the same address.
+TEST(Kmds, HostMemoryIsWriteCombinedWhereTheGpuDoesNotSnoop) {
+  const Target& t = *find_target("a660");
+  for (bool coherent : {true, false})
+    for (bool is_msm : {false, true}) {
+      SCOPED_TRACE(std::string(is_msm ? "msm" : "kgsl") + (coherent ? " coherent" : " not coherent"));
+      auto kernel = is_msm ? emu::make_emulated_msm_system(t, coherent)
+                           : emu::make_emulated_system(t, coherent);
+      auto kmd = is_msm ? open_msm(kernel, emu::kMsmRenderNode, "emu:a660_msm")
+                        : open_kgsl(kernel, "/dev/kgsl-3d0", "emu:a660");
+      const uint64_t bytes = 1 << 20;
+      void* base = kernel->mmap(nullptr, bytes, PROT_NONE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      ASSERT_NE(base, MAP_FAILED);
+      const uint64_t va = reinterpret_cast<uint64_t>(base);
+      const uint64_t device = kmd->allocate(va, 4096, MemoryKind::Device);
+      EXPECT_TRUE(kmd->host_memory_cached());  // device memory says nothing about it
+      const uint64_t host = kmd->allocate(va + 4096, 8192, MemoryKind::Host);
+      EXPECT_EQ(kmd->host_memory_cached(), coherent);
+      auto* words = reinterpret_cast<volatile uint32_t*>(va + 4096);
+      words[2047] = 0x5eed;
+      EXPECT_EQ(words[2047], 0x5eedu);
+      reserve_range(*kernel, va, 3 * 4096);
+      kmd->free(host);
+      kmd->free(device);
+      kernel->munmap(base, bytes);
+    }
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ constexpr uint64_t kPage = 4096;
 
 class KgslState final : public GpuEvents {
  public:
-  explicit KgslState(const Target& t) : t_(t), engine_(t.gen, memory_, *this) {}
+  KgslState(const Target& t, bool io_coherent)
+      : t_(t), io_coherent_(io_coherent), engine_(t.gen, memory_, *this) {}
 
   int ioctl(unsigned long req, void* arg);
   void* mmap(void* addr, size_t len, int flags, off_t off);
@@ -64,6 +65,7 @@ class KgslState final : public GpuEvents {
   static bool reached(uint32_t retired, uint32_t ts) { return int32_t(retired - ts) >= 0; }
 
   const Target t_;
+  const bool io_coherent_;
   hcq::emu::Memory memory_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -119,6 +121,7 @@ int KgslState::ioctl(unsigned long req, void* arg) {
       auto* a = static_cast<GpuobjAlloc*>(arg);
       if (a->size == 0) return -EINVAL;
       if (!(a->flags & KGSL_MEMFLAGS_USE_CPU_MAP)) return -EINVAL;  // the emulator does SVM only
+      if (!io_coherent_) a->flags &= ~KGSL_MEMFLAGS_IOCOHERENT;  // the answer says what it got
       std::lock_guard lk(mu_);
       a->id = next_id_++;
       a->mmapsize = (a->size + kPage - 1) / kPage * kPage;
@@ -251,9 +254,9 @@ class KgslNode final : public os::EmulatedNode {
 
 }  // namespace
 
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_coherent) {
   auto k = std::make_shared<os::EmulatedKernel>();
-  auto state = std::make_shared<KgslState>(target);
+  auto state = std::make_shared<KgslState>(target, io_coherent);
   k->add_node("/dev/kgsl-3d0", std::make_shared<KgslNode>(state));
   std::weak_ptr<KgslState> weak = state;
   k->add_generated_file(kEmulatorFaultLog, [weak] {

@@ -9,7 +9,9 @@
 
 namespace hcq::qcom::emu {
 
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+// `io_coherent` false emulates a platform whose GPU does not snoop the CPU's caches: KGSL
+// then drops KGSL_MEMFLAGS_IOCOHERENT from allocations, as the real one does.
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_coherent = true);
 
 // The emulated GPU's own words about each context fault (a debugfs-style file that only the
 // emulated kernel has); the driver adds them to its fault errors when present.

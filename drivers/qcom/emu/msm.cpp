@@ -34,7 +34,8 @@ constexpr uint64_t kOffsetShift = 24;  // fake mmap offsets: handle << 24 (buffe
 
 class MsmState final : public GpuEvents {
  public:
-  explicit MsmState(const Target& t) : t_(t), engine_(t.gen, memory_, *this) {}
+  MsmState(const Target& t, bool io_coherent)
+      : t_(t), io_coherent_(io_coherent), engine_(t.gen, memory_, *this) {}
 
   int ioctl(unsigned long req, void* arg);
   void* mmap(void* addr, size_t len, int flags, off_t off);
@@ -81,6 +82,7 @@ class MsmState final : public GpuEvents {
   int wait(const WaitFence& w);
 
   const Target t_;
+  const bool io_coherent_;
   hcq::emu::Memory memory_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -126,6 +128,7 @@ int MsmState::ioctl(unsigned long req, void* arg) {
       auto* g = static_cast<GemNew*>(arg);
       const uint32_t known = MSM_BO_NO_SHARE | MSM_BO_CACHED | MSM_BO_WC | MSM_BO_CACHED_COHERENT;
       if (!g->size || (g->flags & ~known)) return -EINVAL;
+      if ((g->flags & MSM_BO_CACHED_COHERENT) && !io_coherent_) return -EINVAL;
       std::lock_guard lk(mu_);
       g->handle = next_handle_++;
       bos_[g->handle] = {(g->size + kPage - 1) / kPage * kPage, g->flags, 0, false};
@@ -281,9 +284,9 @@ class MsmNode final : public os::EmulatedNode {
 
 }  // namespace
 
-std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target) {
+std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target, bool io_coherent) {
   auto k = std::make_shared<os::EmulatedKernel>();
-  auto state = std::make_shared<MsmState>(target);
+  auto state = std::make_shared<MsmState>(target, io_coherent);
   k->add_node(kMsmRenderNode, std::make_shared<MsmNode>(state));
   std::weak_ptr<MsmState> weak = state;
   k->add_generated_file(kEmulatorFaultLog, [weak] {  // the same debugfs-style file as KGSL's

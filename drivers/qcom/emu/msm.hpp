@@ -17,6 +17,8 @@ inline constexpr const char* kMsmRenderNode = "/dev/dri/renderD128";
 inline constexpr uint64_t kMsmVaStart = 1ull << 32;
 inline constexpr uint64_t kMsmVaSize = (1ull << 47) - (2ull << 32);
 
-std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target);
+// `io_coherent` false emulates a GPU that does not snoop the CPU's caches: drm/msm then
+// refuses MSM_BO_CACHED_COHERENT buffers with EINVAL.
+std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target, bool io_coherent = true);
 
 }  // namespace hcq::qcom::emu
