@@ -126,7 +126,7 @@ void empty_launch_round_trips(benchmark::State& state, bool captured,
                               const std::string& target = "gfx1100") {
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:" + target);
-  auto image = kernels::code_object(target);
+  auto image = kernels::code_object(dev->properties().arch);
   if (image.empty()) {
     state.SkipWithError(("no " + target + " code object was built").c_str());
     return;
@@ -159,6 +159,11 @@ void BM_EmulatedEmptyLaunchRoundTripAdreno(benchmark::State& state) {
   empty_launch_round_trips(state, false, "a660");
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAdreno)->UseRealTime();
+
+void BM_EmulatedEmptyLaunchRoundTripAdrenoMsm(benchmark::State& state) {
+  empty_launch_round_trips(state, false, "a660_msm");
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAdrenoMsm)->UseRealTime();
 
 constexpr uint64_t kCopyBytes = 256ull << 20;
 
