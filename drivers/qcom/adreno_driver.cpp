@@ -399,9 +399,8 @@ class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
     std::memcpy(memory_.host(), image.data(), image.size());
     for (size_t i = 0; i < m.kernels.size(); i++) {
       const Ir3Kernel& k = m.kernels[i];
-      if (k.local_memory_bytes || k.private_memory_bytes || k.uav_count ||
-          k.workgroup_id_regid != kIr3NoRegid || k.local_id_regid != kIr3NoRegid) {
-        unsupported_[k.name] = "needs local or private memory, UAVs or workgroup/local ids";
+      if (k.local_memory_bytes || k.private_memory_bytes || k.uav_count) {
+        unsupported_[k.name] = "needs local or private memory or UAVs";
         continue;
       }
       auto obj = std::make_shared<AdrenoKernel>();
@@ -416,6 +415,8 @@ class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
       obj->args_offset = k.args_offset;
       obj->args_bytes = k.args_bytes;
       obj->uav_count = k.uav_count;
+      obj->workgroup_id_regid = k.workgroup_id_regid;
+      obj->local_id_regid = k.local_id_regid;
       if (!k.immediates.empty()) {
         obj->immediates_va = memory_.va() + places[i].immediates;
         obj->immediates_offset = k.immediates_offset;

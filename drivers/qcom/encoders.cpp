@@ -169,6 +169,34 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
          SP_CS_CTRL_REG0_THREADSIZE(g, k.threadsize == 128)});
   pkt4s(RegId::HLSQ_CS_CNTL, {HLSQ_CS_CNTL_CONSTLEN(g, (k.const_dwords + 15) / 16) |
                               HLSQ_CS_CNTL_ENABLED(g, 1)});
+  // Where the shader finds its workgroup and local ids, and its wave size: HLSQ_CS_CNTL_0/1
+  // on a6xx, SP_CS_CNTL_0/1 plus HLSQ_CS_CNTL_1 on a7xx (freedreno fd6_compute.cc
+  // cs_program_emit, under the 2024 register names). Workgroup size and offset, and the linear
+  // local id, are never asked for (regid(63, 0)). a6xx parts with LPAC (a660) mirror
+  // CNTL_0/1 into SP_CS_CNTL_0/1 for the LPAC pipe, which hcq does not use.
+  constexpr uint32_t kNoRegid = 0xfc;
+  const bool wave128 = k.threadsize == 128;
+  if (g == Gen::A6xx) {
+    pkt4s(RegId::HLSQ_CS_CNTL_0,
+          {HLSQ_CS_CNTL_0_WGIDCONSTID(g, k.workgroup_id_regid) |
+               HLSQ_CS_CNTL_0_WGSIZECONSTID(g, kNoRegid) |
+               HLSQ_CS_CNTL_0_WGOFFSETCONSTID(g, kNoRegid) |
+               HLSQ_CS_CNTL_0_LOCALIDREGID(g, k.local_id_regid),
+           HLSQ_CS_CNTL_1_LINEARLOCALIDREGID(g, kNoRegid) | HLSQ_CS_CNTL_1_THREADSIZE(g, wave128)});
+  } else {
+    pkt4s(RegId::SP_CS_CNTL_0,
+          {SP_CS_CNTL_0_WGIDCONSTID(g, k.workgroup_id_regid) |
+               SP_CS_CNTL_0_WGSIZECONSTID(g, kNoRegid) | SP_CS_CNTL_0_WGOFFSETCONSTID(g, kNoRegid) |
+               SP_CS_CNTL_0_LOCALIDREGID(g, k.local_id_regid),
+           SP_CS_CNTL_1_LINEARLOCALIDREGID(g, kNoRegid) | SP_CS_CNTL_1_THREADSIZE(g, wave128)});
+    // The workgroup raster order (UNK11: z first; UNK22: tile width 4) and tile height
+    // (UNK26 | YALIGN << 1): 17, the height freedreno uses when block.y is odd and which
+    // suits every block, so the launch template needs no patch for it.
+    pkt4s(RegId::HLSQ_CS_CNTL_1,
+          {HLSQ_CS_CNTL_1_LINEARLOCALIDREGID(g, kNoRegid) | HLSQ_CS_CNTL_1_THREADSIZE(g, wave128) |
+           HLSQ_CS_CNTL_1_UNK11(g, 1) | HLSQ_CS_CNTL_1_UNK22(g, 1) | HLSQ_CS_CNTL_1_UNK26(g, 1) |
+           HLSQ_CS_CNTL_1_YALIGN(g, 8)});
+  }
   pkt4s(RegId::SP_CS_OBJ_START_LO, {lo(k.code_va), hi(k.code_va)});
   pkt4s(RegId::SP_CS_INSTRLEN, {SP_CS_INSTRLEN_INSTRLEN(g, k.instr_dwords)});
   // The shader, then the argument block (and ir3's immediates) into the constant file.

@@ -17,6 +17,9 @@ class AdrenoKernel final : public KernelObject {
   uint64_t instr_dwords = 0;
   uint32_t full_regs = 0, half_regs = 0, branch_stack = 0, threadsize = 64;
   uint32_t const_dwords = 0, args_offset = 0, args_bytes = 0, uav_count = 0;
+  // Register ids (regid: register * 4 + component) the shader reads its workgroup id and
+  // local invocation id from; 0xfc (regid(63, 0)) when it reads none.
+  uint32_t workgroup_id_regid = 0xfc, local_id_regid = 0xfc;
   uint64_t immediates_va = 0;  // where the ir3 immediates sit in code memory (0: none)
   uint32_t immediates_offset = 0, immediates_dwords = 0;
   // The launch encoded once (CpEncoder::prepare) with zero grid, block and arguments, its patch

@@ -107,6 +107,35 @@ TEST(QcomEncoder, LaunchesLoadStateAndExecute) {
   }
 }
 
+// The shader's workgroup id in r15.x (regid 15 * 4 = 0x3c) and local id in r0.x, 128-wide
+// waves: a6xx writes HLSQ_CS_CNTL_0/1, a7xx SP_CS_CNTL_0/1 and HLSQ_CS_CNTL_1.
+TEST(QcomEncoder, LaunchesTellTheShaderWhereItsIdsAre) {
+  AdrenoKernel k = kernel(64, 16, 32);
+  k.workgroup_id_regid = 0x3c;
+  k.local_id_regid = 0;
+  k.threadsize = 128;
+  auto launch = [&](Gen g) {
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    CpEncoder(g, kMem).exec(cs, k, 0x7f0000020000, {1, 1, 1}, {64, 1, 1}, s);
+    return words(cs);
+  };
+  auto has = [](const Words& w, std::initializer_list<uint32_t> seq) {
+    return std::search(w.begin(), w.end(), seq.begin(), seq.end()) != w.end();
+  };
+  // CNTL_0: WGIDCONSTID 0x3c, WGSIZECONSTID and WGOFFSETCONSTID 0xfc (none), LOCALIDREGID 0.
+  // a6xx: pkt4 of HLSQ_CS_CNTL_0 (0xb997: ten ones, parity 1 at bit 27) count 2 = 0x48b99702;
+  // HLSQ_CS_CNTL_1: LINEARLOCALIDREGID 0xfc | THREADSIZE (bit 9) = 0x2fc.
+  EXPECT_TRUE(has(launch(Gen::A6xx), {0x48b99702, 0x00fcfc3c, 0x2fc}));
+  // a7xx: SP_CS_CNTL_0 (0xa9c2: seven ones, parity 0) count 2 = 0x40a9c202; SP_CS_CNTL_1:
+  // 0xfc | THREADSIZE (bit 8 on a7xx) = 0x1fc. HLSQ_CS_CNTL_1 (0xa9db: ten ones, parity 1)
+  // count 1 = 0x48a9db01: 0xfc | THREADSIZE (bit 9) 0x200 | UNK11 0x800 | UNK22 0x400000 |
+  // UNK26 0x4000000 | YALIGN 8 << 27 = 0x44400afc.
+  const Words a7 = launch(Gen::A7xx);
+  EXPECT_TRUE(has(a7, {0x40a9c202, 0x00fcfc3c, 0x1fc, 0x48a9db01, 0x44400afc}));
+  EXPECT_FALSE(has(a7, {0x48b99702}));  // a7xx has no HLSQ_CS_CNTL_0
+}
+
 // A kernel prepared at load encodes the same launch from its template, sites included.
 TEST(QcomEncoder, PreparedLaunchesEqualFreshlyEncodedOnes) {
   const AdrenoKernel k = kernel(32, 4, 16);
