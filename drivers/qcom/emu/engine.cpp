@@ -24,6 +24,9 @@ struct ContextFault {
 constexpr int kMaxIbDepth = 2;              // the ring's IBs may call one more level
 constexpr uint32_t kConstDwords = 0x4000;   // the constant file hcq's kernels can fill
 constexpr auto kIdleSleep = std::chrono::microseconds(200);
+// After work, poll for the next submission this long before sleeping: a condition-variable
+// wake costs microseconds, a back-to-back submission stream would pay it each time.
+constexpr auto kSpinAfterActivity = std::chrono::microseconds(200);
 
 uint64_t now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -89,6 +92,7 @@ void Engine::submit(uint32_t context, uint32_t timestamp, std::vector<Ib> ibs) {
     }
     c->pending.push_back({timestamp, std::move(ibs)});
   }
+  submissions_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -99,6 +103,7 @@ void Engine::remove_context(uint32_t context) {
 
 void Engine::run() {
   std::unique_lock lk(mu_);
+  auto last_activity = std::chrono::steady_clock::now();
   while (!stop_) {
     bool progress = false, waiting = false;
     for (auto& [id, c] : contexts_) {
@@ -106,11 +111,23 @@ void Engine::run() {
       waiting = true;
       progress |= step(*c);
     }
-    if (progress) continue;
-    // Nothing moved: sleep until a submission comes, or briefly while a wait polls memory.
+    if (progress) {
+      last_activity = std::chrono::steady_clock::now();
+      continue;
+    }
+    // Nothing moved: poll briefly while a wait polls memory or right after work, else sleep
+    // until a submission comes.
     if (waiting) {
       lk.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lk.lock();
+    } else if (std::chrono::steady_clock::now() - last_activity < kSpinAfterActivity) {
+      const uint64_t seen = submissions_.load(std::memory_order_acquire);
+      lk.unlock();
+      for (int i = 0; i < 64 && submissions_.load(std::memory_order_acquire) == seen &&
+                      !stop_.load(std::memory_order_relaxed);
+           i++)
+        std::this_thread::yield();
       lk.lock();
     } else {
       cv_.wait_for(lk, kIdleSleep);

@@ -65,6 +65,7 @@ class Engine {
   std::map<uint32_t, std::unique_ptr<Context>> contexts_;
   std::unique_ptr<KernelCache> kernels_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> submissions_{0};  // to poll for new work without the lock
   std::thread thread_;
 };
 
