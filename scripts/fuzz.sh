@@ -15,8 +15,12 @@ clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core
   -o "$out/fuzz_capture"
 clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp -lelf \
   -o "$out/fuzz_cubin"
-for t in fuzz_decoders fuzz_capture fuzz_cubin; do
+clang++ "${flags[@]}" fuzz/fuzz_ir3.cpp drivers/qcom/ir3_program.cpp lib/core/error.cpp \
+  -o "$out/fuzz_ir3"
+for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_ir3; do
   mkdir -p "$out/corpus_$t"
+  # Seed the ir3 corpus with the demo containers when a build made them.
+  if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
   echo "== $t for ${seconds}s"
   "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
     "$out/corpus_$t" 2>&1 |
