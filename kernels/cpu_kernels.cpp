@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 
 #include "emu/kernels.hpp"
@@ -24,6 +25,9 @@ constexpr uint32_t a = 0, b = 8, c = 16, n = 24, block = 28;
 }
 namespace scale_add_args {
 constexpr uint32_t x = 0, a = 8, b = 12, n = 16, block = 20;
+}
+namespace copy_bytes_args {
+constexpr uint32_t dst = 0, src = 8, n = 16, block = 20;
 }
 namespace spin_until_args {
 constexpr uint32_t flag = 0;
@@ -61,6 +65,16 @@ void for_each_run(const emu::Dispatch& d, uint32_t block, uint32_t n, Fn&& fn) {
 uint64_t element_va(uint64_t va, uint32_t i, uint64_t elem) { return va + uint64_t{i} * elem; }
 
 void empty(const emu::Dispatch&) {}
+
+void copy_bytes(const emu::Dispatch& d) {
+  using namespace copy_bytes_args;
+  const uint64_t to = d.arg<uint64_t>(dst), from = d.arg<uint64_t>(src);
+  for_each_run(d, d.arg<uint32_t>(block), d.arg<uint32_t>(n), [&](uint32_t first, uint32_t count) {
+    const auto* s = d.ptr<uint8_t>(element_va(from, first, 1), count);
+    auto* t = d.ptr<uint8_t>(element_va(to, first, 1), count);
+    std::memmove(t, s, count);
+  });
+}
 
 void fill_u32(const emu::Dispatch& d) {
   using namespace fill_u32_args;
@@ -123,6 +137,7 @@ void register_cpu_implementations() {
   emu::register_kernel("vector_add", vector_add);
   emu::register_kernel("scale_add", scale_add);
   emu::register_kernel("spin_until", spin_until);
+  emu::register_kernel("copy_bytes", copy_bytes);
 }
 
 }  // namespace hcq::kernels

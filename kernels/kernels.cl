@@ -35,6 +35,13 @@ __kernel void scale_add(__global float* x, float a, float b, uint n, uint block)
   if (i < n) x[i] = a * x[i] + b;
 }
 
+// dst[i] = src[i] for byte i < n: what the batch compiler launches to copy on a device without
+// a copy queue (Schedule::CompileOptions::copy_kernels).
+__kernel void copy_bytes(__global uchar* dst, __global const uchar* src, uint n, uint block) {
+  uint i = global_id_x(block);
+  if (i < n) dst[i] = src[i];
+}
+
 // Work-item 0 of workgroup 0 waits until *flag is nonzero; every other work-item returns.
 // For tests of queue blocking: the host (or another queue) releases it by writing the flag.
 __kernel void spin_until(__global volatile uint* flag) {

@@ -39,6 +39,13 @@ extern "C" __global__ void scale_add(float* x, float a, float b, unsigned int n,
   if (i < n) x[i] = a * x[i] + b;
 }
 
+// dst[i] = src[i] for byte i < n (the batch compiler's kernel copies).
+extern "C" __global__ void copy_bytes(unsigned char* dst, const unsigned char* src,
+                                      unsigned int n, unsigned int block) {
+  const unsigned int i = global_id_x(block);
+  if (i < n) dst[i] = src[i];
+}
+
 // Thread 0 of block 0 waits until *flag is nonzero; every other thread returns. For tests of
 // queue blocking: the host (or another queue) releases it by writing the flag.
 extern "C" __global__ void spin_until(volatile unsigned int* flag) {

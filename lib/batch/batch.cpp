@@ -357,6 +357,10 @@ Executable Schedule::compile(const CompileOptions& options) const {
   auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
   put(options.profile);
   put(options.copy_queues);
+  for (const Program* k : options.copy_kernels) {
+    put(reinterpret_cast<uintptr_t>(&k->kernel()));
+    put(ours(&k->device()) ? dev_index(&k->device()) : ~size_t{0});
+  }
   put(input_sizes_.size());
   for (size_t i = 0; i < input_sizes_.size(); i++) {
     put(input_sizes_[i]);
@@ -410,19 +414,41 @@ Executable Schedule::compile(const CompileOptions& options) const {
   Executable::Impl& x = *impl;
   // Queue layout: per device its compute queue, then up to `copy_queues` copy queues.
   std::vector<uint32_t> copy_base(devs_.size()), copy_count(devs_.size());
+  std::vector<const Program*> copy_kernel(devs_.size(), nullptr);  // kernel copies per device
+  for (const Program* k : options.copy_kernels) {
+    if (!ours(&k->device()))
+      throw InvalidInput("batch: copy kernel '" + k->kernel().name + "' is loaded on " +
+                         k->device().name() + ", not a schedule device");
+    std::vector<const KernelArg*> a;
+    for (auto& ka : k->kernel().args)
+      if (ka.kind != KernelArg::Kind::Hidden) a.push_back(&ka);
+    // Addresses are 8 bytes and not values (a cubin says only "bytes"), counts 4 bytes.
+    using K = KernelArg::Kind;
+    auto address = [](const KernelArg* x) { return x->size == 8 && x->kind != K::Value; };
+    auto count = [](const KernelArg* x) { return x->size == 4 && x->kind != K::Buffer; };
+    if (a.size() != 4 || !address(a[0]) || !address(a[1]) || !count(a[2]) || !count(a[3]))
+      throw InvalidInput("batch: copy kernel '" + k->kernel().name + "' must take (dst buffer, "
+                         "src buffer, uint32 n, uint32 block)");
+    const size_t d = dev_index(&k->device());
+    if (copy_kernel[d])
+      throw InvalidInput("batch: two copy kernels for " + devs_[d]->name());
+    copy_kernel[d] = k;
+  }
   for (size_t d = 0; d < devs_.size(); d++) {
     uint32_t have = devs_[d]->queue_count(QueueKind::Copy);
     copy_count[d] = options.copy_queues ? std::min(have, options.copy_queues) : have;
-    const bool host = copy_count[d] == 0;
+    if (copy_kernel[d]) copy_count[d] = 0;  // copies are launches on the compute queue
+    const bool host = copy_count[d] == 0 && !copy_kernel[d];
     if (host && !devs_[d]->properties().caps.uma)
       throw InvalidInput("batch: " + devs_[d]->name() + " has no copy queue to use, and its "
-                         "memory is not the host's");
+                         "memory is not the host's (give it a copy kernel)");
     x.compute_queue.push_back(uint32_t(x.queue_device.size()));
     x.queue_device.push_back(uint32_t(d));
     x.queue_kind.push_back(QueueKind::Compute);
     x.queue_index.push_back(0);
     x.host_queue.push_back(false);
     copy_base[d] = uint32_t(x.queue_device.size());
+    if (copy_kernel[d]) continue;  // no copy queue
     for (uint32_t i = 0; i < std::max(copy_count[d], 1u); i++) {  // a host queue without
       x.queue_device.push_back(uint32_t(d));                     // a copy engine
       x.queue_kind.push_back(QueueKind::Copy);
@@ -468,8 +494,14 @@ Executable Schedule::compile(const CompileOptions& options) const {
     const uint32_t dd = dev_index(c.dst.device), sd = dev_index(c.src.device);
     const uint32_t D = uint32_t(devs_.size());
     const uint32_t lane = dd == sd ? 0 : ((dd + D - sd) % D) - 1;
-    uint32_t dq = copy_base[dd] + lane % copy_count[dd], sq = copy_base[sd] + lane % copy_count[sd];
+    auto queue_for = [&](uint32_t d) {
+      return copy_kernel[d] ? x.compute_queue[d] : copy_base[d] + lane % copy_count[d];
+    };
+    uint32_t dq = queue_for(dd), sq = queue_for(sd);
     std::string name = "copy " + std::to_string(c.size) + " bytes";
+    if ((copy_kernel[dd] || copy_kernel[sd]) && c.size >= (1ull << 32))
+      throw InvalidInput("batch: call " + std::to_string(i) + " copies " + std::to_string(c.size) +
+                         " bytes, more than a copy kernel's 32-bit count");
     if (dq == sq) {
       Op o{i, dq, false, slot_of(c.dst), slot_of(c.src), c.dst_offset, c.src_offset, c.size, name, {}};
       o.accesses = {{o.src_slot, c.src_offset, c.size, false}, {o.dst_slot, c.dst_offset, c.size, true}};
@@ -530,9 +562,16 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.timestamps = SharedHostMemory(devs_, std::max<size_t>(n, 1) * 32);
   }
   std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
+  // The program an op launches: its own, or its device's copy kernel for a copy on a compute
+  // queue.
+  auto program_of = [&](const Op& o) -> const Program* {
+    if (o.launch) return calls_[o.call].program;
+    return x.queue_kind[o.queue] == QueueKind::Compute ? copy_kernel[x.queue_device[o.queue]]
+                                                       : nullptr;
+  };
   for (size_t i = 0; i < n; i++)
-    if (ops[i].launch) {
-      const auto& k = calls_[ops[i].call].program->kernel();
+    if (const Program* prog = program_of(ops[i])) {
+      const auto& k = prog->kernel();
       uint64_t align = std::max<uint64_t>(k.kernarg_align, 16);
       uint64_t& total = karg_bytes[x.queue_device[ops[i].queue]];
       total = (total + align - 1) / align * align;
@@ -633,6 +672,32 @@ Executable Schedule::compile(const CompileOptions& options) const {
       auto& cq = static_cast<ComputeQueue&>(Q);
       cq.memory_barrier();
       cq.exec(*c.program, x.kernargs[d].va() + karg_off[i], c.grid, c.block);
+    } else if (const Program* kp = program_of(o)) {  // a kernel copy
+      const uint32_t d = x.queue_device[o.queue];
+      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+      const KernelObject& k = kp->kernel();
+      std::copy(k.kernarg_init.begin(),
+                k.kernarg_init.begin() + std::min<size_t>(k.kernarg_init.size(), k.kernarg_size), args);
+      std::vector<const KernelArg*> ka;
+      for (auto& a : k.args)
+        if (a.kind != KernelArg::Kind::Hidden) ka.push_back(&a);
+      auto put_address = [&](const KernelArg* a, uint32_t slot, uint64_t off) {
+        auto* at = reinterpret_cast<uint64_t*>(args + a->offset);
+        if (slot < patch_slots)
+          x.inputs[slot].words.push_back({at, off});
+        else
+          *at = address(slot, off);
+      };
+      put_address(ka[0], o.dst_slot, o.dst_offset);
+      put_address(ka[1], o.src_slot, o.src_offset);
+      constexpr uint32_t kBlock = 256;
+      const uint32_t bytes = uint32_t(o.size);
+      std::memcpy(args + ka[2]->offset, &bytes, 4);
+      std::memcpy(args + ka[3]->offset, &kBlock, 4);
+      auto& cq = static_cast<ComputeQueue&>(Q);
+      cq.memory_barrier();
+      cq.exec(*kp, x.kernargs[d].va() + karg_off[i], {uint32_t((o.size + kBlock - 1) / kBlock), 1, 1},
+              {kBlock, 1, 1});
     } else {
       auto& kq = static_cast<CopyQueue&>(Q);
       kq.copy(address(o.dst_slot, o.dst_offset), address(o.src_slot, o.src_offset), o.size);

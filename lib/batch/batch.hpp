@@ -146,6 +146,12 @@ class Schedule {
   struct CompileOptions {
     bool profile = false;     // bracket every call with GPU timestamps
     uint32_t copy_queues = 0;  // copy queues used per device (0: all the device has)
+    // Kernel copies: each program's device copies with it on its compute queue instead of a
+    // copy queue (hcq has no compiler: the kernel comes from the user). Its arguments are
+    // (dst buffer, src buffer, uint32 n, uint32 block), one byte per thread: thread
+    // group * block + local copies byte i < n, in workgroups of 256. Needed by a device with
+    // no copy queue whose memory is not the host's; devices without either copy on the host.
+    std::vector<const Program*> copy_kernels = {};
   };
   // Schedules of the same structure (calls, programs, sizes, ranges, constant arguments) on
   // the same device share one compilation while any executable of it is alive; the buffers

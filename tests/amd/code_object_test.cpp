@@ -129,6 +129,12 @@ const std::map<std::string, ExpectedKernel>& expected_kernels() {
          {"n", 16, 4, Kind::Value},
          {"block", 20, 4, Kind::Value}}}},
       {"spin_until", {8, {{"flag", 0, 8, Kind::Buffer}}}},
+      {"copy_bytes",
+       {24,
+        {{"dst", 0, 8, Kind::Buffer},
+         {"src", 8, 8, Kind::Buffer},
+         {"n", 16, 4, Kind::Value},
+         {"block", 20, 4, Kind::Value}}}},
   };
   return k;
 }
@@ -158,7 +164,7 @@ TEST_P(BuiltObject, KernelsAndArguments) {
   std::set<std::string> names;
   for (auto& k : co.kernels()) names.insert(k.name);
   EXPECT_EQ(names, (std::set<std::string>{"empty", "fill_u32", "vector_add", "scale_add",
-                                          "spin_until"}));
+                                          "spin_until", "copy_bytes"}));
   for (auto& k : co.kernels()) {
     SCOPED_TRACE(k.name);
     auto it = expected_kernels().find(k.name);

@@ -108,6 +108,59 @@ TEST_P(Batch, AccessesComeFromTheKernelMetadata) {
   for (float v : read<float>(d, n)) ASSERT_EQ(v, 1.0f);
 }
 
+// With a copy kernel, copies are launches on the compute queue: no copy queue is used, the
+// data arrives at unaligned offsets, a re-bound input is patched into the kernel's
+// arguments, and a wrong kernel or one of another device is a clear error.
+TEST_P(Batch, CopyKernelsCopyOnTheComputeQueue) {
+  if (!img_->kernel("copy_bytes")) GTEST_SKIP() << GetParam() << " has no copy_bytes kernel";
+  Program copy = program("copy_bytes"), fill = program("fill_u32");
+  const uint32_t n = 1000;
+  Buffer a = dev_->allocate(n * 4), b = dev_->allocate(n * 4 + 64), c = dev_->allocate(5001);
+  Schedule s(*dev_);
+  Mem x = s.input(5001);
+  s.launch(fill, {n / 100, 1, 1}, {100, 1, 1},
+           {Arg::buffer(Mem::of(a)), Arg::value(0x01020304u), Arg::value(n), Arg::value(100u)});
+  s.copy(Mem::of(b), 3, Mem::of(a), 1, n * 4 - 1);  // reads what the launch wrote
+  s.copy(Mem::of(c), 0, x, 0, 5001);
+  Executable exe = s.compile({.copy_kernels = {&copy}});
+  EXPECT_EQ(exe.stats(QueueKind::Copy).calls, 0u);
+  EXPECT_EQ(exe.stats(QueueKind::Compute).calls, 3u);
+  EXPECT_EQ(exe.stats(QueueKind::Compute).waits, 0u);  // one queue: its order is enough
+  Buffer x1 = dev_->allocate(5001), x2 = dev_->allocate(5001);
+  std::vector<uint8_t> v1(5001), v2(5001);
+  for (size_t i = 0; i < v1.size(); i++) v1[i] = uint8_t(i * 7), v2[i] = uint8_t(i * 13 + 1);
+  dev_->copy_in(x1, 0, v1.data(), v1.size());
+  dev_->copy_in(x2, 0, v2.data(), v2.size());
+  dev_->timeline().wait(exe.run(Bindings().input(x, x1)));
+  std::vector<uint8_t> want(n * 4);
+  for (uint32_t i = 0; i < n; i++) std::memcpy(&want[i * 4], "\x04\x03\x02\x01", 4);
+  auto got_b = read<uint8_t>(b, n * 4 + 2);
+  EXPECT_TRUE(std::equal(want.begin() + 1, want.end(), got_b.begin() + 3));
+  EXPECT_EQ(read<uint8_t>(c, 5001), v1);
+  dev_->timeline().wait(exe.run(Bindings().input(x, x2)));
+  EXPECT_EQ(exe.last_patch_count(), 1u);  // the copy kernel's source address
+  EXPECT_EQ(read<uint8_t>(c, 5001), v2);
+
+  try {
+    s.compile({.copy_kernels = {&fill}});
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'fill_u32' must take (dst buffer, src "
+                                     "buffer, uint32 n, uint32 block)");
+  }
+  auto other = Device::open("emu:" + GetParam());
+  Program elsewhere(*other, other->driver().load_program(*other, kernels::code_object(
+                                                                     other->properties().arch)),
+                    "copy_bytes");
+  try {
+    s.compile({.copy_kernels = {&elsewhere}});
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'copy_bytes' is loaded on emu:" +
+                                         GetParam() + ", not a schedule device");
+  }
+}
+
 TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
   Program fill = program("fill_u32");
   Schedule s(*dev_);
@@ -286,16 +339,21 @@ struct RandomOp {
   uint32_t dst, src, src2, doff, soff, soff2, n, value;
 };
 
+// With `kernel_copies`, every device copies with copy_bytes on its compute queue.
 void check_random_schedules(std::vector<Device*> devs,
                             std::vector<std::shared_ptr<const ProgramImage>> images,
-                            uint32_t words, int schedules, int max_calls, uint32_t seed) {
+                            uint32_t words, int schedules, int max_calls, uint32_t seed,
+                            bool kernel_copies = false) {
   const uint32_t nbuf = uint32_t(devs.size()) * 2;
   auto dev_of = [](uint32_t b) { return b / 2; };
-  std::vector<Program> fill, add;
+  std::vector<Program> fill, add, copy;
+  Schedule::CompileOptions options;
   for (size_t d = 0; d < devs.size(); d++) {
     fill.emplace_back(*devs[d], images[d], "fill_u32");
     add.emplace_back(*devs[d], images[d], "vector_add");
+    if (kernel_copies) copy.emplace_back(*devs[d], images[d], "copy_bytes");
   }
+  for (const Program& p : copy) options.copy_kernels.push_back(&p);
   std::mt19937 rng(seed);
   for (int iter = 0; iter < schedules; iter++) {
     Schedule s(devs);
@@ -346,7 +404,10 @@ void check_random_schedules(std::vector<Device*> devs,
         s.copy(dst, o.doff * 4, src, o.soff * 4, o.n * 4);
       }
     }
-    Executable exe = s.compile();
+    Executable exe = s.compile(options);
+    if (kernel_copies) {
+      EXPECT_EQ(exe.stats(QueueKind::Copy).calls, 0u);
+    }
     for (int replay = 0; replay < 2; replay++) {
       // Fresh contents everywhere; small integers as floats keep the sums exact.
       std::vector<Buffer> in;
@@ -393,6 +454,17 @@ void check_random_schedules(std::vector<Device*> devs,
 
 TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
   check_random_schedules({dev_.get()}, {img_}, 256, 120, 26, 1234);
+}
+
+// The same with every copy a copy_bytes launch, on one device and between two (the kernels
+// read and write the host staging area).
+TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
+  if (!img_->kernel("copy_bytes")) GTEST_SKIP() << GetParam() << " has no copy_bytes kernel";
+  check_random_schedules({dev_.get()}, {img_}, 256, 40, 26, 4321, true);
+  auto other = Device::open("emu:gfx1100");
+  std::shared_ptr<const ProgramImage> other_img =
+      other->driver().load_program(*other, kernels::code_object("gfx1100"));
+  check_random_schedules({dev_.get(), other.get()}, {img_, other_img}, 128, 20, 16, 77, true);
 }
 
 // Two devices at once: copies between them go through host staging, waited on by the GPUs.

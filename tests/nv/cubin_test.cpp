@@ -105,6 +105,7 @@ const std::map<std::string, std::vector<ExpectedParam>> kParams = {
     {"vector_add", {{0, 8}, {8, 8}, {16, 8}, {24, 4}, {28, 4}}},
     {"scale_add", {{0, 8}, {8, 4}, {12, 4}, {16, 4}, {20, 4}}},
     {"spin_until", {{0, 8}}},
+    {"copy_bytes", {{0, 8}, {8, 8}, {16, 4}, {20, 4}}},
 };
 
 TEST(Cubin, BuiltTargetsListsAmdCodeObjectsOnly) {
