@@ -2,7 +2,12 @@
 // docs/performance.md records the figures and the command that reproduces them.
 #include <benchmark/benchmark.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -10,6 +15,7 @@
 #include "amd/encoders.hpp"
 #include "core/capture.hpp"
 #include "core/hcq.hpp"
+#include "io/file_load.hpp"
 #include "kernels.hpp"
 #include "nv/encoders.hpp"
 #include "qcom/encoders.hpp"
@@ -192,6 +198,58 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations() * kCopyBytes));
 }
 BENCHMARK(BM_Memcpy)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// A 1 GiB file in the page cache (written once per process, removed at exit).
+std::string& cached_file_path() {
+  static std::string path;
+  return path;
+}
+const std::string& page_cached_file() {
+  std::string& path = cached_file_path();
+  if (path.empty()) {
+    const auto p = std::filesystem::temp_directory_path() / ("hcq_bench_1g_" + std::to_string(getpid()));
+    std::vector<char> block(64 << 20, 7);
+    std::ofstream out(p, std::ios::binary);
+    for (int i = 0; i < 16; i++) out.write(block.data(), std::streamsize(block.size()));
+    path = p.string();
+    std::atexit([] { std::filesystem::remove(cached_file_path()); });
+  }
+  return path;
+}
+
+// Loading that file into an emulated device: io_uring reads into staging slots overlapped
+// with copy-queue copies (buffered reads: from the page cache).
+void BM_LoadFile(benchmark::State& state) {
+  auto dev = Device::open("emu:gfx1100");
+  const std::string& path = page_cached_file();
+  const uint64_t size = 1ull << 30;
+  Buffer dst = dev->allocate(size);
+  io::LoadOptions o;
+  o.direct = false;
+  io::load_file(*dev, dst, 0, path, 0, size, o);  // fault the pages in once
+  for (auto _ : state) io::load_file(*dev, dst, 0, path, 0, size, o);
+  state.SetBytesProcessed(int64_t(state.iterations() * size));
+}
+BENCHMARK(BM_LoadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The reference: one thread's read() of the same file into host memory.
+void BM_ReadFile(benchmark::State& state) {
+  const std::string& path = page_cached_file();
+  const uint64_t size = 1ull << 30;
+  std::vector<char> dst(size);
+  for (auto _ : state) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    for (uint64_t got = 0; got < size;) {
+      ssize_t r = ::read(fd, dst.data() + got, size - got);
+      if (r <= 0) break;
+      got += uint64_t(r);
+    }
+    ::close(fd);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations() * size));
+}
+BENCHMARK(BM_ReadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,0 +1,229 @@
+#include "io/file_load.hpp"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/queue.hpp"
+
+namespace hcq::io {
+namespace {
+
+constexpr uint64_t kAlign = 4096;  // O_DIRECT: file offset, length and memory aligned to this
+
+uint64_t align_down(uint64_t v) { return v / kAlign * kAlign; }
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads with io_uring, several in flight; where io_uring is not available (an old kernel, or
+// one where it is disabled) the same calls read synchronously with pread.
+class Reader {
+ public:
+  Reader(int fd, uint32_t depth) : fd_(fd) {
+    ok_ = io_uring_queue_init(std::max(depth, 1u), &ring_, 0) == 0;
+  }
+  ~Reader() {
+    drain();  // the kernel must not write into memory that is about to go
+    if (ok_) io_uring_queue_exit(&ring_);
+  }
+  // Starts reading `len` bytes at `offset` into `to`; `tag` names it in the completion.
+  void start(void* to, uint64_t len, uint64_t offset, uint64_t tag) {
+    if (!ok_) {
+      done_.push_back({tag, read_all(to, len, offset)});
+      return;
+    }
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (!sqe) {  // full: the caller keeps at most `depth` in flight, so this is a bug
+      throw Error("load_file: io_uring submission queue full");
+    }
+    io_uring_prep_read(sqe, fd_, to, unsigned(len), offset);
+    io_uring_sqe_set_data64(sqe, tag);
+    if (int r = io_uring_submit(&ring_); r < 0) throw OsError("load_file: io_uring_submit", -r);
+    in_flight_++;
+  }
+  // The next finished read: {tag, bytes read or -errno}.
+  std::pair<uint64_t, int64_t> next() {
+    if (!done_.empty()) {
+      auto d = done_.front();
+      done_.erase(done_.begin());
+      return d;
+    }
+    io_uring_cqe* cqe = nullptr;
+    int r;
+    do r = io_uring_wait_cqe(&ring_, &cqe);
+    while (r == -EINTR);
+    if (r < 0) throw OsError("load_file: io_uring_wait_cqe", -r);
+    std::pair<uint64_t, int64_t> out{io_uring_cqe_get_data64(cqe), cqe->res};
+    io_uring_cqe_seen(&ring_, cqe);
+    in_flight_--;
+    return out;
+  }
+  void drain() {
+    while (ok_ && in_flight_) {
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe(&ring_, &cqe) < 0) break;
+      io_uring_cqe_seen(&ring_, cqe);
+      in_flight_--;
+    }
+  }
+  bool uses_io_uring() const { return ok_; }
+
+ private:
+  int64_t read_all(void* to, uint64_t len, uint64_t offset) {
+    uint64_t got = 0;
+    while (got < len) {
+      ssize_t r = ::pread(fd_, static_cast<char*>(to) + got, len - got, off_t(offset + got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return -errno;
+      if (r == 0) break;
+      got += uint64_t(r);
+    }
+    return int64_t(got);
+  }
+  int fd_;
+  bool ok_ = false;
+  io_uring ring_{};
+  uint32_t in_flight_ = 0;
+  std::vector<std::pair<uint64_t, int64_t>> done_;
+};
+
+}  // namespace
+
+LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,
+                     uint64_t file_offset, uint64_t size, const LoadOptions& options) {
+  const std::string who = dev.name() + ": load_file " + path + ": ";
+  if (dst_offset > dst.size() || size > dst.size() - dst_offset)
+    throw InvalidInput(who + "[" + std::to_string(dst_offset) + ", " +
+                       std::to_string(dst_offset + size) + ") is past the end of the " +
+                       std::to_string(dst.size()) + "-byte buffer");
+  if (options.slot_bytes == 0 || options.slot_bytes % kAlign || options.slots == 0)
+    throw InvalidInput(who + "slots must be nonzero multiples of 4096 bytes");
+  const bool staged = !(dev.properties().caps.uma && dst.host());
+  Fd f;
+  bool direct = false;
+  if (options.direct && staged) {  // O_DIRECT needs aligned memory: only into staging slots
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    direct = f.fd >= 0;
+  }
+  if (f.fd < 0) f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw OsError(who + "open", errno);
+  struct stat st {};
+  if (::fstat(f.fd, &st) < 0) throw OsError(who + "fstat", errno);
+  if (S_ISREG(st.st_mode) &&
+      (file_offset > uint64_t(st.st_size) || size > uint64_t(st.st_size) - file_offset))
+    throw InvalidInput(who + "bytes [" + std::to_string(file_offset) + ", " +
+                       std::to_string(file_offset + size) + ") are past the end of the file (" +
+                       std::to_string(st.st_size) + " bytes)");
+  LoadResult result{dev.timeline().last(), direct, staged};
+  if (size == 0) return result;
+
+  const uint64_t chunk = options.slot_bytes;
+  const uint64_t chunks = (size + chunk - 1) / chunk;
+  const uint32_t slots = uint32_t(std::min<uint64_t>(options.slots, chunks));
+  const uint64_t stride = chunk + 2 * kAlign;  // room to widen a read to aligned ends
+  Buffer staging;
+  char* base;
+  if (staged) {
+    staging = dev.allocate(stride * slots, MemoryKind::Host);
+    base = static_cast<char*>(staging.host());
+  } else {
+    dev.synchronize();  // after the work already queued on the buffer
+    base = static_cast<char*>(dst.host()) + dst_offset;
+  }
+  Reader reader(f.fd, slots);
+  std::vector<uint64_t> slot_free_at(slots, 0);  // timeline value of the slot's last copy
+  std::string error;
+  int error_code = 0;
+  bool os_error = false;
+  // Chunk c covers file bytes [file_offset + c * chunk, + n). A staged read goes to a free
+  // slot (the one whose read just finished: reads finish in any order), widened to aligned
+  // ends (O_DIRECT); the bytes wanted start `lead` in.
+  auto window = [&](uint64_t c, uint64_t& start, uint64_t& len, uint64_t& lead) {
+    const uint64_t s = file_offset + c * chunk, n = std::min(chunk, size - c * chunk);
+    start = staged ? align_down(s) : s;
+    len = staged ? align_up(s + n) - start : n;
+    lead = s - start;
+  };
+  // Half the slots take reads, the other half wait for their copies: a read goes to the slot
+  // whose copy was submitted longest ago, so it seldom waits.
+  std::vector<uint32_t> slot_of(chunks, 0);
+  std::deque<uint32_t> free_slots;
+  for (uint32_t s = 0; s < slots; s++) free_slots.push_back(s);
+  const uint32_t depth = staged ? std::max(1u, slots / 2) : slots;
+  uint64_t issued = 0, finished = 0;
+  auto issue = [&] {
+    const uint64_t c = issued++;
+    uint64_t start, len, lead;
+    window(c, start, len, lead);
+    if (staged) {
+      const uint32_t slot = free_slots.front();
+      free_slots.pop_front();
+      slot_of[c] = slot;
+      dev.timeline().wait(slot_free_at[slot]);  // the slot's last copy has read it
+      reader.start(base + slot * stride, len, start, c);
+    } else {
+      reader.start(base + c * chunk, len, start, c);
+    }
+  };
+  try {
+    for (uint32_t s = 0; s < depth && issued < chunks; s++) issue();
+    while (finished < chunks) {
+      auto [c, got] = reader.next();
+      finished++;
+      uint64_t start, len, lead;
+      window(c, start, len, lead);
+      const uint64_t n = std::min(chunk, size - c * chunk);
+      const uint32_t slot = slot_of[c];
+      if (got < 0) {
+        if (error.empty()) {
+          error = who + "read at " + std::to_string(start);
+          error_code = int(-got);
+          os_error = true;
+        }
+      } else if (uint64_t(got) < lead + n) {
+        if (error.empty())
+          error = who + "short read at " + std::to_string(start) + ": " + std::to_string(got) +
+                  " of " + std::to_string(lead + n) + " bytes (did the file shrink?)";
+      } else if (staged && error.empty()) {
+        std::lock_guard lk(dev.submit_mutex());
+        auto [prev, next] = dev.timeline().advance();
+        CopyQueue q(dev);
+        q.wait(dev.timeline().signal(), prev);
+        q.copy(dst.va() + dst_offset + c * chunk, staging.va() + slot * stride + lead, n);
+        q.signal(dev.timeline().signal(), next);
+        q.submit();
+        slot_free_at[slot] = next;
+        result.done = next;
+      }
+      free_slots.push_back(slot);
+      if (error.empty() && issued < chunks) issue();
+    }
+  } catch (...) {
+    reader.drain();
+    dev.timeline().wait(result.done);  // the copies submitted read the staging slots
+    throw;
+  }
+  if (!error.empty()) {
+    reader.drain();
+    dev.timeline().wait(result.done);
+    if (os_error) throw OsError(error, error_code);
+    throw Error(error);
+  }
+  if (staged) dev.timeline().wait(result.done);  // the staging slots go with this call
+  return result;
+}
+
+}  // namespace hcq::io

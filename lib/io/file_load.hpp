@@ -1,0 +1,37 @@
+// Loading a file (or a range of it) straight into device memory: io_uring reads into host
+// staging slots, each followed by a copy-queue copy into the buffer as soon as it lands, so
+// reading and copying overlap; several reads are in flight. O_DIRECT where the file system
+// supports it (any offset and size: reads are widened to aligned windows), buffered reads
+// where not. A UMA device (or a host-visible buffer) is read into directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/device.hpp"
+
+namespace hcq::io {
+
+struct LoadOptions {
+  uint64_t slot_bytes = 4 << 20;  // one read and one copy; a multiple of 4096
+  uint32_t slots = 4;             // staging slots: half take reads, half wait for copies
+  bool direct = true;             // try O_DIRECT first
+};
+
+// What a load did, for tests and tools.
+struct LoadResult {
+  uint64_t done = 0;     // the point on dev's timeline the last copy signalled (reached)
+  bool direct = false;   // O_DIRECT was used
+  bool staged = false;   // through staging slots and copies (else read into the buffer)
+};
+
+// Copies bytes [file_offset, file_offset + size) of `path` into `dst` at `dst_offset`.
+// Returns once the data is in the buffer (the staging slots go with the call). Errors, each
+// after the
+// work already submitted finished so the buffer and queues stay usable: InvalidInput for a
+// range past the end of the buffer or the file (naming both), OsError for a file that cannot
+// be opened or read (naming the path), Error for a short read (the file shrank).
+LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,
+                     uint64_t file_offset, uint64_t size, const LoadOptions& options = {});
+
+}  // namespace hcq::io
