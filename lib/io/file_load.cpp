@@ -113,15 +113,17 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
     throw InvalidInput(who + "slots must be nonzero multiples of 4096 bytes");
   const bool staged = !(dev.properties().caps.uma && dst.host());
   Fd f;
-  bool direct = false;
-  if (options.direct && staged) {  // O_DIRECT needs aligned memory: only into staging slots
-    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    direct = f.fd >= 0;
-  }
-  if (f.fd < 0) f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // opened once: a FIFO pairs only once
   if (f.fd < 0) throw OsError(who + "open", errno);
   struct stat st {};
   if (::fstat(f.fd, &st) < 0) throw OsError(who + "fstat", errno);
+  // O_DIRECT needs aligned memory, so only into staging slots; file systems that do not
+  // support it refuse the flag.
+  bool direct = false;
+  if (options.direct && staged && S_ISREG(st.st_mode)) {
+    const int fl = ::fcntl(f.fd, F_GETFL);
+    direct = fl >= 0 && ::fcntl(f.fd, F_SETFL, fl | O_DIRECT) == 0;
+  }
   if (S_ISREG(st.st_mode) &&
       (file_offset > uint64_t(st.st_size) || size > uint64_t(st.st_size) - file_offset))
     throw InvalidInput(who + "bytes [" + std::to_string(file_offset) + ", " +

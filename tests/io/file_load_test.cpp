@@ -4,11 +4,13 @@
 #include "io/file_load.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/hcq.hpp"
 
@@ -97,6 +99,23 @@ TEST_P(FileLoad, ErrorsAreClearAndTheDeviceGoesOn) {
     FAIL();
   } catch (const OsError& e) {
     EXPECT_EQ(e.err(), EISDIR);
+  }
+  {  // a file that ends early (a FIFO whose writer closes after 100 bytes): a short read
+    const std::string fifo = (dir_ / "fifo").string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] {
+      std::ofstream(fifo, std::ios::binary).write(reinterpret_cast<const char*>(file.data()), 100);
+    });
+    try {
+      load_file(*dev_, b, 0, fifo, 0, 1000);
+      FAIL();
+    } catch (const OsError& e) {
+      FAIL() << e.what();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), who + fifo + ": short read at 0: 100 of 1000 bytes (did the "
+                                                    "file shrink?)");
+    }
+    writer.join();
   }
   LoadOptions bad;
   bad.slot_bytes = 1000;
