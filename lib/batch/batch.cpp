@@ -1,7 +1,11 @@
 #include "batch/batch.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
+#include <exception>
 #include <cstdio>
 #include <chrono>
 #include <map>
@@ -179,9 +183,48 @@ size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset
   return calls_.size() - 1;
 }
 
+size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uint64_t file_offset,
+                      uint64_t size) {
+  const std::string what = "load #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " reads 0 bytes");
+  if (path.empty()) throw InvalidInput("batch: " + what + " names no file");
+  check(dst, dst_offset, size, what + " destination");
+  Call c;
+  c.launch = false;
+  c.dst = dst;
+  c.dst_offset = dst_offset;
+  c.src_offset = file_offset;
+  c.size = size;
+  c.path = path;
+  c.accesses = {Access::written(dst, dst_offset, size)};
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
 // ---- Executable -----------------------------------------------------------------------
 
 namespace {
+
+// A load's read at run time: the whole range, or an error naming the file.
+void read_file_range(const std::string& path, uint64_t offset, char* to, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw OsError("batch: load of " + path, errno);
+  uint64_t got = 0;
+  while (got < size) {
+    const ssize_t r = ::pread(fd, to + got, size - got, off_t(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int e = errno;
+      ::close(fd);
+      if (r < 0) throw OsError("batch: load of " + path + ": read at " + std::to_string(offset + got), e);
+      throw Error("batch: load of " + path + ": bytes [" + std::to_string(offset) + ", " +
+                  std::to_string(offset + size) + ") wanted, the file ends at " +
+                  std::to_string(offset + got));
+    }
+    got += uint64_t(r);
+  }
+  ::close(fd);
+}
 
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
 // the queues' signals and the staging area of copies between devices live there. A device
@@ -268,6 +311,7 @@ struct Executable::Impl {
     std::vector<std::pair<uint32_t, uint32_t>> waits;  // (queue, value)
     uint32_t signal = 0;                                // value to signal, 0 for none
     size_t op;                                          // for profiling records
+    std::string path = {};  // a file read (src_offset: in the file) instead of a copy
   };
   std::vector<bool> host_queue;            // per queue
   std::vector<HostOp> host_ops;            // in schedule order
@@ -275,7 +319,8 @@ struct Executable::Impl {
   std::vector<uint64_t> staging_offset;    // per staging slot
   uint32_t patch_slots = 0;
   std::thread host_thread;
-  std::string host_error;
+  std::exception_ptr host_error;  // a failed host op of the last run, until reported
+  void report_host_error();
   std::mutex host_mu;
   void run_host(std::vector<uint64_t> prev);
   struct ScalarPatches {
@@ -386,6 +431,13 @@ Executable Schedule::compile(const CompileOptions& options) const {
           key.append(reinterpret_cast<const char*>(a.bytes_.data()), a.bytes_.size());
         }
       }
+    } else if (!c.path.empty()) {
+      put(slot_of(c.dst));
+      put(c.dst_offset);
+      put(c.src_offset);
+      put(c.size);
+      put(c.path.size());
+      key.append(c.path);
     } else {
       put(slot_of(c.dst));
       put(c.dst_offset);
@@ -457,6 +509,18 @@ Executable Schedule::compile(const CompileOptions& options) const {
     }
     copy_count[d] = std::max(copy_count[d], 1u);
   }
+  // Loads read on the host: a host queue per device that loads, after the others.
+  std::vector<uint32_t> disk_queue(devs_.size(), UINT32_MAX);
+  for (const Call& c : calls_) {
+    if (c.path.empty()) continue;
+    const uint32_t d = uint32_t(dev_index(c.dst.device));
+    if (disk_queue[d] != UINT32_MAX) continue;
+    disk_queue[d] = uint32_t(x.queue_device.size());
+    x.queue_device.push_back(d);
+    x.queue_kind.push_back(QueueKind::Copy);
+    x.queue_index.push_back(copy_count[d]);  // after its copy queues
+    x.host_queue.push_back(true);
+  }
   const uint32_t nq = uint32_t(x.queue_device.size());
   const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
@@ -476,6 +540,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
     std::string name;
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
+    std::string path = {};  // a file read on the host (src_offset: in the file)
   };
   std::vector<Op> ops;
   std::vector<uint64_t> staging_offset;  // per staging slot
@@ -487,6 +552,23 @@ Executable Schedule::compile(const CompileOptions& options) const {
       o.name = c.program->kernel().name;
       for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
       ops.push_back(std::move(o));
+      continue;
+    }
+    if (!c.path.empty()) {  // a load: the host reads into staging, a copy takes it from there
+      const uint32_t dd = dev_index(c.dst.device);
+      const uint32_t st = patch_slots + uint32_t(staging_offset.size());
+      staging_offset.push_back(staging_bytes);
+      staging_bytes += (c.size + 255) / 256 * 256;
+      const std::string name = "read " + std::to_string(c.size) + " bytes of " + c.path;
+      Op rd{i, disk_queue[dd], false, st, st, 0, c.src_offset, c.size, name, {}};
+      rd.accesses = {{st, 0, c.size, true}};
+      rd.path = c.path;
+      const uint32_t q = copy_kernel[dd] ? x.compute_queue[dd] : copy_base[dd];
+      Op in{i, q, false, slot_of(c.dst), st, c.dst_offset, 0, c.size,
+            "copy " + std::to_string(c.size) + " bytes from staging", {}};
+      in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
+      ops.push_back(std::move(rd));
+      ops.push_back(std::move(in));
       continue;
     }
     // Within a device: its first copy queue. Between devices: the copy queue of the peer
@@ -638,7 +720,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     const Op& o = ops[i];
     if (x.host_queue[o.queue]) {
       x.host_ops.push_back({o.queue, o.dst_slot, o.src_slot, o.dst_offset, o.src_offset, o.size,
-                            waits[i], signals[i] ? pos[i] : 0, i});
+                            waits[i], signals[i] ? pos[i] : 0, i, o.path});
       for (uint32_t slot : {o.dst_slot, o.src_slot})
         if (slot < patch_slots) x.inputs[slot].host_copied = true;
       x.stats[o.queue].waits += waits[i].size();
@@ -753,10 +835,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
 
 uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
   Impl& x = *impl_;
-  {  // a host copy of the previous run failed: its GPU queues wait for it forever
-    std::lock_guard lk(x.host_mu);
-    if (!x.host_error.empty()) throw Error(x.host_error);
-  }
+  x.report_host_error();  // a host op of the previous run failed and no wait() said so yet
   // Fence on the previous run: its command buffers and signals are about to be rewritten.
   if (x.ran)
     for (size_t d = 0; d < x.devs.size(); d++) {
@@ -852,11 +931,20 @@ void Executable::wait(std::chrono::milliseconds timeout) const {
     try {
       impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
     } catch (const TimeoutError&) {
-      std::lock_guard lk(impl_->host_mu);
-      if (!impl_->host_error.empty()) throw Error(impl_->host_error);
+      impl_->report_host_error();
       throw;
     }
   }
+  impl_->report_host_error();
+}
+
+void Executable::Impl::report_host_error() {
+  std::exception_ptr e;
+  {
+    std::lock_guard lk(host_mu);
+    std::swap(e, host_error);
+  }
+  if (e) std::rethrow_exception(e);
 }
 
 // A run's host queues: wait for the device timelines' previous values, then each host op in
@@ -864,10 +952,6 @@ void Executable::wait(std::chrono::milliseconds timeout) const {
 // signalling its end value, which the device's closing queue waits for.
 void Executable::Impl::run_host(std::vector<uint64_t> prev) {
   auto* sync_words = reinterpret_cast<uint64_t*>(sync.host());
-  auto fail = [&](const std::string& what) {
-    std::lock_guard lk(host_mu);
-    host_error = what;
-  };
   try {
     for (size_t d = 0; d < devs.size(); d++) {
       bool has = false;
@@ -897,13 +981,18 @@ void Executable::Impl::run_host(std::vector<uint64_t> prev) {
         }
       }
       if (ts) ts[h.op * 4 + 1] = now_ticks(h.queue);
-      std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
+      if (h.path.empty())
+        std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
+      else
+        read_file_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size);
       if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
       if (h.signal) __atomic_store_n(sync_words + h.queue * 2, uint64_t(h.signal), __ATOMIC_RELEASE);
     }
-  } catch (const Error& e) {
-    fail(e.what());
-    return;  // the queues waiting on the host stay blocked; wait() and run() report this
+  } catch (const Error&) {
+    // Reported by the next wait() or run(). The host queues still signal their ends below,
+    // so the GPU queues waiting on them finish the run and the devices stay usable.
+    std::lock_guard lk(host_mu);
+    host_error = std::current_exception();
   }
   for (size_t q = 0; q < host_queue.size(); q++)
     if (host_queue[q] && used[q])

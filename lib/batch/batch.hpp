@@ -142,6 +142,11 @@ class Schedule {
                 std::vector<Access> accesses = {});
   // A copy on a copy queue (device or host-visible buffers of the schedule's devices).
   size_t copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size);
+  // A "disk" source: bytes [file_offset, file_offset + size) of the file at `path`, read
+  // afresh at every run by the host into staging memory and copied into `dst` like any copy.
+  // A missing, short or unreadable file fails that run (run() or wait() throw).
+  size_t load(Mem dst, uint64_t dst_offset, const std::string& path, uint64_t file_offset,
+              uint64_t size);
 
   struct CompileOptions {
     bool profile = false;     // bracket every call with GPU timestamps
@@ -169,6 +174,7 @@ class Schedule {
     std::vector<Arg> args;
     Mem dst, src;
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::string path;  // a load: the file, src_offset its offset
     std::vector<Access> accesses;
   };
   void check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const;

@@ -3,6 +3,9 @@
 #include "batch/batch.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <fstream>
+#include <filesystem>
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
@@ -159,6 +162,53 @@ TEST_P(Batch, CopyKernelsCopyOnTheComputeQueue) {
     EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'copy_bytes' is loaded on emu:" +
                                          GetParam() + ", not a schedule device");
   }
+}
+
+// A load reads its file range afresh at every run (host read into staging, then a copy), in
+// order with the calls around it; a file that went missing fails that run with a clear error.
+TEST_P(Batch, LoadsReadTheFileAtEveryRun) {
+  const std::string path = std::filesystem::temp_directory_path() /
+                           ("hcq_batch_load_" + std::to_string(::getpid()));
+  auto write_file = [&](uint8_t seed) {
+    std::vector<uint8_t> v(6000);
+    for (size_t i = 0; i < v.size(); i++) v[i] = uint8_t(i * 31 + seed);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), 6000);
+    return v;
+  };
+  Program fill = program("fill_u32");
+  Buffer a = dev_->allocate(4096), b = dev_->allocate(4096);
+  Schedule s(*dev_);
+  s.launch(fill, {1, 1, 1}, {64, 1, 1},
+           {Arg::buffer(Mem::of(a)), Arg::value(0u), Arg::value(1024u), Arg::value(64u)});
+  s.load(Mem::of(a), 5, path, 1001, 3000);  // after the fill: overwrites bytes 5..3004
+  s.copy(Mem::of(b), 0, Mem::of(a), 0, 4096);  // after the load
+  Executable exe = s.compile();
+  for (uint8_t seed : {1, 2}) {
+    const auto file = write_file(seed);
+    exe.run(Bindings());
+    exe.wait();
+    std::vector<uint8_t> want(4096, 0);
+    std::copy(file.begin() + 1001, file.begin() + 4001, want.begin() + 5);
+    EXPECT_EQ(read<uint8_t>(a, 4096), want) << int(seed);
+    EXPECT_EQ(read<uint8_t>(b, 4096), want) << int(seed);
+  }
+  std::filesystem::remove(path);
+  try {
+    exe.run(Bindings());
+    exe.wait(std::chrono::milliseconds(2000));
+    FAIL();
+  } catch (const OsError& e) {
+    EXPECT_EQ(e.err(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find("batch: load of " + path), std::string::npos) << e.what();
+  }
+  // The failed run still finished on the GPU: the next one, with the file back, works.
+  const auto file = write_file(3);
+  exe.run(Bindings());
+  exe.wait();
+  EXPECT_TRUE(std::equal(file.begin() + 1001, file.begin() + 4001, read<uint8_t>(b, 4096).begin() + 5));
+  std::filesystem::remove(path);
+  EXPECT_THROW(s.load(Mem::of(a), 0, path, 0, 0), InvalidInput);
+  EXPECT_THROW(s.load(Mem::of(a), 4000, path, 0, 100), InvalidInput);
 }
 
 TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
