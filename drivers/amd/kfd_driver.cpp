@@ -23,6 +23,7 @@
 #include "amd/targets.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 
 namespace hcq::amd {
 namespace {
@@ -140,11 +141,11 @@ class KfdDriver final : public DeviceDriver {
   Gen gen() const { return gen_; }
   const NodeInfo& node() const { return node_; }
   void register_queue(KfdQueue* q) {
-    std::lock_guard lk(fault_mu_);
+    std::lock_guard lk(queues_mu_);
     queues_.push_back(q);
   }
   void unregister_queue(KfdQueue* q) {
-    std::lock_guard lk(fault_mu_);
+    std::lock_guard lk(queues_mu_);
     queues_.erase(std::remove(queues_.begin(), queues_.end(), q), queues_.end());
   }
 
@@ -172,9 +173,8 @@ class KfdDriver final : public DeviceDriver {
   Allocation event_page_;
   InterruptTarget irq_;
   uint32_t memory_event_ = 0, hw_event_ = 0;
-  std::mutex fault_mu_;
-  std::string fault_;  // sticky once the device reported a fault
-  std::atomic<bool> faulted_{false};
+  std::mutex queues_mu_;
+  StickyFault fault_;
   std::vector<KfdQueue*> queues_;
 };
 
@@ -417,40 +417,17 @@ std::unique_ptr<Encoder> KfdDriver::encoder(QueueKind kind) {
   return std::make_unique<SdmaEncoder>(gen_, irq_);
 }
 
-void KfdDriver::check_faults() {
-  if (!faulted_.load(std::memory_order_acquire)) return;
-  std::lock_guard lk(fault_mu_);
-  throw GpuFaultError(fault_);
-}
+void KfdDriver::check_faults() { fault_.check(); }
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
-  std::string msg;
-  {
-    std::lock_guard lk(fault_mu_);
-    if (fault_.empty()) {
-      std::string report;
-      for (KfdQueue* q : queues_) {
-        std::string r = q->report(gen_);
-        if (!r.empty()) report += "\n" + r;
-      }
-      // An emulated GPU says why, in a debugfs-style file a real KFD does not have.
-      auto detail = kernel_->read_file(emu::kEmulatorFaultLog);
-      if (detail && !detail->empty()) {
-        while (detail->back() == '\n') detail->pop_back();
-        report = "\nemulated GPU: " + *detail + report;
-      }
-      fault_ = props_.name + ": " + what + report;
-    }
-    msg = fault_;
-    faulted_.store(true, std::memory_order_release);
-  }
-  throw GpuFaultError(msg);
+  fault_.raise(
+      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string KfdDriver::hang_report() {
   std::vector<KfdQueue*> queues;
   {
-    std::lock_guard lk(fault_mu_);
+    std::lock_guard lk(queues_mu_);
     queues = queues_;
   }
   std::string out;

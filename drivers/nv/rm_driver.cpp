@@ -14,6 +14,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "nv/cubin.hpp"
 #include "nv/emu/rm.hpp"
 #include "nv/encoders.hpp"
@@ -173,9 +174,7 @@ class RmDriver final : public DeviceDriver {
   std::vector<Allocation> private_allocs_;
   std::map<uint64_t, Allocation> allocs_;  // by VA: what the driver knows to be CPU-visible
   std::vector<Channel*> channels_;
-  std::mutex fault_mu_;
-  std::string fault_;
-  std::atomic<bool> faulted_{false};
+  StickyFault fault_;
 };
 
 // ---- driver ---------------------------------------------------------------------------
@@ -644,7 +643,7 @@ std::unique_ptr<Encoder> RmDriver::encoder(QueueKind kind) {
 }
 
 void RmDriver::check_faults() {
-  if (!faulted_.load(std::memory_order_acquire)) {
+  if (!fault_.set()) {
     std::string what;
     {
       std::lock_guard lk(mu_);
@@ -662,25 +661,12 @@ void RmDriver::check_faults() {
     if (what.empty()) return;
     raise_fault(what);
   }
-  std::lock_guard lk(fault_mu_);
-  throw GpuFaultError(fault_);
+  fault_.check();
 }
 
 [[noreturn]] void RmDriver::raise_fault(const std::string& what) {
-  std::lock_guard lk(fault_mu_);
-  if (fault_.empty()) {
-    std::string report = hang_report();
-    auto detail = kernel_->read_file(emu::kEmulatorFaultLog);
-    if (detail && !detail->empty()) {
-      while (!detail->empty() && detail->back() == '\n') detail->pop_back();
-      report = "\nemulated GPU: " + *detail + (report.empty() ? "" : "\n" + report);
-    } else if (!report.empty()) {
-      report = "\n" + report;
-    }
-    fault_ = props_.name + ": " + what + report;
-  }
-  faulted_.store(true, std::memory_order_release);
-  throw GpuFaultError(fault_);
+  fault_.raise(
+      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string RmDriver::hang_report() {

@@ -13,6 +13,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/fault.hpp"
 #include "qcom/decode.hpp"
 #include "qcom/emu/kgsl.hpp"
 #include "qcom/encoders.hpp"
@@ -99,9 +100,7 @@ class AdrenoDriver final : public DeviceDriver {
   std::mutex mu_;
   std::vector<Allocation> private_allocs_;
   AdrenoQueue* queue_ = nullptr;
-  std::mutex fault_mu_;
-  std::string fault_;
-  std::atomic<bool> faulted_{false};
+  StickyFault fault_;
 };
 
 // ---- driver ---------------------------------------------------------------------------
@@ -234,27 +233,13 @@ void AdrenoDriver::fail(const char* what, int r) {
 }
 
 [[noreturn]] void AdrenoDriver::raise_fault(const std::string& what) {
-  std::lock_guard lk(fault_mu_);
-  if (fault_.empty()) {
-    std::string report = queue_ ? queue_->report() : "";
-    auto detail = kernel_->read_file(emu::kEmulatorFaultLog);
-    if (detail && !detail->empty()) {
-      while (!detail->empty() && detail->back() == '\n') detail->pop_back();
-      report = "\nemulated GPU: " + *detail + (report.empty() ? "" : "\n" + report);
-    } else if (!report.empty()) {
-      report = "\n" + report;
-    }
-    fault_ = props_.name + ": " + what + report;
-  }
-  faulted_.store(true, std::memory_order_release);
-  throw GpuFaultError(fault_);
+  fault_.raise([&] {
+    return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what,
+                         queue_ ? queue_->report() : "");
+  });
 }
 
-void AdrenoDriver::check_faults() {
-  if (!faulted_.load(std::memory_order_acquire)) return;
-  std::lock_guard lk(fault_mu_);
-  throw GpuFaultError(fault_);
-}
+void AdrenoDriver::check_faults() { fault_.check(); }
 
 void AdrenoDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   check_faults();
