@@ -20,6 +20,8 @@ constexpr uint32_t kPcasInvalidateCopySchedule = 9;
 // COPY LAUNCH_DMA DATA_TRANSFER_TYPE_NON_PIPELINED: a transfer starts after the previous one
 // ends, so copies in a channel complete in order (clc6b5.h).
 constexpr uint32_t kNonPipelined = 2;
+// COMPUTE LAUNCH_DMA COMPLETION_TYPE_FLUSH_ONLY (clc6c0.h).
+constexpr uint32_t kLaunchDmaFlushOnly = 1;
 
 // The QMD fields a launch writes, per version (qmd.def).
 struct QmdLayout {
@@ -177,6 +179,8 @@ void ComputeEncoder::prepare(NvKernel& k) const {
       QMD_V03_SASS_VERSION.put(q, (k.sm / 10) << 4 | (k.sm % 10));  // sm_89 -> 0x89
       break;
     case QmdVersion::V04:
+      // An H200 (RM 580.159) ran these launches; without the group id and QMD_TYPE it ran
+      // no CTA and raised no error.
       QMD_V04_QMD_GROUP_ID.put(q, 0x1f);
       QMD_V04_QMD_TYPE.put(q, 2);  // GRID_CTA (as V05's NVCEC0_QMDV05_00_QMD_TYPE_GRID_CTA)
       QMD_V04_API_VISIBLE_CALL_LIMIT.put(q, 1);
@@ -344,7 +348,10 @@ void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_
   p[4] = inline_dw * 4;
   p[5] = 1;
   p[6] = inc(kSubCompute, COMPUTE_LAUNCH_DMA, 1);
-  p[7] = COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1) | COMPUTE_LAUNCH_DMA_SYSMEMBAR_DISABLE_ALL(1);
+  // FLUSH_ONLY with the sysmembar: the QMD must be in memory before SEND_PCAS fetches it
+  // (Mesa's nvc0 uploads launch descriptors so; the H200 runs were made with it).
+  p[7] = COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1) |
+         COMPUTE_LAUNCH_DMA_COMPLETION_TYPE_ALL(kLaunchDmaFlushOnly);
   p[8] = non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw);
   uint32_t* q = p + 9;
   std::memcpy(q, k.qmd.data(), qmd_dw * 4);

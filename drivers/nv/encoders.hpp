@@ -69,7 +69,7 @@ class ComputeEncoder final : public Encoder {
   // Fill k.qmd with every launch-independent field of this QMD version (done at load).
   void prepare(NvKernel& k) const;
   // A channel's first commands: bind `compute_class` and place the shared and local memory
-  // windows (tinygrad ops_nv.py puts them at 0xfe000000 and 0xff000000).
+  // windows (4 GiB aligned: Hopper refuses 0xfe000000; rm_driver.cpp picks them).
   static std::vector<uint32_t> setup(uint32_t compute_class, uint64_t shared_window,
                                      uint64_t local_window);
 

@@ -1184,8 +1184,10 @@ inline constexpr uint32_t NV_CHANNELGPFIFO_NOTIFICATION_STATUS_IN_PROGRESS_SHIFT
 inline constexpr uint16_t kChannelErrorNotifierStatus = 0xffff;
 
 // src/common/sdk/nvidia/inc/nverror.h: robust-channel error codes (info32 above; the "Xid" in
-// kernel logs). There is no code 1..12 or a ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY in this header;
-// 13 is ROBUST_CHANNEL_GR_EXCEPTION (SM/GR exception, e.g. illegal instruction or address).
+// kernel logs). 11 is missing from the 580 header but in older ones, and RM 580.159 still
+// reports it (an H200, for an unknown compute method); 13 is ROBUST_CHANNEL_GR_EXCEPTION
+// (SM/GR exception, e.g. illegal instruction or address).
+inline constexpr uint32_t ROBUST_CHANNEL_GR_ERROR_MISSING_HW = 11;
 inline constexpr uint32_t ROBUST_CHANNEL_GR_EXCEPTION = 13;
 inline constexpr uint32_t ROBUST_CHANNEL_FAKE_ERROR = 14;
 inline constexpr uint32_t ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT = 31;
@@ -1216,6 +1218,7 @@ inline constexpr uint32_t ROBUST_CHANNEL_LAST_ERROR = 176;
 // The NVIDIA name of a code above, or nullptr.
 constexpr const char* rc_error_name(uint32_t code) {
   switch (code) {
+    case ROBUST_CHANNEL_GR_ERROR_MISSING_HW: return "ROBUST_CHANNEL_GR_ERROR_MISSING_HW";
     case ROBUST_CHANNEL_GR_EXCEPTION: return "ROBUST_CHANNEL_GR_EXCEPTION";
     case ROBUST_CHANNEL_FAKE_ERROR: return "ROBUST_CHANNEL_FAKE_ERROR";
     case ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT: return "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT";

@@ -37,8 +37,13 @@ constexpr uint64_t kGpfifoVaLimit = 1ull << 40;  // push buffers must lie below 
 constexpr uint64_t kPushBytes = 1 << 20;
 // UVM reserves this much VA per channel for RM's own use (tinygrad ops_nv.py).
 constexpr uint64_t kChannelVaBytes = 0x4000000;
-// Where the shared and local memory windows sit in every kernel's address space (tinygrad).
-constexpr uint64_t kSharedWindow = 0xfe000000, kLocalWindow = 0xff000000;
+// Where the shared and local memory windows sit in every kernel's address space: 4 GiB
+// aligned and far above the driver's range (tinygrad ops_nv.py's addresses). Hopper refuses a
+// shared window at 0xfe000000 (seen on an H200, RM 580.159: Xid 69, class error on
+// SET_SHADER_SHARED_MEMORY_WINDOW_B with that value). Host memory mapped for the GPU at its
+// own address must stay out of both windows.
+constexpr uint64_t kSharedWindow = 0x729400000000, kLocalWindow = 0x729300000000;
+constexpr uint64_t kWindowBytes = 4ull << 30;
 // NVOS33 flags tinygrad maps the usermode page with.
 constexpr uint32_t kUsermodeMapFlags = 2;
 
@@ -91,6 +96,9 @@ class Channel final : public HwQueue {
   uint64_t put_seq_ = 0;      // GPFIFO entries written
   uint64_t push_put_ = 0, push_done_ = 0;  // push ring bytes, monotonic
   std::deque<Segment> inflight_;
+  // The last entries the GPU finished: a channel error found after GP_GET passed the bad
+  // entry (RM stops the channel once it reads on) is reported from these.
+  std::deque<Segment> retired_;
   std::mutex mu_;
 };
 
@@ -121,7 +129,7 @@ class RmDriver final : public DeviceDriver {
   void control(NvHandle obj, uint32_t cmd, void* params, uint32_t size, const char* what);
   void uvm(unsigned long req, void* params, NvStatus* status, const char* what);
   // UVM_FREE and UVM_UNREGISTER_CHANNEL, whose layouts changed in 590.
-  void uvm_free(uint64_t va);
+  void uvm_free(uint64_t va, uint64_t length);
   void uvm_unregister_channel(NvHandle channel);
   void ring_doorbell(uint32_t token) {
     __atomic_store_n(doorbell_, token, __ATOMIC_RELEASE);
@@ -442,12 +450,14 @@ void RmDriver::uvm(unsigned long req, void* params, NvStatus* status, const char
   if (*status != NV_OK) throw Error(props_.name + ": " + what + ": " + status_text(*status));
 }
 
-void RmDriver::uvm_free(uint64_t va) {
+void RmDriver::uvm_free(uint64_t va, uint64_t length) {
   if (rm_major_ >= kMajorUvmFreeNoLength) {
     UvmFreeParams f{va, 0};
     kernel_->ioctl(uvm_, UVM_FREE, &f);
   } else {
-    UvmFreeParamsV580 f{va, 0, 0};
+    // Before 590 the length must be the whole range's, or UVM keeps the range (and the next
+    // mapping at that address fails with NV_ERR_UVM_ADDRESS_IN_USE, as on an H200 with 580).
+    UvmFreeParamsV580 f{va, length, 0};
     kernel_->ioctl(uvm_, UVM_FREE, &f);
   }
 }
@@ -504,7 +514,7 @@ void RmDriver::map_for_gpu(NvHandle mem, uint64_t va, uint64_t size) {
     uvm(UVM_MAP_EXTERNAL_ALLOCATION, m.get(), &m->rmStatus,
         ("UVM_MAP_EXTERNAL_ALLOCATION at " + hex(va)).c_str());
   } catch (...) {
-    uvm_free(va);
+    uvm_free(va, size);
     throw;
   }
 }
@@ -561,6 +571,12 @@ Allocation RmDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool)
 
 Allocation RmDriver::map_user(void* host, uint64_t size) {
   const uint64_t va = reinterpret_cast<uint64_t>(host);
+  for (uint64_t window : {kSharedWindow, kLocalWindow})
+    if (va < window + kWindowBytes && window < va + size)
+      throw InvalidInput(props_.name + ": host memory at " + hex(va) + " (" +
+                         std::to_string(size) + " bytes) overlaps the GPU's " +
+                         (window == kSharedWindow ? "shared" : "local") + " memory window at " +
+                         hex(window) + "; it cannot be mapped at its own address");
   Nvos02WithFd m{};
   {
     std::lock_guard lk(mu_);
@@ -594,7 +610,7 @@ Allocation RmDriver::map_user(void* host, uint64_t size) {
 }
 
 void RmDriver::free(const Allocation& a) {
-  uvm_free(a.va);
+  uvm_free(a.va, a.size);
   free_object(NvHandle(a.handle));
   if (!a.user) reserve(a.va, a.size);  // keep the range ours (drops any CPU mapping)
   std::lock_guard lk(mu_);
@@ -761,8 +777,11 @@ uint64_t Channel::completed() {
 
 void Channel::retire() {
   const uint64_t done = completed();
+  constexpr size_t kRetiredKept = 3;
   while (!inflight_.empty() && inflight_.front().seq < done) {
     if (inflight_.front().push_end) push_done_ = inflight_.front().push_end;
+    retired_.push_back(inflight_.front());
+    if (retired_.size() > kRetiredKept) retired_.pop_front();
     inflight_.pop_front();
   }
 }
@@ -812,6 +831,11 @@ void Channel::kick() {
 #else
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
+  // USERD and the ring are video memory written through BAR1, the doorbell a register in
+  // another BAR: writes on two paths may land in either order, and a doorbell ahead of its
+  // GP_PUT wakes an engine that finds nothing and sleeps on. A read on the BAR1 path cannot
+  // pass the writes before it (nouveau reads its channel control page back the same way).
+  (void)__atomic_load_n(&userd_->GPPut, __ATOMIC_ACQUIRE);
   drv_.ring_doorbell(token_);
 }
 
@@ -851,16 +875,26 @@ std::string Channel::report() {
   std::unique_lock lk(mu_, std::try_to_lock);
   if (!lk.owns_lock()) return drv_.properties().name + ": " + name_ + ": (busy submitting)";
   retire();
-  if (inflight_.empty()) return "";
+  // GP_GET counts entries the GPU fetched, not finished: a real GPU fetches past a semaphore
+  // acquire it then waits on, so with nothing left to fetch the last entries fetched are
+  // shown too (where a stopped channel stopped, or where a waiting one may wait).
+  const bool stopped = __atomic_load_n(&notifier().status, __ATOMIC_ACQUIRE) != 0;
+  const bool all_fetched = inflight_.empty();
+  if (all_fetched && retired_.empty()) return "";
   const uint32_t get = gp_get();
   std::string out = drv_.properties().name + ": " + name_ + ": GP_GET " + std::to_string(get) +
                     ", GP_PUT " + std::to_string(put_seq_ % kGpfifoEntries) +
-                    "; push buffer segments from GP_GET:";
+                    (stopped       ? "; push buffer segments, the last ones done first:"
+                     : all_fetched ? "; all fetched, the last ones (the engine may be on them):"
+                                   : "; push buffer segments from GP_GET:");
   SubchannelMap subs = kDefaultSubchannels;
-  bool first = true;
-  for (const Segment& s : inflight_) {
-    const char* mark = first ? "HERE > " : "pending";
-    first = false;
+  std::vector<std::pair<const Segment*, const char*>> shown;
+  if (stopped || all_fetched)
+    for (const Segment& s : retired_) shown.push_back({&s, stopped ? "done   " : "fetched"});
+  for (const Segment& s : inflight_)
+    shown.push_back({&s, &s == &inflight_.front() ? "HERE > " : "pending"});
+  for (auto [seg, mark] : shown) {
+    const Segment& s = *seg;
     out += "\n  " + std::string(mark) + " entry " + std::to_string(s.seq % kGpfifoEntries) +
            ": " + hex(s.va) + ", " + std::to_string(s.dwords) + " dwords";
     const void* w = drv_.host_view(s.va, uint64_t(s.dwords) * 4);

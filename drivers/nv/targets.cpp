@@ -36,8 +36,14 @@ Gen gen_of_compute_class(uint32_t c) {
   }
 }
 
+// Hopper takes V04 (clcbc0qmd.h): an H200 (RM 580.159) accepted V03 QMDs without an error
+// but ran none of their CTAs.
 QmdVersion qmd_version_for(Gen gen) {
-  return gen == Gen::Blackwell ? QmdVersion::V05 : QmdVersion::V03;
+  switch (gen) {
+    case Gen::Blackwell: return QmdVersion::V05;
+    case Gen::Hopper: return QmdVersion::V04;
+    default: return QmdVersion::V03;
+  }
 }
 
 std::vector<std::byte> cbuf0_driver_words(Gen gen, uint64_t shared_window, uint64_t local_window) {

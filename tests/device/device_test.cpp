@@ -13,10 +13,13 @@
 #include <thread>
 
 #include "core/hcq.hpp"
+#include "common/hardware_devices.hpp"
 #include "kernels.hpp"
 
 namespace hcq {
 namespace {
+
+using testing_support::device_name;
 
 // What a vendor's emulated devices say: a raw submission its engine rejects, and the lines
 // the resulting fault and a hang report must contain.
@@ -30,7 +33,8 @@ struct Vendor {
   std::string wrong_argument_says;  // vector_add with a value for its third argument
 };
 
-const Vendor& vendor_of(const std::string& target) {
+const Vendor& vendor_of(std::string target) {
+  if (target.starts_with("emu:")) target.erase(0, 4);
   static const Vendor amd{
       "AMD",
       100'000'000,
@@ -55,7 +59,7 @@ const Vendor& vendor_of(const std::string& target) {
       "NVIDIA",
       1'000'000'000,
       {0x2001248d, 0},
-      {"compute channel 0 stopped with channel error 13 (ROBUST_CHANNEL_GR_EXCEPTION)",
+      {"compute channel 0 stopped with channel error 11 (ROBUST_CHANNEL_GR_ERROR_MISSING_HW)",
        "dword 0: unknown COMPUTE method 0x1234 (data 0x0)",
        "compute channel 0: GP_GET 1, GP_PUT 3",
        "\n  HERE >  entry 1: ",
@@ -97,9 +101,26 @@ const Vendor& vendor_of(const std::string& target) {
     for (auto& [a, b] : v.hang_lines) reword(a), reword(b);
     return v;
   }();
+  // A real NVIDIA GPU, as an H200 on RM 580.159 answered: RM's notifier gives the channel
+  // error but neither the method nor the address, and the GPU fetches past a semaphore it
+  // waits on, so a hang report shows the entries fetched last.
+  static const Vendor nv_hardware{
+      "NVIDIA",
+      1'000'000'000,
+      nv.bad_submission,
+      {"compute channel 0 stopped with channel error 11 (ROBUST_CHANNEL_GR_ERROR_MISSING_HW)",
+       "COMPUTE incrementing  SUBCHANNEL=1  COMPUTE.0x1234=0"},
+      {{"compute channel 0: GP_GET 2, GP_PUT 2; all fetched", ""},
+       {"  fetched entry 1: ", "16 dwords"},
+       {"HOST incrementing", "SEM_EXECUTE.OPERATION=2"},
+       {"copy channel 1: GP_GET 2, GP_PUT 2; all fetched", ""}},
+      "stopped with channel error 31 (ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT)",
+      nv.wrong_argument_says};
+  if (target.rfind("nv:", 0) == 0) return nv_hardware;
   if (target.rfind("sm_", 0) == 0) return nv;
+  if (target.rfind("amd:", 0) == 0) return amd;
   if (target.ends_with("_msm")) return qcom_msm;
-  return target.rfind("a", 0) == 0 ? qcom : amd;
+  return target.rfind("a", 0) == 0 || target.rfind("qcom:", 0) == 0 ? qcom : amd;
 }
 
 // Devices without a copy engine (Adreno) have no copy queues: tests of copy queues skip there.
@@ -113,7 +134,7 @@ class EmulatedDevice : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     kernels::register_cpu_implementations();
-    dev_ = Device::open("emu:" + GetParam());
+    dev_ = Device::open(device_name(GetParam()));
   }
   // The demo kernels for this target, or skip (no compiler for it at build time).
   std::shared_ptr<const ProgramImage> kernels() {
@@ -138,10 +159,14 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 
 TEST_P(EmulatedDevice, ReportsItsProperties) {
   const auto& p = dev_->properties();
-  EXPECT_EQ(p.name, "emu:" + GetParam());
-  EXPECT_EQ(p.arch, GetParam().substr(0, GetParam().find("_msm")));  // the chip, not the kernel
+  EXPECT_EQ(p.name, device_name(GetParam()));
+  const std::string name = device_name(GetParam());
+  const bool emulated = name.starts_with("emu:");
+  if (emulated) {
+    EXPECT_EQ(p.arch, name.substr(4, name.find("_msm") - 4));  // the chip, not the kernel
+  }
   EXPECT_EQ(p.vendor, vendor_of(GetParam()).name);
-  EXPECT_TRUE(p.emulated);
+  EXPECT_EQ(p.emulated, emulated);
   EXPECT_GT(p.compute_units, 0u);
   EXPECT_GE(p.device_memory_bytes, 16ull << 30);  // from amdgpu's VRAM_GTT query / RM's FB info
   EXPECT_EQ(p.timestamp_hz, vendor_of(GetParam()).timestamp_hz);
@@ -180,7 +205,7 @@ TEST_P(EmulatedDevice, MappedHostMemoryIsReachedWithoutCopies) {
       FAIL() << "map_host worked without caps.map_host";
     } catch (const InvalidInput& e) {
       EXPECT_EQ(std::string(e.what()),
-                "emu:" + GetParam() + ": msm DRM cannot map the process's own memory for the GPU "
+                device_name(GetParam()) + ": msm DRM cannot map the process's own memory for the GPU "
                 "(no userptr buffers); allocate host memory from the device instead");
     }
     return;
@@ -226,7 +251,7 @@ TEST_P(EmulatedDevice, BadCopyRangesAreClearErrors) {
     dev_->copy_in(b, 50, x, 51);
     FAIL();
   } catch (const InvalidInput& e) {
-    EXPECT_EQ(std::string(e.what()), "emu:" + GetParam() +
+    EXPECT_EQ(std::string(e.what()), device_name(GetParam()) +
                                          ": copy_in: range [50, 50+51) is outside the buffer "
                                          "of 100 bytes");
   }
@@ -317,7 +342,7 @@ TEST_P(EmulatedDevice, AKernelThatNeverFinishesTimesOutWithADiagnostic) {
     FAIL() << "expected a timeout";
   } catch (const TimeoutError& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("emu:" + GetParam() + ": signal "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(device_name(GetParam()) + ": signal "), std::string::npos) << msg;
     EXPECT_NE(msg.find("timed out after 200 ms: waiting for value >= 1, value is 0"),
               std::string::npos)
         << msg;
@@ -475,7 +500,7 @@ TEST_P(EmulatedDevice, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
   opt.kernarg_ring_bytes = 4096;  // ~100 launches' arguments
   opt.staging_ring_bytes = 64 << 10;
   opt.staging_chunk_bytes = 16 << 10;
-  auto dev = Device::open("emu:" + GetParam(), opt);
+  auto dev = Device::open(device_name(GetParam()), opt);
   auto in = pattern((1 << 20) + 3, 5);  // 64 staging chunks through a 4-chunk ring
   Buffer b = dev->allocate(in.size());
   dev->copy_in(b, 0, in.data(), in.size());
@@ -493,7 +518,7 @@ TEST_P(EmulatedDevice, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
   Buffer flag = dev->allocate(4096, MemoryKind::Host);
   std::memset(flag.host(), 0, 4);
   spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
-  std::thread release([&] {
+  std::jthread release([&] {  // joined on the way out, also when a launch throws
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
   });
@@ -511,7 +536,7 @@ TEST_P(EmulatedDevice, TimelineCrossesTheWrapPoints) {
   for (uint64_t start : {(uint64_t(1) << 31) - 3, (uint64_t(1) << 32) - 3}) {
     Device::Options opt;
     opt.timeline_start = start;
-    auto dev = Device::open("emu:" + GetParam(), opt);
+    auto dev = Device::open(device_name(GetParam()), opt);
     auto image = kernels::code_object(dev_->properties().arch);
     std::shared_ptr<const ProgramImage> img;
     if (!image.empty()) img = dev->driver().load_program(*dev, image);
@@ -540,6 +565,10 @@ INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
                                            "sm_90", "sm_100", "a660", "a740", "a660_msm",
                                            "a740_msm"),
                          [](const auto& info) { return info.param; });
+
+INSTANTIATE_TEST_SUITE_P(Hardware, EmulatedDevice,
+                         ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
+                         [](const auto& info) { return testing_support::test_name(info.param); });
 
 TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
   auto all = Device::list();

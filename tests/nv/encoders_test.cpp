@@ -110,10 +110,11 @@ TEST(NvEncoders, LaunchWritesTheQmdInlineAndSchedulesIt) {
   const uint32_t n = 64 + 6;  // V03 QMD dwords + blockDim/gridDim
   ASSERT_EQ(cs.size(), 15u + n);
   // OFFSET_OUT_UPPER (0x188) x2: 0x20022062; LINE_LENGTH_IN (0x180) x2: 0x20022060;
-  // LAUNCH_DMA (0x1b0): 0x2001206c with DST pitch (bit 0) and SYSMEMBAR_DISABLE (bit 6);
-  // LOAD_INLINE_DATA (0x1b4) non-incrementing (sec_op 3) x70: 0x6046206d.
+  // LAUNCH_DMA (0x1b0): 0x2001206c with DST pitch (bit 0) and COMPLETION_TYPE FLUSH_ONLY (1 in
+  // bits 5:4), SYSMEMBAR_DISABLE (bit 6) clear; LOAD_INLINE_DATA (0x1b4) non-incrementing
+  // (sec_op 3) x70: 0x6046206d.
   EXPECT_EQ(Words(w, w + 9), (Words{0x20022062, 0x7f00, 0x100000, 0x20022060, n * 4, 1,
-                                    0x2001206c, 0x41, 0x6046206d}));
+                                    0x2001206c, 0x11, 0x6046206d}));
   const uint32_t* q = w + 9;
   EXPECT_EQ(q[12], 40u);                       // CTA_RASTER_WIDTH, bits 415:384
   EXPECT_EQ(q[13], 2u);                        // CTA_RASTER_HEIGHT, bits 431:416

@@ -204,6 +204,7 @@ TEST(RmAbi, StatusAndErrorNames) {
   EXPECT_STREQ(status_name(0xFFFF), "NV_ERR_GENERIC");
   EXPECT_EQ(status_name(0x12345), nullptr);
   static_assert(std::string_view(status_name(0x63)) == "NV_ERR_STATE_IN_USE");
+  EXPECT_STREQ(rc_error_name(11), "ROBUST_CHANNEL_GR_ERROR_MISSING_HW");  // an H200's Xid
   EXPECT_STREQ(rc_error_name(13), "ROBUST_CHANNEL_GR_EXCEPTION");
   EXPECT_STREQ(rc_error_name(31), "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT");
   EXPECT_STREQ(rc_error_name(43), "ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR");

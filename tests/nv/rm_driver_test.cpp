@@ -47,12 +47,22 @@ TEST(NvDriver, OlderModulesGetTheirOwnLayouts) {
               "NVIDIA H100 80GB HBM3 (emulated) (sm_90, RM " + std::string(version) + ")");
     std::vector<uint32_t> in(1 << 16), out(in.size());
     std::iota(in.begin(), in.end(), 5u);
-    for (int round = 0; round < 3; round++) {  // buffers freed and reused: UVM_FREE works
+    for (int round = 0; round < 3; round++) {
       Buffer b = dev->allocate(in.size() * 4);
       dev->copy_in(b, 0, in.data(), in.size() * 4);
       dev->copy_out(out.data(), b, 0, out.size() * 4);
       ASSERT_EQ(out, in);
     }
+    // Host memory mapped, unmapped and mapped again at the same address: UVM_FREE must free
+    // the range (a cached device buffer never reaches it).
+    void* host = std::aligned_alloc(4096, 8192);
+    for (int round = 0; round < 3; round++) {
+      Buffer m = dev->map_host(host, 8192);
+      dev->copy_in(m, 0, in.data(), 8192);
+      dev->synchronize();
+      ASSERT_EQ(std::memcmp(host, in.data(), 8192), 0);
+    }
+    std::free(host);
     auto image = kernels::code_object("sm_90");
     if (image.empty()) continue;
     Buffer b = dev->allocate(4096);
@@ -103,11 +113,11 @@ TEST(NvDriver, CubinsForAnotherDeviceOrDamagedAreRejected) {
   }
 }
 
-// Launches recorded back to back run in order as a dependent-QMD chain (V03 targets), also
-// after the second is patched; V05 targets launch each on its own.
+// Launches recorded back to back run in order as a dependent-QMD chain (V03: Ampere, Ada),
+// also after the second is patched; V04 and V05 targets launch each on its own.
 TEST(NvDriver, ChainedLaunchesRunInOrder) {
   kernels::register_cpu_implementations();
-  for (const char* target : {"sm_90", "sm_100"}) {
+  for (const char* target : {"sm_80", "sm_90", "sm_100"}) {
     SCOPED_TRACE(target);
     auto dev = Device::open(std::string("emu:") + target);
     auto image = kernels::code_object(target);
@@ -134,7 +144,7 @@ TEST(NvDriver, ChainedLaunchesRunInOrder) {
     const uint32_t pcas = 0x200120ad;  // SEND_PCAS_A on subchannel 1
     const auto& cs = q.stream();
     EXPECT_EQ(std::count(cs.data(), cs.data() + cs.size(), pcas),
-              std::string(target) == "sm_90" ? 1 : 2);
+              std::string(target) == "sm_80" ? 1 : 2);
     q.update_exec(2, std::nullopt, Dim3{n / block / 2, 1, 1}, std::nullopt);  // half the grid
     q.update_signal(3, std::nullopt, 2);
     std::fill(out.begin(), out.end(), 0u);
@@ -158,7 +168,7 @@ TEST(NvDriver, ClassesAreTheNewestTheGpuLists) {
   EXPECT_EQ(c.gpfifo, rm::AMPERE_CHANNEL_GPFIFO_A);
   EXPECT_EQ(c.usermode, rm::HOPPER_USERMODE_A);
   EXPECT_EQ(gen_of_compute_class(rm::ADA_COMPUTE_A), Gen::Ada);
-  EXPECT_EQ(qmd_version_for(Gen::Hopper), QmdVersion::V03);
+  EXPECT_EQ(qmd_version_for(Gen::Hopper), QmdVersion::V04);  // what an H200 runs
   EXPECT_EQ(qmd_version_for(Gen::Blackwell), QmdVersion::V05);
   const uint32_t none[] = {rm::FERMI_VASPACE_A};
   EXPECT_EQ(pick_classes(none).compute, 0u);

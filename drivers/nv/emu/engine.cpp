@@ -32,8 +32,11 @@ inline void cpu_relax() {
 // A channel error that is not a memory fault: a bad method, QMD or GPFIFO entry.
 struct ChannelError {
   std::string what;
+  uint32_t rc;
 };
-[[noreturn]] void bad(std::string what) { throw ChannelError{std::move(what)}; }
+[[noreturn]] void bad(std::string what, uint32_t rc = kRcGrException) {
+  throw ChannelError{std::move(what), rc};
+}
 
 constexpr uint32_t kGpGet = 0x88, kGpPut = 0x8c;  // USERD (clc56f.h Nvc56fControl)
 constexpr uint32_t kMethodDwords = 0x4000 / 4;    // a class's method space
@@ -213,7 +216,7 @@ bool Engine::step(Channel& c) {
       progress = true;
     }
   } catch (const ChannelError& e) {
-    fail(c, kRcGrException, e.what);
+    fail(c, e.rc, e.what);
   } catch (const Fault& f) {
     fail(c, kRcMmuFault, "MMU fault at " + hex(f.address()) + ": " + f.what());
   }
@@ -291,8 +294,9 @@ Engine::Res Engine::method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) 
     bad("method " + hex(m) + " on subchannel " + std::to_string(sub) + ", which has no class");
   const Group g = c.sub_group[sub];
   const MethodInfo* info = find_method(g, m);
-  if (!info)
-    bad("unknown " + std::string(to_string(g)) + " method " + hex(m) + " (data " + hex(data) + ")");
+  if (!info)  // an H200 reports an unknown compute method as Xid 11
+    bad("unknown " + std::string(to_string(g)) + " method " + hex(m) + " (data " + hex(data) + ")",
+        g == Group::COMPUTE ? kRcGrMissingHw : kRcGrException);
   c.regs[sub][m / 4] = data;
   if (g == Group::COMPUTE)
     compute_method(c, sub, m, data);

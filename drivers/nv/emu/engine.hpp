@@ -49,9 +49,10 @@ class GpuEvents {
 };
 
 // Robust-channel error codes written to error notifiers (open-gpu-kernel-modules
-// src/common/sdk/nvidia/inc/nverror.h: ROBUST_CHANNEL_GR_EXCEPTION 13,
+// src/common/sdk/nvidia/inc/nverror.h: ROBUST_CHANNEL_GR_ERROR_MISSING_HW 11, what an H200 on
+// RM 580.159 reports for an unknown compute method; ROBUST_CHANNEL_GR_EXCEPTION 13;
 // ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT 31).
-inline constexpr uint32_t kRcGrException = 13, kRcMmuFault = 31;
+inline constexpr uint32_t kRcGrMissingHw = 11, kRcGrException = 13, kRcMmuFault = 31;
 // NvNotification: timeStamp (8 bytes), info32, info16, status; RM sets status to 0xffff
 // (NV_NOTIFICATION_STATUS_IN_PROGRESS is 0x8000; any nonzero status reads as an error here).
 inline constexpr uint16_t kNotifierErrorStatus = 0xffff;

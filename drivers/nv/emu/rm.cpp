@@ -591,10 +591,16 @@ int RmState::uvm_ioctl(unsigned long req, void* arg) {
       NvStatus* status = major_ >= kMajorUvmFreeNoLength
                              ? &static_cast<UvmFreeParams*>(arg)->rmStatus
                              : &static_cast<UvmFreeParamsV580*>(arg)->rmStatus;
-      if (!uvm_ranges_.erase(base)) {
+      // Before 590 an external range is freed only whole: uvm_api_free checks the length
+      // against the range (open-gpu-kernel-modules 580 kernel-open/nvidia-uvm/uvm_va_space.c).
+      auto range = uvm_ranges_.find(base);
+      if (range == uvm_ranges_.end() ||
+          (major_ < kMajorUvmFreeNoLength &&
+           static_cast<const UvmFreeParamsV580*>(arg)->length != range->second)) {
         *status = NV_ERR_INVALID_ADDRESS;
         return 0;
       }
+      uvm_ranges_.erase(range);
       if (gpu_maps_.erase(base)) memory_.unmap(base);
       *status = NV_OK;
       return 0;
