@@ -15,10 +15,10 @@ struct Fixture {
   std::unique_ptr<Device> dev;
   std::shared_ptr<const ProgramImage> img;
   bool ok = false;
-  Fixture() {
+  explicit Fixture(const std::string& device = "emu:gfx1100") {
     kernels::register_cpu_implementations();
-    dev = Device::open("emu:gfx1100");
-    auto image = kernels::code_object("gfx1100");
+    dev = Device::open(device);
+    auto image = kernels::code_object(dev->properties().arch);
     if (image.empty()) return;
     img = dev->driver().load_program(*dev, image);
     ok = true;
@@ -71,9 +71,9 @@ BENCHMARK(BM_BatchCompile)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 // CPU time of run(): 8 changed input bindings per replay; the GPU work of the previous replay
 // is waited for outside the timed region.
-void BM_BatchReplay8Changed(benchmark::State& state) {
-  Fixture f;
-  if (!f.ok) return state.SkipWithError("no gfx1100 code object");
+void replays_8_changed(benchmark::State& state, const std::string& device) {
+  Fixture f(device);
+  if (!f.ok) return state.SkipWithError("no code object for this device");
   Program fill(*f.dev, f.img, "fill_u32"), empty(*f.dev, f.img, "empty");
   auto b = build(f, fill, empty, int(state.range(0)), true);
   batch::Executable exe = b->schedule.compile();
@@ -101,8 +101,19 @@ void BM_BatchReplay8Changed(benchmark::State& state) {
   state.counters["calls"] = double(state.range(0));
   state.counters["patches"] = double(exe.last_patch_count());
 }
+void BM_BatchReplay8Changed(benchmark::State& state) { replays_8_changed(state, "emu:gfx1100"); }
 BENCHMARK(BM_BatchReplay8Changed)
     ->ArgsProduct({{10, 100, 1000, 10000}, {0, 1}})->ArgNames({"calls", "idle"})
     ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
 
 }  // namespace
+
+namespace hcq::bench {
+// The replay benchmark on a real device (bench_main.cpp's HCQ_BENCH_DEVICES).
+void register_batch_benchmarks(const std::string& device) {
+  benchmark::RegisterBenchmark(("BM_BatchReplay8Changed/" + device).c_str(),
+                               [device](benchmark::State& s) { replays_8_changed(s, device); })
+      ->ArgsProduct({{10, 100, 1000, 10000}, {0, 1}})->ArgNames({"calls", "idle"})
+      ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
+}
+}  // namespace hcq::bench

@@ -16,6 +16,7 @@
 #include "core/capture.hpp"
 #include "core/hcq.hpp"
 #include "io/file_load.hpp"
+#include "common/hardware_devices.hpp"
 #include "kernels.hpp"
 #include "nv/encoders.hpp"
 #include "qcom/encoders.hpp"
@@ -125,16 +126,16 @@ void BM_HostSignalRoundTrip(benchmark::State& state) {
 }
 BENCHMARK(BM_HostSignalRoundTrip)->UseRealTime();
 
-// An empty kernel launched on the emulated GPU and waited for: encode, ring, doorbell, the
-// emulated command processor, the signal back; optionally with every submission captured to
-// a file (HCQ_CAPTURE's cost).
+// An empty kernel launched and waited for: encode, ring, doorbell, the (emulated) command
+// processor, the signal back; optionally with every submission captured to a file
+// (HCQ_CAPTURE's cost).
 void empty_launch_round_trips(benchmark::State& state, bool captured,
-                              const std::string& target = "gfx1100") {
+                              const std::string& device = "emu:gfx1100") {
   kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:" + target);
+  auto dev = Device::open(device);
   auto image = kernels::code_object(dev->properties().arch);
   if (image.empty()) {
-    state.SkipWithError(("no " + target + " code object was built").c_str());
+    state.SkipWithError(("no " + dev->properties().arch + " code object was built").c_str());
     return;
   }
   Program empty(*dev, image, "empty");
@@ -157,25 +158,25 @@ void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripCaptured)->UseRealTime();
 
 void BM_EmulatedEmptyLaunchRoundTripNv(benchmark::State& state) {
-  empty_launch_round_trips(state, false, "sm_90");
+  empty_launch_round_trips(state, false, "emu:sm_90");
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripNv)->UseRealTime();
 
 void BM_EmulatedEmptyLaunchRoundTripAdreno(benchmark::State& state) {
-  empty_launch_round_trips(state, false, "a660");
+  empty_launch_round_trips(state, false, "emu:a660");
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAdreno)->UseRealTime();
 
 void BM_EmulatedEmptyLaunchRoundTripAdrenoMsm(benchmark::State& state) {
-  empty_launch_round_trips(state, false, "a660_msm");
+  empty_launch_round_trips(state, false, "emu:a660_msm");
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAdrenoMsm)->UseRealTime();
 
 constexpr uint64_t kCopyBytes = 256ull << 20;
 
-// Staged copy-in: host memory -> staging ring -> SDMA copy queue -> device buffer.
-void BM_StagedCopyIn(benchmark::State& state) {
-  auto dev = Device::open("emu:gfx1100");
+// Staged copy-in: host memory -> staging ring -> copy queue -> device buffer.
+void staged_copies_in(benchmark::State& state, const std::string& device) {
+  auto dev = Device::open(device);
   std::vector<char> src(kCopyBytes, 1);
   Buffer dst = dev->allocate(kCopyBytes);
   dev->copy_in(dst, 0, src.data(), kCopyBytes);  // fault the pages in once
@@ -186,6 +187,7 @@ void BM_StagedCopyIn(benchmark::State& state) {
   }
   state.SetBytesProcessed(int64_t(state.iterations() * kCopyBytes));
 }
+void BM_StagedCopyIn(benchmark::State& state) { staged_copies_in(state, "emu:gfx1100"); }
 BENCHMARK(BM_StagedCopyIn)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The reference: one thread's memcpy of the same size between two host buffers.
@@ -217,10 +219,10 @@ const std::string& page_cached_file() {
   return path;
 }
 
-// Loading that file into an emulated device: io_uring reads into staging slots overlapped
-// with copy-queue copies (buffered reads: from the page cache).
-void BM_LoadFile(benchmark::State& state) {
-  auto dev = Device::open("emu:gfx1100");
+// Loading that file into a device: io_uring reads into staging slots overlapped with
+// copy-queue copies (buffered reads: from the page cache).
+void loads_file(benchmark::State& state, const std::string& device) {
+  auto dev = Device::open(device);
   const std::string& path = page_cached_file();
   const uint64_t size = 1ull << 30;
   Buffer dst = dev->allocate(size);
@@ -230,6 +232,7 @@ void BM_LoadFile(benchmark::State& state) {
   for (auto _ : state) io::load_file(*dev, dst, 0, path, 0, size, o);
   state.SetBytesProcessed(int64_t(state.iterations() * size));
 }
+void BM_LoadFile(benchmark::State& state) { loads_file(state, "emu:gfx1100"); }
 BENCHMARK(BM_LoadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // The reference: one thread's read() of the same file into host memory.
@@ -251,6 +254,48 @@ void BM_ReadFile(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// Many empty launches back to back, then one wait: the launch rate the queue sustains.
+void empty_launch_throughput(benchmark::State& state, const std::string& device) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open(device);
+  auto image = kernels::code_object(dev->properties().arch);
+  if (image.empty()) return state.SkipWithError("no code object was built for this device");
+  Program empty(*dev, image, "empty");
+  constexpr int kLaunches = 1000;
+  for (auto _ : state) {
+    for (int i = 0; i < kLaunches; i++) empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1});
+    dev->synchronize();
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * kLaunches);
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+namespace hcq::bench {
+void register_batch_benchmarks(const std::string& device);
+}
+
+// The device benchmarks again on every real device named in HCQ_BENCH_DEVICES (nv:0,amd:0),
+// each under its own name: BM_EmptyLaunchRoundTrip/nv:0.
+int main(int argc, char** argv) {
+  for (const std::string& d : hcq::testing_support::devices_from_env("HCQ_BENCH_DEVICES")) {
+    benchmark::RegisterBenchmark(("BM_EmptyLaunchRoundTrip/" + d).c_str(),
+                                 [d](benchmark::State& s) { empty_launch_round_trips(s, false, d); })
+        ->UseRealTime();
+    benchmark::RegisterBenchmark(("BM_EmptyLaunchThroughput/" + d).c_str(),
+                                 [d](benchmark::State& s) { empty_launch_throughput(s, d); })
+        ->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_StagedCopyIn/" + d).c_str(),
+                                 [d](benchmark::State& s) { staged_copies_in(s, d); })
+        ->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("BM_LoadFile/" + d).c_str(),
+                                 [d](benchmark::State& s) { loads_file(s, d); })
+        ->UseRealTime()->Unit(benchmark::kMillisecond);
+    hcq::bench::register_batch_benchmarks(d);
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -18,16 +18,19 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "common/hardware_devices.hpp"
 #include "kernels.hpp"
 
 namespace hcq::batch {
 namespace {
 
+using testing_support::device_name;
+
 class Batch : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     kernels::register_cpu_implementations();
-    dev_ = Device::open("emu:" + GetParam(), options());
+    dev_ = Device::open(device_name(GetParam()), options());
     auto image = kernels::code_object(dev_->properties().arch);
     if (image.empty()) GTEST_SKIP() << "no code object built for " << GetParam();
     img_ = dev_->driver().load_program(*dev_, image);
@@ -151,7 +154,7 @@ TEST_P(Batch, CopyKernelsCopyOnTheComputeQueue) {
     EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'fill_u32' must take (dst buffer, src "
                                      "buffer, uint32 n, uint32 block)");
   }
-  auto other = Device::open("emu:" + GetParam());
+  auto other = Device::open(device_name(GetParam()));
   Program elsewhere(*other, other->driver().load_program(*other, kernels::code_object(
                                                                      other->properties().arch)),
                     "copy_bytes");
@@ -159,8 +162,8 @@ TEST_P(Batch, CopyKernelsCopyOnTheComputeQueue) {
     s.compile({.copy_kernels = {&elsewhere}});
     FAIL();
   } catch (const InvalidInput& e) {
-    EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'copy_bytes' is loaded on emu:" +
-                                         GetParam() + ", not a schedule device");
+    EXPECT_EQ(std::string(e.what()), "batch: copy kernel 'copy_bytes' is loaded on " +
+                                         device_name(GetParam()) + ", not a schedule device");
   }
 }
 
@@ -602,6 +605,9 @@ INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
                                            "sm_90", "sm_100", "a660", "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Hardware, Batch,
+                         ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
+                         [](const auto& info) { return testing_support::test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
                          [](const auto& info) { return info.param; });
 

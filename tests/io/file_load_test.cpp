@@ -12,17 +12,19 @@
 #include <random>
 #include <thread>
 
+#include "common/hardware_devices.hpp"
 #include "core/hcq.hpp"
 
 namespace hcq::io {
 namespace {
 
 namespace fs = std::filesystem;
+using testing_support::device_name;
 
 class FileLoad : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dev_ = Device::open("emu:" + GetParam());
+    dev_ = Device::open(device_name(GetParam()));
     dir_ = fs::temp_directory_path() / ("hcq_file_load_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
   }
@@ -70,7 +72,7 @@ TEST_P(FileLoad, ErrorsAreClearAndTheDeviceGoesOn) {
   const auto file = make_file("small", 10000);
   const std::string path = (dir_ / "small").string();
   Buffer b = dev_->allocate(8192);
-  const std::string who = "emu:" + GetParam() + ": load_file ";
+  const std::string who = device_name(GetParam()) + ": load_file ";
   try {
     load_file(*dev_, b, 0, (dir_ / "missing").string(), 0, 10);
     FAIL();
@@ -131,6 +133,10 @@ INSTANTIATE_TEST_SUITE_P(Targets, FileLoad,
                                            "sm_90", "sm_100", "a660", "a740", "a660_msm",
                                            "a740_msm"),
                          [](const auto& info) { return info.param; });
+
+INSTANTIATE_TEST_SUITE_P(Hardware, FileLoad,
+                         ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
+                         [](const auto& info) { return testing_support::test_name(info.param); });
 
 // The largest size the issue names, once: 256 MiB through 4 MiB slots.
 TEST(FileLoadLarge, A256MiBFileArrives) {
