@@ -39,6 +39,13 @@ std::string message_of(std::span<const std::byte> b) {
   return "(parsed)";
 }
 
+// The message for `good` with the dword at `off` set to `v`.
+std::string message_with(const Bytes& good, size_t off, uint32_t v) {
+  Bytes c = good;
+  put32(c, off, v);
+  return message_of(c);
+}
+
 void expect_same(const Ir3Kernel& a, const Ir3Kernel& b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.instructions, b.instructions);
@@ -306,11 +313,7 @@ TEST(Ir3Program, ErrorMessages) {
   const Bytes good = write_ir3(small_module());
   ASSERT_EQ(message_of(good), "(parsed)");
   constexpr size_t K = 0x18;  // the kernel record
-  const auto mutated = [&](size_t off, uint32_t v) {
-    Bytes c = good;
-    put32(c, off, v);
-    return message_of(c);
-  };
+  const auto mutated = [&](size_t off, uint32_t v) { return message_with(good, off, v); };
   const auto written = [](auto&& edit) {
     Ir3Module m = small_module();
     edit(m.kernels[0]);
@@ -478,11 +481,7 @@ TEST(Ir3Program, Version2UavBindings) {
 TEST(Ir3Program, Version2ErrorMessages) {
   const Bytes good = write_ir3(uav_module());
   ASSERT_EQ(message_of(good), "(parsed)");
-  const auto mutated = [&](size_t off, uint32_t v) {
-    Bytes c = good;
-    put32(c, off, v);
-    return message_of(c);
-  };
+  const auto mutated = [&](size_t off, uint32_t v) { return message_with(good, off, v); };
   const auto byte = [&](size_t off, uint8_t v) {
     Bytes c = good;
     c.at(off) = std::byte{v};
