@@ -2,7 +2,8 @@
 // implementation reads and writes only through the buffers the emulated GPU decodes from the
 // loaded UAV descriptors, gives verified sums; a recorded launch given another argument block,
 // an argument block whose address word is rewritten, and a batch run with a re-bound input each
-// move the output to the new buffer and leave the old one alone; an unaligned or unmapped UAV
+// move the output to the new buffer and leave the old one alone; CP_MEM_TO_MEM, which copies the
+// addresses, sums signed 32- and 64-bit sources; an unaligned or unmapped UAV
 // buffer, a descriptor of another type, format or tiling, and SP_CS_IBO / SP_CS_IBO_COUNT
 // disagreeing with the loaded descriptors fault the queue saying which; a version-1
 // container's UAV kernel is refused with the reason.
@@ -226,6 +227,18 @@ TEST_P(Uav, BadUavStateFaultsTheQueueWithWhatIsWrong) {
   // SP_CS_IBO_COUNT (0x48aa0001) of 1 where SP_CS_CONFIG.NIBO is 3.
   check([](Words& w, uint32_t*, uint64_t) { replace(w, {0x48aa0001, 3}, {0x48aa0001, 1}); },
         [](uint64_t) { return std::string("CP_EXEC_CS: SP_CS_CONFIG.NIBO is 3, SP_CS_IBO_COUNT is 1"); });
+  // SP_CS_CONFIG (0x48a9bb01) with ENABLED but NIBO 0.
+  check([](Words& w, uint32_t*, uint64_t) { replace(w, {0x48a9bb01, 0xc00100}, {0x48a9bb01, 0x100}); },
+        [](uint64_t) {
+          return std::string("CP_EXEC_CS: kernel 'vector_add_uav' uses 3 UAVs, SP_CS_CONFIG.NIBO "
+                             "gives it 0");
+        });
+  // The UAV load (ST6_UAV | SS6_INDIRECT | SB6_CS_SHADER | 3 << 22 = 0x00f6c000) of 2.
+  check([](Words& w, uint32_t*, uint64_t) { replace(w, {0x70348003, 0x00f6c000}, {0x70348003, 0x00b6c000}); },
+        [](uint64_t) {
+          return std::string("CP_EXEC_CS: SP_CS_CONFIG.NIBO is 3, but CP_LOAD_STATE6 loaded 2 UAV "
+                             "descriptors");
+        });
   // SP_CS_IBO (0x40a9f202) 4 KiB past where the descriptors were loaded from.
   check(
       [](Words& w, uint32_t*, uint64_t va) {
@@ -237,6 +250,35 @@ TEST_P(Uav, BadUavStateFaultsTheQueueWithWhatIsWrong) {
         return "CP_EXEC_CS: SP_CS_IBO is " + hex(va + 64 + 0x1000) +
                ", but the UAV descriptors were loaded from " + hex(va + 64);
       });
+}
+
+// CP_MEM_TO_MEM, which the launches copy addresses with, sums its sources with their NEG_*
+// signs: 32-bit *DST = *A - *B (NEG_B, bit 1), and 64-bit (DOUBLE, bit 29) *DST = -*A + *B
+// (NEG_A, bit 0).
+TEST_P(Uav, CpMemToMemSumsItsSignedSources) {
+  Buffer m = dev_->allocate(4096, MemoryKind::Host);
+  auto* w32 = static_cast<uint32_t*>(m.host());
+  auto* w64 = static_cast<uint64_t*>(m.host());
+  w32[2] = 10;                 // +8
+  w32[4] = 3;                  // +16
+  w64[5] = 5;                  // +40
+  w64[6] = 0x100000000ull;     // +48
+  const uint64_t va = m.va();
+  auto lo = [](uint64_t v) { return uint32_t(v); };
+  auto hi = [](uint64_t v) { return uint32_t(v >> 32); };
+  // CP_MEM_TO_MEM (0x73: five ones, parity 0) of 7 (three ones, parity 0) = 0x70730007.
+  const std::vector<uint32_t> words = {
+      0x70730007, 0x2, lo(va), hi(va), lo(va + 8), hi(va + 8), lo(va + 16), hi(va + 16),
+      0x70730007, 0x20000001, lo(va + 32), hi(va + 32), lo(va + 40), hi(va + 40), lo(va + 48),
+      hi(va + 48)};
+  dev_->hw_queue(QueueKind::Compute).submit(words.data(), words.size());
+  Signal s = dev_->new_signal();
+  ComputeQueue q(*dev_);
+  q.signal(s, 1);
+  q.submit();
+  s.wait(1);
+  EXPECT_EQ(__atomic_load_n(&w32[0], __ATOMIC_ACQUIRE), 7u);
+  EXPECT_EQ(__atomic_load_n(&w64[4], __ATOMIC_ACQUIRE), 0xfffffffbull);
 }
 
 TEST_P(Uav, AVersion1KernelWithUavsIsRefusedWithTheReason) {
