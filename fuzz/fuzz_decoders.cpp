@@ -1,5 +1,6 @@
 // libFuzzer target: every decoder on arbitrary dwords (the first byte picks the decoder and
-// generation): AMD PM4 and SDMA, NVIDIA push buffers and QMDs, Adreno CP. Every decode must
+// generation): AMD PM4 and SDMA, NVIDIA push buffers and QMDs, Adreno CP and UAV descriptors.
+// Every decode must
 // end, account for every dword (QMDs: fields of one descriptor) and never read past the input.
 #include <cstdint>
 #include <cstdlib>
@@ -52,7 +53,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     case 4: {
       const hcq::qcom::Gen gen = (selector >> 3) & 1 ? hcq::qcom::Gen::A7xx : hcq::qcom::Gen::A6xx;
-      check_tiling(hcq::qcom::decode_cp(words, gen), words.size());
+      check_tiling((selector >> 4) & 1 ? hcq::qcom::decode_descriptors(words)
+                                       : hcq::qcom::decode_cp(words, gen),
+                   words.size());
       break;
     }
   }

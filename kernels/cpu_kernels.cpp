@@ -97,6 +97,19 @@ void vector_add(const emu::Dispatch& d) {
   });
 }
 
+// vector_add whose shader reaches a, b and c through UAVs 0, 1 and 2 (an Adreno-only ir3
+// kernel, kernels/make_ir3.py): the buffers come from the descriptors the launch bound, not
+// from the address arguments, which the shader does not read.
+void vector_add_uav(const emu::Dispatch& d) {
+  using namespace vector_add_args;
+  for_each_run(d, d.arg<uint32_t>(block), d.arg<uint32_t>(n), [&](uint32_t first, uint32_t count) {
+    const float* pa = d.uav<const float>(0, first, count);
+    const float* pb = d.uav<const float>(1, first, count);
+    float* pc = d.uav<float>(2, first, count);
+    for (uint32_t k = 0; k < count; ++k) pc[k] = pa[k] + pb[k];
+  });
+}
+
 void scale_add(const emu::Dispatch& d) {
   using namespace scale_add_args;
   const uint64_t vx = d.arg<uint64_t>(x);
@@ -135,6 +148,7 @@ void register_cpu_implementations() {
   emu::register_kernel("empty", empty);
   emu::register_kernel("fill_u32", fill_u32);
   emu::register_kernel("vector_add", vector_add);
+  emu::register_kernel("vector_add_uav", vector_add_uav);
   emu::register_kernel("scale_add", scale_add);
   emu::register_kernel("spin_until", spin_until);
   emu::register_kernel("copy_bytes", copy_bytes);

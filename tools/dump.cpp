@@ -195,6 +195,7 @@ int usage() {
                "       hcq dump --raw nv-push [--gen ampere|ada|hopper|blackwell] FILE\n"
                "       hcq dump --raw qmd [--qmd v3|v4|v5] FILE\n"
                "       hcq dump --raw adreno-cp [--gen a6xx|a7xx|<chip>] FILE\n"
+               "       hcq dump --raw adreno-uav [--gen a6xx|a7xx|<chip>] FILE   (descriptors)\n"
                "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
   return 2;
 }
@@ -266,16 +267,20 @@ int cmd_dump(const std::vector<std::string>& args) {
     print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
     return 0;
   }
-  if (o.raw_format == "adreno-cp" || o.raw_format == "cp") {
+  if (o.raw_format == "adreno-cp" || o.raw_format == "cp" || o.raw_format == "adreno-uav") {
     qcom::Gen gen;
     std::string g = o.gen_name.empty() ? "a6xx" : o.gen_name;
     if (!qcom::parse_gen(g, gen))
       throw InvalidInput("dump: unknown Adreno generation '" + g +
                          "' (a6xx, a7xx or a chip: a630, a740, ...)");
-    for (auto& p : qcom::decode_cp(read_raw(o.file), gen)) print_packet(p, Context{}, o, 0);
+    const auto words = read_raw(o.file);
+    // Descriptors have one layout on both generations; --gen is checked all the same.
+    for (auto& p : o.raw_format == "adreno-uav" ? qcom::decode_descriptors(words)
+                                                : qcom::decode_cp(words, gen))
+      print_packet(p, Context{}, o, 0);
     return 0;
   }
-  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd or adreno-cp, not '" +
+  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
                      o.raw_format + "'");
 }
 

@@ -384,8 +384,13 @@ class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
     std::memcpy(memory_.host(), image.data(), image.size());
     for (size_t i = 0; i < m.kernels.size(); i++) {
       const Ir3Kernel& k = m.kernels[i];
-      if (k.local_memory_bytes || k.private_memory_bytes || k.uav_count) {
-        unsupported_[k.name] = "needs local or private memory or UAVs";
+      if (k.local_memory_bytes || k.private_memory_bytes) {
+        unsupported_[k.name] = "needs local or private memory";
+        continue;
+      }
+      if (k.uavs.size() != k.uav_count) {  // a version-1 container
+        unsupported_[k.name] = "uses " + std::to_string(k.uav_count) +
+                               " UAVs that its version-1 ir3 container binds to no argument";
         continue;
       }
       auto obj = std::make_shared<AdrenoKernel>();
@@ -407,9 +412,25 @@ class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
         obj->immediates_offset = k.immediates_offset;
         obj->immediates_dwords = uint32_t(k.immediates.size());
       }
-      CpEncoder(gen, {}).prepare(*obj);
       obj->kernarg_size = std::max<uint32_t>(k.args_bytes, 16);
       obj->kernarg_align = 16;
+      if (!k.uavs.empty()) {
+        // The descriptors follow the argument block in the kernarg area; their fixed words
+        // are laid there with it (kernarg_init), the addresses copied in by each launch.
+        constexpr uint32_t kDescBytes = kTEX_MEMOBJ_DWORDS * 4;
+        obj->uav_table_offset = uint32_t(align_up(obj->kernarg_size, 64));
+        obj->kernarg_size = obj->uav_table_offset + uint32_t(k.uavs.size()) * kDescBytes;
+        obj->kernarg_align = 64;
+        obj->kernarg_init.assign(obj->kernarg_size, std::byte{0});
+        for (size_t u = 0; u < k.uavs.size(); u++) {
+          obj->uav_arg_offsets.push_back(k.args[k.uavs[u].arg].offset);
+          uint32_t desc[kTEX_MEMOBJ_DWORDS];
+          CpEncoder::uav_descriptor(desc, k.uavs[u].format);
+          std::memcpy(obj->kernarg_init.data() + obj->uav_table_offset + u * kDescBytes, desc,
+                      kDescBytes);
+        }
+      }
+      CpEncoder(gen, {}).prepare(*obj);
       for (const Ir3Arg& a : k.args)
         obj->args.push_back({a.name, a.offset, a.size, a.kind, a.access});
       kernels_[k.name] = std::move(obj);

@@ -102,6 +102,44 @@ constexpr ValueName kCpValues[] = {
 #undef CP_VALUE
 };
 
+// Value names from descriptors.def (DESC_VALUE).
+constexpr ValueName kDescValues[] = {
+#define DESC_VALUE(desc, field, value, name) {#desc, #field, value, #name},
+#define DESC(...)
+#define DESC_FIELD(...)
+#define DESC_CONST(...)
+#include "qcom/descriptors.def"
+#undef DESC
+#undef DESC_FIELD
+#undef DESC_CONST
+#undef DESC_VALUE
+};
+
+std::vector<DecodedPacket> decode_descriptors(std::span<const uint32_t> words) {
+  std::vector<DecodedPacket> out;
+  for (size_t at = 0; at < words.size(); at += kTEX_MEMOBJ_DWORDS) {
+    DecodedPacket d;
+    d.name = "TEX_MEMOBJ";
+    d.offset = uint32_t(at);
+    d.header = words[at];
+    d.dwords = uint32_t(std::min<size_t>(kTEX_MEMOBJ_DWORDS, words.size() - at));
+    const uint32_t* w = words.data() + at;
+    if (d.dwords < kTEX_MEMOBJ_DWORDS) {
+      d.ok = false;
+      d.problem = "truncated: a descriptor is " + std::to_string(kTEX_MEMOBJ_DWORDS) +
+                  " dwords, " + std::to_string(d.dwords) + " left";
+    }
+    for (const Field& f : tex_memobj_fields())
+      if (f.dword < d.dwords) d.fields.push_back({f.name, f.get(w)});
+    if (d.dwords > TEX_MEMOBJ_BASE_HI.dword)
+      d.fields.push_back({"BASE", uint64_t(TEX_MEMOBJ_BASE_HI.get(w)) << 32 |
+                                      uint64_t(TEX_MEMOBJ_BASE_LO.get(w)) << TEX_MEMOBJ_BASE_LO.lo});
+    name_values(d, kDescValues);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 std::vector<DecodedPacket> decode_cp(std::span<const uint32_t> words, Gen gen) {
   std::vector<DecodedPacket> out;
   const uint32_t n = uint32_t(words.size());

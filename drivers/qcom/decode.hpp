@@ -26,4 +26,9 @@ using hcq::DecodedPacket;
 
 std::vector<DecodedPacket> decode_cp(std::span<const uint32_t> words, Gen gen);
 
+// UAV (and texture) descriptors laid one after another, as SP_CS_IBO points at them: one
+// "TEX_MEMOBJ" per 16 dwords with the fields of descriptors.def (the same on a6xx and a7xx)
+// and BASE, the address BASE_LO / BASE_HI give; a last partial descriptor is reported.
+std::vector<DecodedPacket> decode_descriptors(std::span<const uint32_t> words);
+
 }  // namespace hcq::qcom

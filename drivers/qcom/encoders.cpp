@@ -23,6 +23,19 @@ void CpEncoder::indirect_buffer(uint32_t* p, uint64_t va, uint32_t dwords) {
   p[3] = CP_INDIRECT_BUFFER_IB_SIZE(dwords);
 }
 
+void CpEncoder::uav_descriptor(uint32_t* d, Ir3UavFormat format) {
+  // As computerator's cs_ibo_emit and freedreno's fdl6_buffer_view_init build a storage
+  // buffer's descriptor (descriptors.def): linear, one element per texel, TYPE buffer. The
+  // element count is the largest the descriptor holds (WIDTH and HEIGHT all ones: 2^30 - 1
+  // elements): kernel arguments carry addresses, not sizes, and OpenCL's global buffers are
+  // unbounded, so the UAV imposes no bound of its own.
+  constexpr uint32_t kFormats[] = {FMT6_32_UINT, FMT6_16_UINT, FMT6_8_UINT};  // by Ir3UavFormat
+  std::memset(d, 0, kTEX_MEMOBJ_DWORDS * 4);
+  d[0] = TEX_MEMOBJ_TILE_MODE(TILE6_LINEAR) | TEX_MEMOBJ_FMT(kFormats[size_t(format)]);
+  d[1] = TEX_MEMOBJ_WIDTH(TEX_MEMOBJ_WIDTH.mask()) | TEX_MEMOBJ_HEIGHT(TEX_MEMOBJ_HEIGHT.mask());
+  d[2] = TEX_MEMOBJ_STRUCTSIZETEXELS(1) | TEX_MEMOBJ_TYPE(A6XX_TEX_BUFFER);
+}
+
 void CpEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(21);
@@ -226,6 +239,38 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
                            CP_LOAD_STATE6_FRAG_NUM_UNIT(k.args_bytes / 16),
                        lo(kernargs), hi(kernargs)});
   }
+  // UAVs, as computerator's cs_ibo_emit loads them (the same for a6xx and a7xx): the
+  // descriptors preloaded with CP_LOAD_STATE6_FRAG (ST6_UAV, "ST6_IBO" in 2024 Mesa, into
+  // SB6_CS_SHADER; NUM_UNIT counts descriptors), SP_CS_IBO pointing at them and
+  // SP_CS_IBO_COUNT. First each buffer's address is copied from the argument block into its
+  // descriptor's BASE (dwords 4-5) by CP_MEM_TO_MEM (DOUBLE: one 64-bit source), and the CP
+  // waits for those writes (CP_WAIT_MEM_WRITES, then CP_WAIT_FOR_ME as freedreno does before
+  // the CP reads what it wrote) before the state load reads them.
+  std::vector<std::pair<uint32_t, uint64_t>> uav_sites;  // (dword, offset in the kernarg area)
+  if (!k.uav_arg_offsets.empty()) {
+    const uint32_t n = uint32_t(k.uav_arg_offsets.size());
+    for (uint32_t i = 0; i < n; i++) {
+      const uint64_t dst = k.uav_table_offset + uint64_t(i) * kTEX_MEMOBJ_DWORDS * 4 +
+                           TEX_MEMOBJ_BASE_LO.dword * 4;
+      const uint64_t src = k.uav_arg_offsets[i];
+      uav_sites.push_back({uint32_t(w.size()) + 2, dst});
+      uav_sites.push_back({uint32_t(w.size()) + 4, src});
+      w.insert(w.end(), {pkt7(CP_MEM_TO_MEM, 5), CP_MEM_TO_MEM_DOUBLE(1), lo(kernargs + dst),
+                         hi(kernargs + dst), lo(kernargs + src), hi(kernargs + src)});
+    }
+    const uint64_t table = kernargs + k.uav_table_offset;
+    uav_sites.push_back({uint32_t(w.size()) + 4, k.uav_table_offset});
+    w.insert(w.end(), {pkt7(CP_WAIT_MEM_WRITES, 0), pkt7(CP_WAIT_FOR_ME, 0),
+                       pkt7(CP_LOAD_STATE6_FRAG, 3),
+                       CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_UAV) |
+                           CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
+                           CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) |
+                           CP_LOAD_STATE6_FRAG_NUM_UNIT(n),
+                       lo(table), hi(table)});
+    uav_sites.push_back({uint32_t(w.size()) + 1, k.uav_table_offset});
+    pkt4s(RegId::SP_CS_IBO_LO, {lo(table), hi(table)});
+    pkt4s(RegId::SP_CS_IBO_COUNT, {n});
+  }
   const uint32_t ndrange_at = uint32_t(w.size()) + 1;
   if (global_size_at) *global_size_at = ndrange_at + 1;
   pkt4s(RegId::HLSQ_CS_NDRANGE_0,
@@ -240,6 +285,8 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
   std::memcpy(cs.grow(w.size()), w.data(), w.size() * 4);
 
   if (args_at) s.push_back({at + args_at, PatchFormat::LoHi64, PatchRole::KernargAddress});
+  for (auto [dword, offset] : uav_sites)
+    s.push_back(offset_site(at + dword, PatchFormat::LoHi64, PatchRole::KernargAddress, offset));
   const RegField* local[3] = {&HLSQ_CS_NDRANGE_0_LOCALSIZEX, &HLSQ_CS_NDRANGE_0_LOCALSIZEY,
                               &HLSQ_CS_NDRANGE_0_LOCALSIZEZ};
   const PatchRole blocks[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};

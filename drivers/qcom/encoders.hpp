@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/driver.hpp"
+#include "qcom/ir3_program.hpp"
 #include "qcom/packets.hpp"
 
 namespace hcq::qcom {
@@ -22,6 +23,13 @@ class AdrenoKernel final : public KernelObject {
   uint32_t workgroup_id_regid = 0xfc, local_id_regid = 0xfc;
   uint64_t immediates_va = 0;  // where the ir3 immediates sit in code memory (0: none)
   uint32_t immediates_offset = 0, immediates_dwords = 0;
+  // UAVs (ir3 container version 2; uav_count of them): where each one's buffer address lies
+  // in the argument block, and where the descriptors lie in the kernarg area, after the
+  // argument block (64-byte aligned, 16 dwords each; their words other than the address come
+  // from kernarg_init). A launch copies each address into its descriptor on the GPU, so a
+  // re-bound argument (a new kernarg area, or a new address patched into one) moves the UAV.
+  std::vector<uint32_t> uav_arg_offsets;
+  uint32_t uav_table_offset = 0;
   // The launch encoded once (CpEncoder::prepare) with zero grid, block and arguments, its patch
   // sites (dwords from its start), where the global sizes go, and for which generation.
   std::vector<uint32_t> launch_words;
@@ -59,6 +67,9 @@ class CpEncoder final : public hcq::Encoder {
 
   // A CP_INDIRECT_BUFFER running `dwords` at `va` (4 dwords).
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t dwords);
+  // A UAV descriptor viewing a buffer of `format` elements, all but its address (dwords 4-5,
+  // which each launch fills): descriptors.def TEX_MEMOBJ, kTEX_MEMOBJ_DWORDS dwords.
+  static void uav_descriptor(uint32_t* out, Ir3UavFormat format);
 
  private:
   uint32_t reg(RegId r) const { return reg_address(r, gen_); }

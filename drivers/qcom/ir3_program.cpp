@@ -18,10 +18,12 @@ namespace hcq::qcom {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'C', 'Q', 'I', 'R', '3', '\0', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion1 = 1, kVersion2 = 2;
 constexpr uint64_t kHeaderBytes = 24;
 constexpr uint64_t kFixedBytes = 88;    // a kernel record's fixed part
 constexpr uint64_t kArgFixedBytes = 12;  // an argument's fixed part
+constexpr uint64_t kUavBytes = 8;        // a version-2 UAV entry
+constexpr uint32_t kMaxUavs = 127;       // SP_CS_CONFIG.NIBO is 7 bits wide (regs.def)
 constexpr uint32_t kMaxName = 255;
 constexpr uint32_t kMaxField6 = 63;       // 6-bit register fields
 constexpr uint32_t kMaxRegid = 0xff;      // 8-bit register id fields
@@ -94,10 +96,12 @@ class Parser {
            str(kHeaderBytes));
     if (std::memcmp(f_.data(), kMagic, sizeof kMagic) != 0)
       fail("bad magic at offset 0x0: expected \"HCQIR3\\0\\0\"");
-    if (const uint32_t v = u32(kHdrVersion); v != kVersion)
-      fail("unsupported version " + str(v) + " at offset " + hex(kHdrVersion) +
-           " (this reader knows version " + str(kVersion) + ")");
     Ir3Module m;
+    m.version = u32(kHdrVersion);
+    if (m.version != kVersion1 && m.version != kVersion2)
+      fail("unsupported version " + str(m.version) + " at offset " + hex(kHdrVersion) +
+           " (this reader knows versions 1 and 2)");
+    version_ = m.version;
     m.family = u32(kHdrFamily);
     if (m.family != 0 && m.family != 6 && m.family != 7)
       fail("unsupported family " + str(m.family) + " at offset " + hex(kHdrFamily) +
@@ -264,6 +268,9 @@ class Parser {
            ") overlap the argument block [" + str(k.args_offset) + ", " + str(args_end) + ")");
 
     k.uav_count = at(kRecUavCount);
+    if (k.uav_count > kMaxUavs)
+      fail(ctx_ + ": " + field(kRecUavCount, "uav count") + " does not fit SP_CS_CONFIG.NIBO (at most " +
+           str(kMaxUavs) + ")");
     k.local_memory_bytes = at(kRecLocalMem);
     k.private_memory_bytes = at(kRecPrivateMem);
     k.workgroup_id_regid = at(kRecWgidRegid);
@@ -286,6 +293,10 @@ class Parser {
     k.args.reserve(arg_count);
     for (uint64_t i = 0; i < arg_count; ++i) k.args.push_back(arg(i, cursor, k.args_bytes));
     check_overlaps(k.args);
+    if (version_ >= kVersion2) {
+      k.uavs.reserve(k.uav_count);
+      for (uint32_t i = 0; i < k.uav_count; ++i) k.uavs.push_back(uav(i, cursor, k.args));
+    }
     // Whatever lies between `cursor` and the end of the record is fields a later compatible
     // writer appended; this reader skips them.
     return k;
@@ -331,6 +342,28 @@ class Parser {
     return r;
   }
 
+  // A version-2 UAV entry: u32 argument index, u8 format, three reserved zero bytes.
+  Ir3Uav uav(uint32_t i, uint64_t& cursor, const std::vector<Ir3Arg>& args) {
+    const std::string what = "uav " + str(i);
+    const uint64_t a = take(cursor, kUavBytes, what);
+    Ir3Uav r;
+    r.arg = u32(a);
+    if (r.arg >= args.size())
+      fail(ctx_ + ": " + what + ": argument " + str(r.arg) + " at offset " + hex(a) +
+           " is not one of the kernel's " + str(args.size()) + " arguments");
+    if (args[r.arg].kind != KernelArg::Kind::Buffer)
+      fail(ctx_ + ": " + what + ": argument " + str(r.arg) + " (" + args[r.arg].name +
+           ") at offset " + hex(a) + " is a value, not a buffer");
+    const uint8_t format = u8(a + 4);
+    if (format > uint8_t(Ir3UavFormat::U8))
+      fail(ctx_ + ": " + what + ": format " + str(format) + " at offset " + hex(a + 4) +
+           " is not 0 (32-bit), 1 (16-bit) or 2 (8-bit elements)");
+    r.format = Ir3UavFormat(format);
+    for (uint64_t b = a + 5; b < a + kUavBytes; ++b)
+      if (u8(b) != 0) fail(ctx_ + ": " + what + ": nonzero reserved byte at offset " + hex(b));
+    return r;
+  }
+
   void check_overlaps(const std::vector<Ir3Arg>& args) const {
     std::vector<size_t> order(args.size());
     std::iota(order.begin(), order.end(), size_t{0});
@@ -348,7 +381,7 @@ class Parser {
   }
 
   std::span<const std::byte> f_;
-  uint32_t family_ = 0;
+  uint32_t family_ = 0, version_ = 0;
   uint64_t pos_ = 0, end_ = 0;  // the current kernel record
   std::string ctx_;             // "kernel 1 (fill_u32) at offset 0x70"
 };
@@ -387,10 +420,15 @@ Ir3Module parse_ir3(std::span<const std::byte> file) { return Parser(file).parse
 
 std::vector<std::byte> write_ir3(const Ir3Module& m) {
   if (m.kernels.size() > UINT32_MAX) fail("cannot write more than 2^32-1 kernels");
+  bool binds = false;
+  for (const auto& k : m.kernels) binds |= !k.uavs.empty();
+  const uint32_t version = m.version ? m.version : binds ? kVersion2 : kVersion1;
+  if (version == kVersion1 && binds)
+    fail("cannot write UAV bindings in version 1 (they need version 2)");
   Writer w;
   w.out.insert(w.out.end(), reinterpret_cast<const std::byte*>(kMagic),
                reinterpret_cast<const std::byte*>(kMagic) + sizeof kMagic);
-  w.u32(kVersion);
+  w.u32(version);
   w.u32(m.family);
   w.u32(static_cast<uint32_t>(m.kernels.size()));
   w.u32(static_cast<uint32_t>(kHeaderBytes));
@@ -398,7 +436,7 @@ std::vector<std::byte> write_ir3(const Ir3Module& m) {
     const std::string who = "kernel '" + k.name.substr(0, 64) + "'";
     check_name(k.name, who);
     if (k.instructions.size() > UINT32_MAX / 4 || k.immediates.size() > UINT32_MAX / 4 ||
-        k.args.size() > UINT32_MAX / kArgFixedBytes)
+        k.args.size() > UINT32_MAX / kArgFixedBytes || k.uavs.size() > UINT32_MAX / kUavBytes)
       fail("cannot write " + who + ": too large for a record");
     const size_t start = w.out.size();
     w.u32(0);  // record length, patched below
@@ -445,6 +483,11 @@ std::vector<std::byte> write_ir3(const Ir3Module& m) {
       w.u8(static_cast<uint8_t>(a.name.size()));
       w.u8(0);
       w.string(a.name);
+    }
+    for (const Ir3Uav& u : k.uavs) {
+      w.u32(u.arg);
+      w.u8(uint8_t(u.format));
+      for (int i = 0; i < 3; ++i) w.u8(0);
     }
     const size_t bytes = w.out.size() - start;
     if (bytes > UINT32_MAX) fail("cannot write " + who + ": its record exceeds 4 GiB");

@@ -9,7 +9,9 @@
 // docs/ir3-container.md. In short: little-endian; a 24-byte header (magic "HCQIR3\0\0",
 // version 1, family, kernel count, header length), then one length-prefixed record per kernel
 // (an 88-byte fixed part, the name, the instructions, the immediates, the arguments), so a
-// reader skips fields a later compatible writer appends to a record.
+// reader skips fields a later compatible writer appends to a record. Version 2 adds, after the
+// arguments, one entry per UAV slot saying which buffer argument its descriptor views and with
+// what element size; version-1 files are still read.
 //
 // Loading model. The instructions are copied into device memory (SP_CS_OBJ_START), padded with
 // nops (zero words) to whole groups of 16 instructions as Mesa pads them; the constant file is
@@ -43,6 +45,20 @@ struct Ir3Arg {
   KernelArg::Access access = KernelArg::Access::ReadWrite;
 };
 
+// The element a UAV's typed-buffer descriptor reads and writes: the a6xx formats FMT6_32_UINT,
+// FMT6_16_UINT and FMT6_8_UINT. ir3 indexes a storage buffer in these elements (Mesa's
+// freedreno views an SSBO as R32_UINT, or R16_UINT where the GPU has 16-bit storage).
+enum class Ir3UavFormat : uint8_t { U32 = 0, U16 = 1, U8 = 2 };
+constexpr uint32_t uav_element_bytes(Ir3UavFormat f) {
+  return f == Ir3UavFormat::U32 ? 4 : f == Ir3UavFormat::U16 ? 2 : 1;
+}
+
+// A UAV slot (version 2): its descriptor views the buffer passed as argument `arg`.
+struct Ir3Uav {
+  uint32_t arg = 0;  // index into Ir3Kernel::args; a Buffer argument
+  Ir3UavFormat format = Ir3UavFormat::U32;
+};
+
 struct Ir3Kernel {
   std::string name;
   // ir3 machine code: 64-bit instructions, each as two dwords (low dword first), as ir3's
@@ -71,9 +87,15 @@ struct Ir3Kernel {
   uint32_t local_id_regid = kIr3NoRegid;
   bool early_preamble = false;  // SP_CS_CTRL_REG0.EARLYPREAMBLE (Mesa: early_preamble)
   std::vector<Ir3Arg> args;     // in argument order
+  // Version 2: the buffer bound to each UAV slot, uav_count of them. Empty in version 1, whose
+  // kernels with UAVs cannot be launched (nothing says what the UAVs view).
+  std::vector<Ir3Uav> uavs;
 };
 
 struct Ir3Module {
+  // 1 or 2 as parsed. On writing, 0 means the lowest that holds the module: 2 when a kernel
+  // binds UAVs, else 1.
+  uint32_t version = 0;
   uint32_t family = 0;  // 6 (a6xx), 7 (a7xx), 0 = any
   std::vector<Ir3Kernel> kernels;
   const Ir3Kernel* find(const std::string& name) const;  // null when absent
@@ -88,13 +110,16 @@ struct Ir3Module {
 // constant file, the immediates overlapping the arguments, threadsize not 64/128, footprints or
 // branch stack too large for their 6-bit fields, a register id above 0xff, a partly zero or too
 // large local size, unknown flags, nonzero padding, duplicate kernel names, names empty (for a
-// kernel), longer than 255 bytes or not clean UTF-8. Never reads outside `file`.
+// kernel), longer than 255 bytes or not clean UTF-8, a UAV count above SP_CS_CONFIG.NIBO's 127;
+// in version 2 a UAV entry naming no argument or a value argument, an unknown UAV format or a
+// nonzero reserved byte. Never reads outside `file`.
 Ir3Module parse_ir3(std::span<const std::byte> file);
 
 // The inverse (for tests and tools): writes the module as it is, without checking what
 // parse_ir3 checks (so tests can write containers parse_ir3 must reject). Throws
 // hcq::InvalidInput only for what the format cannot hold: a name longer than 255 bytes, an
-// argument kind other than Buffer / Value, a record over 4 GiB.
+// argument kind other than Buffer / Value, a record over 4 GiB, UAV bindings in version 1.
+// The UAV table is written as `uavs` holds it, whatever uav_count says.
 std::vector<std::byte> write_ir3(const Ir3Module& m);
 
 }  // namespace hcq::qcom

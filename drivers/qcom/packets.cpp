@@ -114,6 +114,23 @@ constexpr bool regs_def_consistent() {
 }
 static_assert(regs_def_consistent(), "regs.def: a field outside its register, or an address twice");
 
+// descriptors.def: every field inside its descriptor.
+constexpr Field kTexMemobj[] = {
+#define DESC(...)
+#define DESC_FIELD(d, f, dw, lo, w) d##_##f,
+#define DESC_CONST(...)
+#include "qcom/descriptors.def"
+#undef DESC
+#undef DESC_FIELD
+#undef DESC_CONST
+};
+constexpr bool descriptors_def_consistent() {
+  for (const Field& f : kTexMemobj)
+    if (f.width == 0 || f.lo + f.width > 32 || f.dword >= kTEX_MEMOBJ_DWORDS) return false;
+  return true;
+}
+static_assert(descriptors_def_consistent(), "descriptors.def: a field outside its descriptor");
+
 // ---- Tables ----
 
 struct CpTable {
@@ -194,6 +211,8 @@ const char* event_name(uint32_t event, Gen gen) {
     if (e.value == event && has_gen(e.gens, gen)) return e.name;
   return nullptr;
 }
+
+std::span<const Field> tex_memobj_fields() { return kTexMemobj; }
 
 std::span<const RegInfo> registers() { return reg_table().regs; }
 

@@ -117,6 +117,19 @@ std::span<const PacketInfo> packets();
 // The name of event number `event` on `gen` ("CACHE_FLUSH_TS"), or null.
 const char* event_name(uint32_t event, Gen gen);
 
+// ---- Descriptors in memory (descriptors.def) --------------------------------------------------
+// Fields as packet fields are, with dword 0 the descriptor's first dword: qcom::TEX_MEMOBJ_FMT ...;
+// values: qcom::FMT6_32_UINT, qcom::A6XX_TEX_BUFFER ...
+#define DESC(n, dw) inline constexpr uint32_t k##n##_DWORDS = dw;
+#define DESC_FIELD(d, f, dw, lo, w) inline constexpr Field d##_##f{#f, ALL, dw, lo, w};
+#define DESC_CONST(n, v) inline constexpr uint32_t n = v;
+#include "qcom/descriptors.def"
+#undef DESC
+#undef DESC_FIELD
+#undef DESC_CONST
+// TEX_MEMOBJ's fields in description order, for the decoder.
+std::span<const Field> tex_memobj_fields();
+
 // ---- Registers (regs.def) ----------------------------------------------------------------------
 enum class RegId : uint8_t {
 #define REG(n, a6, a7) n,

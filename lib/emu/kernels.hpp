@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -33,12 +34,21 @@ class AddressSpace {
   virtual void* translate(uint64_t va, uint64_t size) const = 0;
 };
 
+// A buffer a kernel reaches through a descriptor (an Adreno UAV): where the descriptor says it
+// starts and how many bytes it says it spans.
+struct BufferView {
+  uint64_t va = 0;
+  uint64_t bytes = 0;
+};
+
 struct Dispatch {
   Dim3 grid;   // workgroups in each dimension
   Dim3 block;  // work-items per workgroup in each dimension
   const std::byte* kernargs = nullptr;
   uint32_t kernarg_size = 0;
   const AddressSpace* memory = nullptr;
+  // The buffers the launch bound through descriptors, by slot (empty where a GPU has none).
+  std::span<const BufferView> uavs;
 
   // A kernel argument at `offset` in the kernarg segment.
   template <class T>
@@ -54,6 +64,21 @@ struct Dispatch {
   template <class T>
   T* ptr(uint64_t va, uint64_t count) const {
     return static_cast<T*>(memory->translate(va, count * sizeof(T)));
+  }
+  // `count` elements of T from element `index` of the buffer bound to UAV `slot`: bounds-checked
+  // against the slots the launch bound, the size the descriptor gives, and the mappings.
+  template <class T>
+  T* uav(uint32_t slot, uint64_t index, uint64_t count) const {
+    if (slot >= uavs.size())
+      throw Fault("UAV " + std::to_string(slot) + " is not bound (the launch bound " +
+                      std::to_string(uavs.size()) + ")", 0);
+    const BufferView& v = uavs[slot];
+    if (index > v.bytes / sizeof(T) || count > v.bytes / sizeof(T) - index)
+      throw Fault("UAV " + std::to_string(slot) + ": elements [" + std::to_string(index) + ", " +
+                      std::to_string(index + count) + ") of " + std::to_string(sizeof(T)) +
+                      " bytes lie past its descriptor's " + std::to_string(v.bytes) + " bytes",
+                  v.va + index * sizeof(T));
+    return ptr<T>(v.va + index * sizeof(T), count);
   }
   uint64_t threads() const { return grid.count() * block.count(); }
 };

@@ -157,6 +157,89 @@ TEST(QcomEncoder, PreparedLaunchesEqualFreshlyEncodedOnes) {
   }
 }
 
+// A kernel with UAV 0 on the argument at byte 0 and UAV 1 on the one at byte 16, its two
+// descriptors at byte 64 of the kernarg area.
+AdrenoKernel uav_kernel() {
+  AdrenoKernel k = kernel(64, 16, 32);
+  k.uav_count = 2;
+  k.uav_arg_offsets = {0, 16};
+  k.uav_table_offset = 64;
+  return k;
+}
+
+// The UAV part of a launch with its kernarg area at 0x7f0000020000, and at 0x7e0000030000 once
+// patched, on both generations (computerator emits the same packets for a6xx and a7xx).
+TEST(QcomEncoder, UavLaunchesCopyTheAddressesAndLoadTheDescriptors) {
+  for (Gen g : {Gen::A6xx, Gen::A7xx}) {
+    SCOPED_TRACE(to_string(g));
+    AdrenoKernel k = uav_kernel();
+    CpEncoder(g, kMem).prepare(k);
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    CpEncoder(g, kMem).exec(cs, k, 0x7f0000020000, {40, 1, 1}, {64, 1, 1}, s);
+    auto uav_block = [&](uint32_t lo, uint32_t hi) {
+      return Words{
+          // The arguments into the constant file (as LaunchesLoadStateAndExecute says).
+          0x70348003, 0x00b64000, lo, hi,
+          // CP_MEM_TO_MEM (0x73: five ones, parity 0; count 5: two ones, parity 1) =
+          // 0x70738005, DOUBLE (bit 29): UAV 0's BASE (area + 64 + 16) from argument 0 ...
+          0x70738005, 0x20000000, lo + 0x50, hi, lo, hi,
+          // ... UAV 1's BASE (area + 128 + 16) from the argument at 16.
+          0x70738005, 0x20000000, lo + 0x90, hi, lo + 0x10, hi,
+          // CP_WAIT_MEM_WRITES (0x12: parity 1) = 0x70928000; CP_WAIT_FOR_ME (0x13: three
+          // ones, parity 0) = 0x70138000.
+          0x70928000, 0x70138000,
+          // CP_LOAD_STATE6_FRAG: ST6_UAV (3 << 14) | SS6_INDIRECT (2 << 16) | SB6_CS_SHADER
+          // (0xd << 18) | two descriptors (2 << 22) = 0x00b6c000, from area + 64.
+          0x70348003, 0x00b6c000, lo + 0x40, hi,
+          // SP_CS_IBO (0xa9f2: nine ones, parity 0; count 2: parity 0) = 0x40a9f202.
+          0x40a9f202, lo + 0x40, hi,
+          // SP_CS_IBO_COUNT (0xaa00: four ones, parity 1 at bit 27; count 1) = 0x48aa0001.
+          0x48aa0001, 2,
+          // Then HLSQ_CS_NDRANGE_0..6 (a6xx 0x40b99007, a7xx 0x48a9d407).
+          g == Gen::A6xx ? 0x40b99007u : 0x48a9d407u};
+    };
+    auto has = [](const Words& w, const Words& seq) {
+      return std::search(w.begin(), w.end(), seq.begin(), seq.end()) != w.end();
+    };
+    EXPECT_TRUE(has(words(cs), uav_block(0x20000, 0x7f00)));
+    // SP_CS_CONFIG (0xa9bb: ten ones, parity 1; count 1) = 0x48a9bb01: ENABLED (bit 8) |
+    // NIBO 2 (bits 28:22) = 0x800100.
+    EXPECT_TRUE(has(words(cs), {0x48a9bb01, 0x800100}));
+    for (auto& site : s)
+      if (site.role == PatchRole::KernargAddress) cs.patch(site, 0x7e0000030000);
+    EXPECT_TRUE(has(words(cs), uav_block(0x30000, 0x7e00)));
+
+    // Encoded afresh (no template), the same words and the same sites.
+    CommandStream fresh;
+    std::vector<PatchSite> fs;
+    AdrenoKernel unprepared = uav_kernel();
+    CpEncoder(g, kMem).exec(fresh, unprepared, 0x7e0000030000, {40, 1, 1}, {64, 1, 1}, fs);
+    EXPECT_EQ(words(fresh), words(cs));
+    ASSERT_EQ(fs.size(), s.size());
+    for (size_t i = 0; i < s.size(); i++) {
+      EXPECT_EQ(fs[i].dword, s[i].dword) << i;
+      EXPECT_EQ(fs[i].role, s[i].role) << i;
+      EXPECT_EQ(fs[i].add, s[i].add) << i;
+    }
+  }
+}
+
+// The descriptor's fixed words (descriptors.def TEX_MEMOBJ): dword 0 TILE6_LINEAR (0) | FMT in
+// 29:22; dword 1 WIDTH 0x7fff | HEIGHT 0x7fff << 15 = 0x3fffffff (2^30 - 1 elements); dword 2
+// STRUCTSIZETEXELS 1 << 4 | A6XX_TEX_BUFFER (4) << 29 = 0x80000010; the rest 0.
+TEST(QcomEncoder, UavDescriptorsAreLinearTypedBuffers) {
+  const std::pair<Ir3UavFormat, uint32_t> formats[] = {
+      {Ir3UavFormat::U32, 0x12c00000},  // FMT6_32_UINT 0x4b << 22
+      {Ir3UavFormat::U16, 0x06000000},  // FMT6_16_UINT 0x18 << 22
+      {Ir3UavFormat::U8, 0x01400000}};  // FMT6_8_UINT 0x05 << 22
+  for (auto [format, dword0] : formats) {
+    Words d(kTEX_MEMOBJ_DWORDS, 0xdeadbeef);
+    CpEncoder::uav_descriptor(d.data(), format);
+    EXPECT_EQ(d, (Words{dword0, 0x3fffffff, 0x80000010, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  }
+}
+
 TEST(QcomEncoder, BadLaunchesAndCopiesAreClearErrors) {
   AdrenoKernel k;
   k.name = "k";

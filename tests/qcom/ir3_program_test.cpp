@@ -39,6 +39,13 @@ std::string message_of(std::span<const std::byte> b) {
   return "(parsed)";
 }
 
+// The message for `good` with the dword at `off` set to `v`.
+std::string message_with(const Bytes& good, size_t off, uint32_t v) {
+  Bytes c = good;
+  put32(c, off, v);
+  return message_of(c);
+}
+
 void expect_same(const Ir3Kernel& a, const Ir3Kernel& b) {
   EXPECT_EQ(a.name, b.name);
   EXPECT_EQ(a.instructions, b.instructions);
@@ -66,6 +73,12 @@ void expect_same(const Ir3Kernel& a, const Ir3Kernel& b) {
     EXPECT_EQ(a.args[i].size, b.args[i].size);
     EXPECT_EQ(a.args[i].kind, b.args[i].kind);
     EXPECT_EQ(a.args[i].access, b.args[i].access);
+  }
+  ASSERT_EQ(a.uavs.size(), b.uavs.size());
+  for (size_t i = 0; i < a.uavs.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a.uavs[i].arg, b.uavs[i].arg);
+    EXPECT_EQ(a.uavs[i].format, b.uavs[i].format);
   }
 }
 
@@ -168,6 +181,7 @@ struct DemoKernel {
   const char* name;
   uint32_t args_bytes;  // the kernarg size rounded up to 16
   std::vector<DemoArg> args;
+  std::vector<uint32_t> uav_args = {};  // version 2: UAV i views argument uav_args[i] (32-bit)
 };
 
 // kernels.cl's OpenCL C layout, the offsets kernels/cpu_kernels.cpp reads.
@@ -196,6 +210,14 @@ const std::vector<DemoKernel> kDemo = {
     {"spin_until",  // 8 bytes -> 16
      16,
      {{"flag", 0, 8, Kind::Buffer, Access::ReadWrite}}},
+    {"vector_add_uav",  // vector_add's arguments, its buffers reached through UAVs 0, 1, 2
+     32,
+     {{"a", 0, 8, Kind::Buffer, Access::ReadOnly},
+      {"b", 8, 8, Kind::Buffer, Access::ReadOnly},
+      {"c", 16, 8, Kind::Buffer, Access::ReadWrite},
+      {"n", 24, 4, Kind::Value, Access::ReadWrite},
+      {"block", 28, 4, Kind::Value, Access::ReadWrite}},
+     {0, 1, 2}},
 };
 
 TEST(Ir3Program, EmbeddedDemoKernels) {
@@ -204,6 +226,7 @@ TEST(Ir3Program, EmbeddedDemoKernels) {
     const auto file = kernels::code_object(target);
     ASSERT_FALSE(file.empty()) << "kernels/meson.build did not embed " << target << ".ir3";
     const Ir3Module m = parse_ir3(file);
+    EXPECT_EQ(m.version, 2u);  // vector_add_uav binds UAVs
     EXPECT_EQ(m.family, family);
     ASSERT_EQ(m.kernels.size(), kDemo.size());
     for (size_t i = 0; i < kDemo.size(); ++i) {
@@ -221,7 +244,12 @@ TEST(Ir3Program, EmbeddedDemoKernels) {
       EXPECT_EQ(k.args_offset, 0u);
       EXPECT_EQ(k.args_bytes, want.args_bytes);
       EXPECT_EQ(k.const_dwords, want.args_bytes / 4);  // already a multiple of 4 here
-      EXPECT_EQ(k.uav_count, 0u);
+      EXPECT_EQ(k.uav_count, want.uav_args.size());
+      ASSERT_EQ(k.uavs.size(), want.uav_args.size());
+      for (size_t u = 0; u < k.uavs.size(); ++u) {
+        EXPECT_EQ(k.uavs[u].arg, want.uav_args[u]) << u;
+        EXPECT_EQ(k.uavs[u].format, Ir3UavFormat::U32) << u;
+      }
       EXPECT_EQ(k.local_memory_bytes, 0u);
       EXPECT_EQ(k.private_memory_bytes, 0u);
       EXPECT_TRUE(k.immediates.empty());
@@ -285,11 +313,7 @@ TEST(Ir3Program, ErrorMessages) {
   const Bytes good = write_ir3(small_module());
   ASSERT_EQ(message_of(good), "(parsed)");
   constexpr size_t K = 0x18;  // the kernel record
-  const auto mutated = [&](size_t off, uint32_t v) {
-    Bytes c = good;
-    put32(c, off, v);
-    return message_of(c);
-  };
+  const auto mutated = [&](size_t off, uint32_t v) { return message_with(good, off, v); };
   const auto written = [](auto&& edit) {
     Ir3Module m = small_module();
     edit(m.kernels[0]);
@@ -303,8 +327,9 @@ TEST(Ir3Program, ErrorMessages) {
   }
   EXPECT_EQ(message_of(std::span(good).first(10)),
             "ir3 container: truncated header: the file has 10 bytes, the header needs 24");
-  EXPECT_EQ(mutated(8, 2),
-            "ir3 container: unsupported version 2 at offset 0x8 (this reader knows version 1)");
+  EXPECT_EQ(mutated(8, 3),
+            "ir3 container: unsupported version 3 at offset 0x8 (this reader knows versions 1 "
+            "and 2)");
   EXPECT_EQ(mutated(12, 5),
             "ir3 container: unsupported family 5 at offset 0xc (6 = a6xx, 7 = a7xx, 0 = any)");
   // 2 kernels need 2 * 88 bytes; the file has 0x9c - 24 = 132 after the header.
@@ -400,6 +425,107 @@ TEST(Ir3Program, ErrorMessages) {
   }
 }
 
+// small_module() with UAV 0 viewing argument 0 (p) as 16-bit elements: a version-2 file, the
+// same bytes up to 0x9c, then the UAV entry: 0x9c argument index, 0xa0 format, 0xa1..0xa3
+// reserved; the record ends at 0xa4 (length 0x8c).
+Ir3Module uav_module() {
+  Ir3Module m = small_module();
+  m.kernels[0].uav_count = 1;
+  m.kernels[0].uavs = {{0, Ir3UavFormat::U16}};
+  return m;
+}
+
+TEST(Ir3Program, Version2UavBindings) {
+  const Bytes b = write_ir3(uav_module());
+  ASSERT_EQ(b.size(), 0xa4u);
+  EXPECT_EQ(get32(b, 8), 2u);      // version
+  EXPECT_EQ(get32(b, 0x18), 0x8cu);  // record length
+  EXPECT_EQ(get32(b, 0x18 + 64), 1u);  // uav count
+  EXPECT_EQ(get32(b, 0x9c), 0u);   // argument 0
+  EXPECT_EQ(get32(b, 0xa0), 1u);   // format 1 (16-bit), reserved bytes 0
+  const Ir3Module p = parse_ir3(b);
+  EXPECT_EQ(p.version, 2u);
+  expect_same(uav_module(), p);
+  EXPECT_EQ(write_ir3(p), b);
+  for (auto f : {Ir3UavFormat::U32, Ir3UavFormat::U8}) {
+    Ir3Module m = uav_module();
+    m.kernels[0].uavs[0].format = f;
+    EXPECT_EQ(parse_ir3(write_ir3(m)).kernels[0].uavs[0].format, f);
+  }
+
+  // A version-1 file may declare UAVs; it binds none (the driver refuses to launch those).
+  Ir3Module v1 = small_module();
+  v1.kernels[0].uav_count = 3;
+  const Ir3Module p1 = parse_ir3(write_ir3(v1));
+  EXPECT_EQ(p1.version, 1u);
+  EXPECT_EQ(p1.kernels[0].uav_count, 3u);
+  EXPECT_TRUE(p1.kernels[0].uavs.empty());
+  // A version-2 file with no UAVs has an empty table.
+  Ir3Module v2 = small_module();
+  v2.version = 2;
+  const Bytes b2 = write_ir3(v2);
+  EXPECT_EQ(b2.size(), 0x9cu);
+  EXPECT_EQ(parse_ir3(b2).version, 2u);
+
+  Ir3Module bad = uav_module();
+  bad.version = 1;
+  try {
+    write_ir3(bad);
+    ADD_FAILURE() << "wrote UAV bindings into version 1";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(),
+                 "ir3 container: cannot write UAV bindings in version 1 (they need version 2)");
+  }
+}
+
+TEST(Ir3Program, Version2ErrorMessages) {
+  const Bytes good = write_ir3(uav_module());
+  ASSERT_EQ(message_of(good), "(parsed)");
+  const auto mutated = [&](size_t off, uint32_t v) { return message_with(good, off, v); };
+  const auto byte = [&](size_t off, uint8_t v) {
+    Bytes c = good;
+    c.at(off) = std::byte{v};
+    return message_of(c);
+  };
+  EXPECT_EQ(mutated(0x9c, 2),
+            "ir3 container: kernel 0 (k) at offset 0x18: uav 0: argument 2 at offset 0x9c is not "
+            "one of the kernel's 2 arguments");
+  EXPECT_EQ(mutated(0x9c, 1),
+            "ir3 container: kernel 0 (k) at offset 0x18: uav 0: argument 1 (v) at offset 0x9c is "
+            "a value, not a buffer");
+  EXPECT_EQ(byte(0xa0, 3),
+            "ir3 container: kernel 0 (k) at offset 0x18: uav 0: format 3 at offset 0xa0 is not 0 "
+            "(32-bit), 1 (16-bit) or 2 (8-bit elements)");
+  for (size_t r : {0xa1, 0xa2, 0xa3})
+    EXPECT_EQ(byte(r, 1), "ir3 container: kernel 0 (k) at offset 0x18: uav 0: nonzero reserved "
+                          "byte at offset " + hex(r));
+  // Two UAVs declared, one entry written: the second runs past the record.
+  EXPECT_EQ(mutated(0x18 + 64, 2),
+            "ir3 container: kernel 0 (k) at offset 0x18: uav 1 (8 bytes at offset 0xa4) runs "
+            "past the end of the record at offset 0xa4");
+  EXPECT_EQ(mutated(0x18 + 64, 128),
+            "ir3 container: kernel 0 (k) at offset 0x18: uav count 128 at offset 0x58 does not "
+            "fit SP_CS_CONFIG.NIBO (at most 127)");
+  // A record too short for its table: the entry's last bytes cut off.
+  {
+    Bytes c = good;
+    c.resize(0xa0);
+    put32(c, 0x18, 0x88);
+    EXPECT_EQ(message_of(c),
+              "ir3 container: kernel 0 (k) at offset 0x18: uav 0 (8 bytes at offset 0x9c) runs "
+              "past the end of the record at offset 0xa0");
+  }
+  // The same bytes as version 1: the entry is a later field a version-1 reader skips.
+  {
+    Bytes c = good;
+    put32(c, 8, 1);
+    const Ir3Module m = parse_ir3(c);
+    EXPECT_EQ(m.version, 1u);
+    EXPECT_EQ(m.kernels[0].uav_count, 1u);
+    EXPECT_TRUE(m.kernels[0].uavs.empty());
+  }
+}
+
 TEST(Ir3Program, WriterRejectsWhatTheFormatCannotHold) {
   Ir3Module m = small_module();
   m.kernels[0].name = std::string(256, 'n');
@@ -417,7 +543,7 @@ TEST(Ir3Program, WriterRejectsWhatTheFormatCannotHold) {
 }
 
 TEST(Ir3Program, EveryTruncationIsRejected) {
-  for (const Bytes& b : {write_ir3(small_module()), write_ir3(rich_module())}) {
+  for (const Bytes& b : {write_ir3(small_module()), write_ir3(rich_module()), write_ir3(uav_module())}) {
     for (size_t n = 0; n < b.size(); ++n) {
       try {
         parse_ir3(std::span(b).first(n));
@@ -432,7 +558,8 @@ TEST(Ir3Program, EveryTruncationIsRejected) {
 TEST(Ir3Program, RandomByteFlips) {
   std::mt19937_64 rng(20250611);  // fixed seed: the same inputs every run
   const auto a740 = kernels::code_object("a740");
-  std::vector<Bytes> corpus = {write_ir3(small_module()), write_ir3(rich_module())};
+  std::vector<Bytes> corpus = {write_ir3(small_module()), write_ir3(rich_module()),
+                               write_ir3(uav_module())};
   if (!a740.empty()) corpus.emplace_back(a740.begin(), a740.end());
   for (const Bytes& b : corpus) {
     int parsed = 0, rejected = 0;

@@ -23,6 +23,7 @@ struct ContextFault {
 
 constexpr int kMaxIbDepth = 2;              // the ring's IBs may call one more level
 constexpr uint32_t kConstDwords = 0x4000;   // the constant file hcq's kernels can fill
+constexpr uint32_t kMaxUavs = 127;          // SP_CS_CONFIG.NIBO is 7 bits wide (regs.def)
 constexpr auto kIdleSleep = std::chrono::microseconds(200);
 // After work, poll for the next submission this long before sleeping: a condition-variable
 // wake costs microseconds, a back-to-back submission stream would pay it each time.
@@ -39,7 +40,7 @@ uint64_t now_ns() {
 struct Engine::KernelCache {
   struct Entry {
     std::string name;
-    uint32_t args_offset = 0, args_bytes = 0;
+    uint32_t args_offset = 0, args_bytes = 0, uav_count = 0;
     const hcq::emu::KernelFn* fn = nullptr;
     uint64_t map_base = 0, map_size = 0;
   };
@@ -62,6 +63,10 @@ struct Engine::Context {
   std::vector<Frame> stack;      // the IB being run (and the one it called)
   std::vector<uint32_t> regs = std::vector<uint32_t>(0x10000, 0);
   std::vector<uint32_t> consts = std::vector<uint32_t>(kConstDwords, 0);
+  // UAV descriptors as CP_LOAD_STATE6 (ST6_UAV) loaded them, and the address it read them from.
+  std::vector<uint32_t> uav_state;
+  uint64_t uav_state_va = 0;
+  std::vector<hcq::emu::BufferView> uav_views;  // the launch's, decoded from uav_state
 };
 
 Engine::Engine(Gen gen, Memory& memory, GpuEvents& events)
@@ -304,19 +309,32 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
       const uint32_t type = (d1 >> 14) & 3, src = (d1 >> 16) & 3, block = (d1 >> 18) & 0xf;
       const uint32_t units = d1 >> 22, dst = d1 & 0x3fff;
       if (type == ST6_SHADER) return Res::Done;  // instructions: the kernel is found by address
-      if (type != ST6_CONSTANTS || block != SB6_CS_SHADER)
+      const bool uav = type == ST6_UAV;
+      if ((type != ST6_CONSTANTS && !uav) || block != SB6_CS_SHADER)
         bad("CP_LOAD_STATE6 of state type " + std::to_string(type) + " into block " + hex(block) +
-            " (the emulated GPU loads compute constants)");
-      if (uint64_t(dst + units) * 4 > kConstDwords) bad("CP_LOAD_STATE6 past the constant file");
+            " (the emulated GPU loads compute constants and UAV descriptors)");
+      // A unit: a vec4 of constants, or a 16-dword UAV descriptor.
+      const uint32_t unit_dwords = uav ? kTEX_MEMOBJ_DWORDS : 4;
+      if (uav && dst + units > kMaxUavs)
+        bad("CP_LOAD_STATE6 of UAV descriptors " + std::to_string(dst) + ".." +
+            std::to_string(dst + units) + " past the " + std::to_string(kMaxUavs) + " UAV slots");
+      if (!uav && uint64_t(dst + units) * 4 > kConstDwords) bad("CP_LOAD_STATE6 past the constant file");
       const void* from;
       if (src == SS6_INDIRECT) {
         if (n < 3) bad("CP_LOAD_STATE6 without an address");
-        from = mem_.translate(addr(2), uint64_t(units) * 16);
+        from = mem_.translate(addr(2), uint64_t(units) * unit_dwords * 4);
       } else if (src == SS6_DIRECT) {
-        if (n < 3 + units * 4) bad("CP_LOAD_STATE6 with less inline data than its units");
+        if (n < 3 + units * unit_dwords) bad("CP_LOAD_STATE6 with less inline data than its units");
         from = p + 4;  // after the two (ignored) address dwords
       } else {
         bad("CP_LOAD_STATE6 state source " + std::to_string(src));
+      }
+      if (uav) {
+        // The descriptors are read now (a preload); SP_CS_IBO must point where they came from.
+        if (c.uav_state.size() < (dst + units) * unit_dwords) c.uav_state.resize((dst + units) * unit_dwords);
+        std::memcpy(c.uav_state.data() + dst * unit_dwords, from, uint64_t(units) * unit_dwords * 4);
+        c.uav_state_va = src == SS6_INDIRECT ? addr(2) - uint64_t(dst) * unit_dwords * 4 : 0;
+        return Res::Done;
       }
       std::memcpy(c.consts.data() + dst * 4, from, uint64_t(units) * 16);
       return Res::Done;
@@ -326,6 +344,28 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
       const uint32_t dwords = CP_INDIRECT_BUFFER_IB_SIZE.get(p);
       mem_.translate(addr(1), uint64_t(dwords) * 4);
       c.stack.push_back({addr(1), dwords, 0});
+      return Res::Done;
+    }
+    case CP_MEM_TO_MEM: {
+      // *DST = (-)*SRC_A (-)*SRC_B (-)*SRC_C + *SRC_D..., 32- or 64-bit (DOUBLE) values: the
+      // sources' addresses follow DST (adreno_pm4.xml CP_MEM_TO_MEM).
+      if (n < 5 || (n - 3) % 2 != 0)
+        bad("CP_MEM_TO_MEM of " + std::to_string(n + 1) + " dwords (a destination and whole "
+            "source addresses)");
+      const bool wide = CP_MEM_TO_MEM_DOUBLE.get(p);
+      const uint32_t size = wide ? 8 : 4;
+      uint64_t sum = 0;
+      for (uint32_t i = 0; 4 + 2 * i + 1 <= n; i++) {
+        const void* from = mem_.translate(addr(4 + 2 * i), size);
+        uint64_t v = wide ? __atomic_load_n(static_cast<const uint64_t*>(from), __ATOMIC_ACQUIRE)
+                          : __atomic_load_n(static_cast<const uint32_t*>(from), __ATOMIC_ACQUIRE);
+        if (i < 3 && (p[1] >> i & 1)) v = 0 - v;  // NEG_A, NEG_B, NEG_C: bits 0, 1, 2
+        sum += v;
+      }
+      if (wide)
+        __atomic_store_n(static_cast<uint64_t*>(mem_.translate(addr(2), 8)), sum, __ATOMIC_RELEASE);
+      else
+        store32(addr(2), uint32_t(sum));
       return Res::Done;
     }
     case CP_EXEC_CS:
@@ -377,6 +417,7 @@ void Engine::launch(Context& c, const uint32_t* p) {
       e.name = found->name;
       e.args_offset = found->args_offset;
       e.args_bytes = found->args_bytes;
+      e.uav_count = found->uav_count;
     } catch (const InvalidInput& err) {
       bad("CP_EXEC_CS: shader address " + hex(program) + " is not in an ir3 container: " + err.what());
     }
@@ -387,13 +428,64 @@ void Engine::launch(Context& c, const uint32_t* p) {
     it = cache.emplace(program, std::move(e)).first;
   }
   const auto& k = it->second;
+  bind_uavs(c, k.name, k.uav_count);
   hcq::emu::Dispatch d;
   d.grid = grid;
   d.block = block;
   d.kernargs = reinterpret_cast<const std::byte*>(c.consts.data()) + k.args_offset;
   d.kernarg_size = k.args_bytes;
   d.memory = &mem_;
+  d.uavs = c.uav_views;
   (*k.fn)(d);
+}
+
+// The UAVs of a launch: SP_CS_CONFIG.NIBO descriptors, loaded by CP_LOAD_STATE6 (ST6_UAV) from
+// where SP_CS_IBO points, SP_CS_IBO_COUNT agreeing; each a linear buffer of 8-, 16- or 32-bit
+// unsigned elements (descriptors.def), 64-byte aligned and mapped.
+void Engine::bind_uavs(Context& c, const std::string& kernel, uint32_t uses) {
+  auto reg = [&](RegId r) { return c.regs[reg_address(r, gen_)]; };
+  const uint32_t n = SP_CS_CONFIG_NIBO.get(gen_, reg(RegId::SP_CS_CONFIG));
+  c.uav_views.clear();
+  if (n < uses)
+    bad("CP_EXEC_CS: kernel '" + kernel + "' uses " + std::to_string(uses) +
+        " UAVs, SP_CS_CONFIG.NIBO gives it " + std::to_string(n));
+  if (n == 0) return;
+  const std::string at = "CP_EXEC_CS: ";
+  if (reg(RegId::SP_CS_IBO_COUNT) != n)
+    bad(at + "SP_CS_CONFIG.NIBO is " + std::to_string(n) + ", SP_CS_IBO_COUNT is " +
+        std::to_string(reg(RegId::SP_CS_IBO_COUNT)));
+  if (c.uav_state.size() < n * kTEX_MEMOBJ_DWORDS)
+    bad(at + "SP_CS_CONFIG.NIBO is " + std::to_string(n) + ", but CP_LOAD_STATE6 loaded " +
+        std::to_string(c.uav_state.size() / kTEX_MEMOBJ_DWORDS) + " UAV descriptors");
+  const uint64_t ibo = uint64_t(reg(RegId::SP_CS_IBO_HI)) << 32 | reg(RegId::SP_CS_IBO_LO);
+  if (ibo != c.uav_state_va)
+    bad(at + "SP_CS_IBO is " + hex(ibo) + ", but the UAV descriptors were loaded from " +
+        hex(c.uav_state_va));
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t* d = c.uav_state.data() + i * kTEX_MEMOBJ_DWORDS;
+    const std::string which = at + "UAV " + std::to_string(i) + " descriptor at " +
+                              hex(ibo + uint64_t(i) * kTEX_MEMOBJ_DWORDS * 4) + ": ";
+    if (TEX_MEMOBJ_TYPE.get(d) != A6XX_TEX_BUFFER)
+      bad(which + "TYPE " + std::to_string(TEX_MEMOBJ_TYPE.get(d)) +
+          " is not A6XX_TEX_BUFFER (the emulated GPU runs buffer UAVs)");
+    if (TEX_MEMOBJ_TILE_MODE.get(d) != TILE6_LINEAR)
+      bad(which + "TILE_MODE " + std::to_string(TEX_MEMOBJ_TILE_MODE.get(d)) + " is not TILE6_LINEAR");
+    const uint32_t fmt = TEX_MEMOBJ_FMT.get(d);
+    const uint32_t elem = fmt == FMT6_32_UINT ? 4 : fmt == FMT6_16_UINT ? 2 : fmt == FMT6_8_UINT ? 1 : 0;
+    if (!elem)
+      bad(which + "FMT " + hex(fmt) + " is not FMT6_8_UINT, FMT6_16_UINT or FMT6_32_UINT");
+    // BASE_LO holds address bits 31:5 in place; the bits below must be 0, and freedreno
+    // aligns a buffer's base to 64 bytes (fdl6_buffer_view_init).
+    const uint64_t base = uint64_t(TEX_MEMOBJ_BASE_HI.get(d)) << 32 | d[TEX_MEMOBJ_BASE_LO.dword];
+    if (base % 64)
+      bad(which + "base address " + hex(base) + " is not 64-byte aligned");
+    hcq::emu::BufferView v;
+    v.va = base + uint64_t(TEX_MEMOBJ_STARTOFFSETTEXELS.get(d)) * elem;
+    v.bytes = (uint64_t(TEX_MEMOBJ_HEIGHT.get(d)) << 15 | TEX_MEMOBJ_WIDTH.get(d)) * elem;
+    if (mem_.mapping_of(v.va).second == 0)
+      throw Fault(which + "buffer address " + hex(v.va) + " is not mapped", v.va);
+    c.uav_views.push_back(v);
+  }
 }
 
 }  // namespace hcq::qcom::emu

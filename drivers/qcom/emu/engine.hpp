@@ -56,6 +56,7 @@ class Engine {
   Res exec_ib(Context& c);
   Res packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& skip);
   void launch(Context& c, const uint32_t* p);
+  void bind_uavs(Context& c, const std::string& kernel, uint32_t uses);
 
   Gen gen_;
   Memory& mem_;
