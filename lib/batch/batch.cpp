@@ -1,8 +1,5 @@
 #include "batch/batch.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <exception>
@@ -13,6 +10,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "io/file_load.hpp"
 
 namespace hcq::batch {
 
@@ -204,27 +202,6 @@ size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uin
 // ---- Executable -----------------------------------------------------------------------
 
 namespace {
-
-// A load's read at run time: the whole range, or an error naming the file.
-void read_file_range(const std::string& path, uint64_t offset, char* to, uint64_t size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw OsError("batch: load of " + path, errno);
-  uint64_t got = 0;
-  while (got < size) {
-    const ssize_t r = ::pread(fd, to + got, size - got, off_t(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      const int e = errno;
-      ::close(fd);
-      if (r < 0) throw OsError("batch: load of " + path + ": read at " + std::to_string(offset + got), e);
-      throw Error("batch: load of " + path + ": bytes [" + std::to_string(offset) + ", " +
-                  std::to_string(offset + size) + ") wanted, the file ends at " +
-                  std::to_string(offset + got));
-    }
-    got += uint64_t(r);
-  }
-  ::close(fd);
-}
 
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
 // the queues' signals and the staging area of copies between devices live there. A device
@@ -984,7 +961,8 @@ void Executable::Impl::run_host(std::vector<uint64_t> prev) {
       if (h.path.empty())
         std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
       else
-        read_file_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size);
+        io::read_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size,
+                       "batch: load of " + h.path);
       if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
       if (h.signal) __atomic_store_n(sync_words + h.queue * 2, uint64_t(h.signal), __ATOMIC_RELEASE);
     }

@@ -102,6 +102,59 @@ class Reader {
 
 }  // namespace
 
+void read_range(const std::string& path, uint64_t offset, void* to, uint64_t size,
+                const std::string& who, uint64_t chunk, uint32_t depth) {
+  if (chunk == 0 || depth == 0) throw InvalidInput(who + ": reads need a nonzero size and depth");
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) throw OsError(who, errno);
+  struct stat st {};
+  if (::fstat(f.fd, &st) < 0) throw OsError(who + ": fstat", errno);
+  if (!S_ISREG(st.st_mode)) depth = 1;  // a pipe's reads would interleave
+  if (size == 0) return;
+  // Each read is [start, end) of the range; a short one is read on from where it stopped.
+  std::vector<std::pair<uint64_t, uint64_t>> reads;
+  Reader r(f.fd, depth);
+  auto start = [&](uint64_t tag) {
+    auto [s, e] = reads[tag];
+    r.start(static_cast<char*>(to) + s, e - s, offset + s, tag);
+  };
+  uint64_t next = 0;
+  uint32_t in_flight = 0;
+  std::string error;  // the first read error; the reads in flight finish before it is thrown
+  int error_code = 0;
+  uint64_t end = size;  // where the file ended, if before the range's end (the lowest seen)
+  for (; next < size && in_flight < depth; next += chunk, in_flight++) {
+    reads.push_back({next, std::min(size, next + chunk)});
+    start(reads.size() - 1);
+  }
+  while (in_flight) {
+    auto [tag, got] = r.next();
+    in_flight--;
+    auto& [s, e] = reads[tag];
+    if (error_code) continue;
+    if (got < 0) {
+      error = who + ": read at " + std::to_string(offset + s);
+      error_code = int(-got);
+    } else if (got == 0) {
+      end = std::min(end, s);
+    } else if (s + uint64_t(got) < e) {
+      s += uint64_t(got);  // short: read the rest (a pipe, or the file's end)
+      start(tag);
+      in_flight++;
+    } else if (next < size && next < end) {
+      reads[tag] = {next, std::min(size, next + chunk)};
+      next += chunk;
+      start(tag);
+      in_flight++;
+    }
+  }
+  if (error_code) throw OsError(error, error_code);
+  if (end < size)
+    throw Error(who + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
+                ") wanted, the file ends at " + std::to_string(offset + end));
+}
+
 LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,
                      uint64_t file_offset, uint64_t size, const LoadOptions& options) {
   const std::string who = dev.name() + ": load_file " + path + ": ";

@@ -34,4 +34,11 @@ struct LoadResult {
 LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,
                      uint64_t file_offset, uint64_t size, const LoadOptions& options = {});
 
+// Reads bytes [offset, offset + size) of `path` into host memory at `to`, `chunk` bytes per
+// read with up to `depth` reads in flight (io_uring; pread where it is unavailable). Every
+// error starts with `who`: OsError for a file that cannot be opened or read (the read's file
+// offset named), Error for a file that ends before offset + size (where it ends named).
+void read_range(const std::string& path, uint64_t offset, void* to, uint64_t size,
+                const std::string& who, uint64_t chunk = 4 << 20, uint32_t depth = 4);
+
 }  // namespace hcq::io

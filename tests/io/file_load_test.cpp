@@ -155,5 +155,54 @@ TEST(FileLoadLarge, A256MiBFileArrives) {
   EXPECT_TRUE(got == v);
 }
 
+// read_range, the host-memory reader batch loads use: many small reads in flight at an
+// unaligned offset, a range past the end, a missing file, and a pipe that delivers its bytes
+// in pieces (short reads read on) and then ends early.
+TEST(ReadRange, ReadsInPiecesAndSaysWhereTheFileEnds) {
+  const fs::path path = fs::temp_directory_path() / ("hcq_range_" + std::to_string(::getpid()));
+  std::vector<uint8_t> v(50000);
+  for (size_t i = 0; i < v.size(); i++) v[i] = uint8_t(i * 7 + 3);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), 50000);
+  std::vector<uint8_t> got(40001);
+  read_range(path.string(), 7, got.data(), got.size(), "who", 4096, 3);  // 10 reads, 3 at a time
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), v.begin() + 7));
+  try {
+    read_range(path.string(), 49000, got.data(), 2000, "who", 512, 2);
+    FAIL();
+  } catch (const OsError& e) {
+    FAIL() << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "who: bytes [49000, 51000) wanted, the file ends at 50000");
+  }
+  fs::remove(path);
+  try {
+    read_range(path.string(), 0, got.data(), 10, "who");
+    FAIL();
+  } catch (const OsError& e) {
+    EXPECT_EQ(e.err(), ENOENT);
+    EXPECT_EQ(std::string(e.what()).rfind("who: ", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(read_range(path.string(), 0, got.data(), 10, "who", 0), InvalidInput);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 3; i++) {  // 3 pieces of 1000 bytes, then the writer closes
+      out.write(reinterpret_cast<const char*>(v.data()) + i * 1000, 1000);
+      out.flush();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::fill(got.begin(), got.end(), 0);
+  try {
+    read_range(path.string(), 0, got.data(), 5000, "who", 4096, 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "who: bytes [0, 5000) wanted, the file ends at 3000");
+  }
+  writer.join();
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + 3000, v.begin()));  // read on after each piece
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace hcq::io
