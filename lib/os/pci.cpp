@@ -27,7 +27,9 @@ constexpr uint16_t kIntel = 0x8086, kVsecThunderbolt = 0x1234;
 // libpci reports fatal errors through a callback that must not return (its default exits).
 // This one throws; the unwind passes through libpci's C frames, which carry unwind tables
 // on the platforms hcq builds for.
-[[noreturn]] void libpci_error(char* fmt, ...) {
+// PCI_NONRET: the callback type carries the noreturn attribute (clang checks it).
+void libpci_error(char* fmt, ...) PCI_NONRET;
+void libpci_error(char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
