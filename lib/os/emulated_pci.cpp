@@ -288,7 +288,6 @@ void EmulatedPciBus::write_function(const EmulatedPciFunction& f) {
     link(dev, g / "devices" / f.address);
     link(g, dev / "iommu_group");
   }
-  if (f.driver == "vfio-pci") vfio_->add_group(f.iommu_group);
   if (!f.driver.empty()) set_driver(f.address, f.driver);
 }
 
@@ -323,8 +322,17 @@ void EmulatedPciBus::set_driver(const std::string& address, const std::string& d
   fs::path at = dir_ + "/bus/pci/devices/" + address + "/driver";
   std::error_code ec;
   fs::remove(at, ec);
-  if (!driver.empty())
-    link(fs::canonical(dir_ + "/bus/pci/drivers/" + driver), fs::canonical(at.parent_path()) / "driver");
+  fs::path dev = fs::canonical(at.parent_path());
+  if (driver.empty()) {
+    fs::remove_all(dev / "vfio-dev", ec);
+    return;
+  }
+  link(fs::canonical(dir_ + "/bus/pci/drivers/" + driver), dev / "driver");
+  if (driver == "vfio-pci") {  // the device cdev, as vfio_device_add() names it in sysfs
+    const EmulatedPciFunction* f = function(address);
+    int n = vfio_->add_device(address, f->iommu_group);
+    fs::create_directories(dev / "vfio-dev" / ("vfio" + std::to_string(n)));
+  }
 }
 
 // drivers/base/bus.c bind_store/unbind_store: unbind needs the device on that driver
@@ -342,10 +350,8 @@ int EmulatedPciBus::bind(const std::string& driver, const std::string& address) 
   if (!f) return -ENODEV;
   if (!f->driver.empty()) return -EBUSY;
   if (overrides_[address] != driver) return -ENODEV;
-  if (driver == "vfio-pci") {
-    if (f->iommu_group < 0) return -EINVAL;  // vfio-pci's probe refuses a device without one
-    vfio_->add_group(f->iommu_group);
-  }
+  if (driver == "vfio-pci" && f->iommu_group < 0)
+    return -EINVAL;  // vfio-pci's probe refuses a device without an IOMMU group
   set_driver(address, driver);
   return 0;
 }

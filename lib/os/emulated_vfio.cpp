@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "os/emulated_pci.hpp"
+#include "os/iommufd_abi.hpp"
 
 namespace hcq::os {
 namespace {
@@ -46,8 +47,9 @@ class ContainerNode final : public EmulatedNode {
     return it != state_.end() && it->second.iommu;
   }
   int ioctl(int fd, unsigned long req, void* arg) override {
-    std::lock_guard lk(v_.mu());
+    std::unique_lock lk(v_.mu());
     State& s = state_[fd];
+    if (req == VFIO_IOMMU_MAP_DMA || req == VFIO_IOMMU_UNMAP_DMA) lk.unlock();  // v_ locks
     switch (req) {
       case VFIO_GET_API_VERSION: return VFIO_API_VERSION;
       case VFIO_CHECK_EXTENSION: {
@@ -63,27 +65,12 @@ class ContainerNode final : public EmulatedNode {
       }
       case VFIO_IOMMU_MAP_DMA: {
         auto* m = static_cast<vfio_iommu_type1_dma_map*>(arg);
-        if (!s.iommu) return -EINVAL;
-        if (!m->size || (m->iova | m->vaddr | m->size) % kPage || m->iova + m->size < m->iova)
-          return -EINVAL;
-        auto& dma = v_.dma();
-        auto next = dma.lower_bound(m->iova);
-        if (next != dma.end() && next->first < m->iova + m->size) return -EEXIST;
-        if (next != dma.begin() && std::prev(next)->first + std::prev(next)->second.size > m->iova)
-          return -EEXIST;
-        dma[m->iova] = {m->vaddr, m->size};
-        return 0;
+        return s.iommu ? v_.map(m->iova, m->vaddr, m->size) : -EINVAL;
       }
       case VFIO_IOMMU_UNMAP_DMA: {
         auto* u = static_cast<vfio_iommu_type1_dma_unmap*>(arg);
         if (!s.iommu) return -EINVAL;
-        auto it = v_.dma().find(u->iova);
-        // type1 unmaps whole mappings only; none at iova unmaps nothing.
-        if (it == v_.dma().end() || it->second.size != u->size) {
-          u->size = 0;
-          return it == v_.dma().end() ? 0 : -EINVAL;
-        }
-        v_.dma().erase(it);
+        u->size = v_.unmap(u->iova, u->size);  // type1 unmaps whole mappings only
         return 0;
       }
       default: return -ENOTTY;
@@ -95,11 +82,76 @@ class ContainerNode final : public EmulatedNode {
   std::map<int, State> state_;
 };
 
-// A device fd: regions are the BARs (mappable) and config space (read/write only).
+// /dev/iommu: each open is an iommufd context with its IO address spaces
+// (drivers/iommu/iommufd/ioas.c).
+class IommufdNode final : public EmulatedNode {
+ public:
+  explicit IommufdNode(EmulatedVfio& v) : v_(v) {}
+  bool has_ioas(int fd, uint32_t id) {
+    std::lock_guard lk(v_.mu());
+    return ioas_[fd].count(id) != 0;
+  }
+  void on_close(int fd) override {
+    std::lock_guard lk(v_.mu());
+    ioas_.erase(fd);
+  }
+  int ioctl(int fd, unsigned long req, void* arg) override {
+    using namespace iommufd;
+    switch (req) {
+      case IOMMU_IOAS_ALLOC: {
+        std::lock_guard lk(v_.mu());
+        static_cast<IoasAlloc*>(arg)->out_ioas_id = next_id_;
+        ioas_[fd].insert(next_id_++);
+        return 0;
+      }
+      case IOMMU_IOAS_MAP: {
+        auto* m = static_cast<IoasMap*>(arg);
+        if (!has_ioas(fd, m->ioas_id)) return -ENOENT;
+        if (!(m->flags & kMapFixedIova)) return -EINVAL;  // IOVA allocation is not emulated
+        return v_.map(m->iova, m->user_va, m->length);
+      }
+      case IOMMU_IOAS_UNMAP: {
+        auto* u = static_cast<IoasUnmap*>(arg);
+        if (!has_ioas(fd, u->ioas_id)) return -ENOENT;
+        u->length = v_.unmap(u->iova, u->length);
+        return u->length ? 0 : -ENOENT;
+      }
+      default: return -ENOTTY;
+    }
+  }
+
+ private:
+  EmulatedVfio& v_;
+  std::map<int, std::set<uint32_t>> ioas_;
+  uint32_t next_id_ = 1;
+};
+
+// A device fd: regions are the BARs (mappable) and config space (read/write only). A cdev
+// (/dev/vfio/devices/vfioN) answers nothing but VFIO_DEVICE_BIND_IOMMUFD until it is bound
+// to an iommufd, as drivers/vfio/device_cdev.c has it.
 class DeviceNode final : public EmulatedNode {
  public:
-  DeviceNode(EmulatedVfio& v, std::string address) : v_(v), address_(std::move(address)) {}
+  DeviceNode(EmulatedVfio& v, std::string address, bool cdev)
+      : v_(v), address_(std::move(address)), bound_(!cdev) {}
+  void on_close(int) override {
+    if (iommufd_ >= 0) bound_ = false, iommufd_ = -1;
+  }
   int ioctl(int, unsigned long req, void* arg) override {
+    if (req == iommufd::VFIO_DEVICE_BIND_IOMMUFD) {
+      auto* b = static_cast<iommufd::BindIommufd*>(arg);
+      iommufd_node_ = std::dynamic_pointer_cast<IommufdNode>(v_.kernel().node_of(b->iommufd));
+      if (bound_ || !iommufd_node_) return bound_ ? -EINVAL : -EBADF;
+      if (!v_.viable(v_.bus().function(address_)->iommu_group)) return -EBUSY;
+      bound_ = true;
+      iommufd_ = b->iommufd;
+      b->out_devid = 1;
+      return 0;
+    }
+    if (!bound_) return -EINVAL;
+    if (req == iommufd::VFIO_DEVICE_ATTACH_IOMMUFD_PT) {
+      auto* a = static_cast<iommufd::AttachPt*>(arg);
+      return iommufd_ >= 0 && iommufd_node_->has_ioas(iommufd_, a->pt_id) ? 0 : -ENOENT;
+    }
     const EmulatedPciFunction* f = v_.bus().function(address_);
     switch (req) {
       case VFIO_DEVICE_GET_INFO: {
@@ -136,6 +188,10 @@ class DeviceNode final : public EmulatedNode {
     }
   }
   void* mmap(void* addr, size_t length, int prot, int, int, off_t offset) override {
+    if (!bound_) {
+      errno = EINVAL;
+      return MAP_FAILED;
+    }
     const int index = int(uint64_t(offset) >> kRegionShift);
     const off_t in_region = off_t(uint64_t(offset) & ((1ull << kRegionShift) - 1));
     for (auto& b : v_.bus().function(address_)->bars)
@@ -150,6 +206,9 @@ class DeviceNode final : public EmulatedNode {
  private:
   EmulatedVfio& v_;
   std::string address_;
+  bool bound_;
+  int iommufd_ = -1;
+  std::shared_ptr<IommufdNode> iommufd_node_;
 };
 
 // /dev/vfio/<group>.
@@ -181,21 +240,14 @@ class GroupNode final : public EmulatedNode {
         for (auto& a : v_.bus().group_members(group_)) member |= a == name;
         const EmulatedPciFunction* f = v_.bus().function(name);
         if (!member || !f || f->driver != "vfio-pci") return -ENODEV;
-        return v_.kernel().open_node(std::make_shared<DeviceNode>(v_, name));
+        return v_.kernel().open_node(std::make_shared<DeviceNode>(v_, name, false));
       }
       default: return -ENOTTY;
     }
   }
 
  private:
-  // Every function of the group is on vfio-pci or on no driver (drivers/vfio/group.c).
-  bool viable() const {
-    for (auto& a : v_.bus().group_members(group_)) {
-      const std::string& d = v_.bus().function(a)->driver;
-      if (!d.empty() && d != "vfio-pci") return false;
-    }
-    return true;
-  }
+  bool viable() const { return v_.viable(group_); }
   EmulatedVfio& v_;
   int group_;
   int container_ = -1;
@@ -207,14 +259,51 @@ class GroupNode final : public EmulatedNode {
 EmulatedVfio::EmulatedVfio(EmulatedPciBus& bus, EmulatedKernel& kernel)
     : bus_(bus), kernel_(kernel) {
   kernel_.add_node("/dev/vfio/vfio", std::make_shared<ContainerNode>(*this));
+  kernel_.add_node("/dev/iommu", std::make_shared<IommufdNode>(*this));
 }
 
-void EmulatedVfio::add_group(int group) {
+int EmulatedVfio::add_device(const std::string& address, int group) {
+  int n;
+  bool new_group;
   {
     std::lock_guard lk(mu_);
-    if (!groups_.insert(group).second) return;
+    new_group = groups_.insert(group).second;
+    auto [it, added] = cdevs_.try_emplace(address, int(cdevs_.size()));
+    n = it->second;
+    if (!added) return n;
   }
-  kernel_.add_node("/dev/vfio/" + std::to_string(group), std::make_shared<GroupNode>(*this, group));
+  if (new_group)
+    kernel_.add_node("/dev/vfio/" + std::to_string(group), std::make_shared<GroupNode>(*this, group));
+  kernel_.add_node("/dev/vfio/devices/vfio" + std::to_string(n),
+                   std::make_shared<DeviceNode>(*this, address, true));
+  return n;
+}
+
+bool EmulatedVfio::viable(int group) const {
+  for (auto& a : bus_.group_members(group)) {
+    const std::string& d = bus_.function(a)->driver;
+    if (!d.empty() && d != "vfio-pci") return false;
+  }
+  return true;
+}
+
+int EmulatedVfio::map(uint64_t iova, uint64_t vaddr, uint64_t size) {
+  if (!size || (iova | vaddr | size) % kPage || iova + size < iova) return -EINVAL;
+  std::lock_guard lk(mu_);
+  auto next = dma_.lower_bound(iova);
+  if (next != dma_.end() && next->first < iova + size) return -EEXIST;
+  if (next != dma_.begin() && std::prev(next)->first + std::prev(next)->second.size > iova)
+    return -EEXIST;
+  dma_[iova] = {vaddr, size};
+  return 0;
+}
+
+uint64_t EmulatedVfio::unmap(uint64_t iova, uint64_t size) {
+  std::lock_guard lk(mu_);
+  auto it = dma_.find(iova);
+  if (it == dma_.end() || it->second.size != size) return 0;
+  dma_.erase(it);
+  return size;
 }
 
 void* EmulatedVfio::translate(uint64_t iova, uint64_t size) const {

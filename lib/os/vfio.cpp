@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "os/iommufd_abi.hpp"
 
 namespace hcq::os {
 
@@ -28,7 +29,22 @@ VfioDevice::VfioDevice(std::shared_ptr<Kernel> k, const PciFunction& fn)
       if (d) d->close_all();
     }
   } undo{this};
-  const std::string group = "/dev/vfio/" + std::to_string(fn.iommu_group);
+  // The kernel names the cdev in sysfs (drivers/vfio/vfio_main.c: vfio-dev/vfioN).
+  auto cdev = k_->list_dir(pci_sysfs_dir(address_) + "/vfio-dev");
+  if (!cdev.empty()) iommufd_ = std::max(k_->open("/dev/iommu", O_RDWR), -1);
+  if (iommufd_ >= 0)
+    open_cdev("/dev/vfio/devices/" + cdev.front(), fn.iommu_group);
+  else
+    open_group(fn.iommu_group);
+  vfio_device_info info{};
+  info.argsz = sizeof info;
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_GET_INFO, &info); r < 0) fail("VFIO_DEVICE_GET_INFO", -r);
+  regions_ = info.num_regions;
+  undo.d = nullptr;
+}
+
+void VfioDevice::open_group(int iommu_group) {
+  const std::string group = "/dev/vfio/" + std::to_string(iommu_group);
   container_ = k_->open("/dev/vfio/vfio", O_RDWR);
   if (container_ < 0) fail("open /dev/vfio/vfio (modprobe vfio-pci)", -container_);
   if (int v = k_->ioctl(container_, VFIO_GET_API_VERSION, nullptr); v != VFIO_API_VERSION)
@@ -41,9 +57,7 @@ VfioDevice::VfioDevice(std::shared_ptr<Kernel> k, const PciFunction& fn)
   if (group_ < 0) fail("open " + group + (group_ == -EACCES ? " (needs root or the group's owner)" : ""), -group_);
   vfio_group_status st{sizeof(vfio_group_status), 0};
   if (int r = k_->ioctl(group_, VFIO_GROUP_GET_STATUS, &st); r < 0) fail("VFIO_GROUP_GET_STATUS", -r);
-  if (!(st.flags & VFIO_GROUP_FLAGS_VIABLE))
-    throw Error(address_ + ": IOMMU group " + std::to_string(fn.iommu_group) +
-                " is not viable: bind every function of the group to vfio-pci");
+  if (!(st.flags & VFIO_GROUP_FLAGS_VIABLE)) not_viable(iommu_group);
   if (int r = k_->ioctl(group_, VFIO_GROUP_SET_CONTAINER, &container_); r < 0)
     fail("VFIO_GROUP_SET_CONTAINER", -r);
   if (int r = k_->ioctl(container_, VFIO_SET_IOMMU, type1v2); r < 0) fail("VFIO_SET_IOMMU", -r);
@@ -52,17 +66,35 @@ VfioDevice::VfioDevice(std::shared_ptr<Kernel> k, const PciFunction& fn)
   name[std::min(address_.size(), sizeof name - 1)] = 0;
   device_ = k_->ioctl(group_, VFIO_GROUP_GET_DEVICE_FD, name);
   if (device_ < 0) fail("VFIO_GROUP_GET_DEVICE_FD", -device_);
-  vfio_device_info info{};
-  info.argsz = sizeof info;
-  if (int r = k_->ioctl(device_, VFIO_DEVICE_GET_INFO, &info); r < 0) fail("VFIO_DEVICE_GET_INFO", -r);
-  regions_ = info.num_regions;
-  undo.d = nullptr;
+}
+
+void VfioDevice::not_viable(int iommu_group) const {
+  throw Error(address_ + ": IOMMU group " + std::to_string(iommu_group) +
+              " is not viable: bind every function of the group to vfio-pci");
+}
+
+void VfioDevice::open_cdev(const std::string& cdev, int iommu_group) {
+  using namespace iommufd;
+  device_ = k_->open(cdev, O_RDWR);
+  if (device_ < 0) fail("open " + cdev, -device_);
+  BindIommufd bind{sizeof(BindIommufd), 0, iommufd_, 0};
+  // EBUSY: another driver holds a function of the group (iommu_device_claim_dma_owner).
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_BIND_IOMMUFD, &bind); r == -EBUSY)
+    not_viable(iommu_group);
+  else if (r < 0)
+    fail("VFIO_DEVICE_BIND_IOMMUFD", -r);
+  IoasAlloc alloc{sizeof(IoasAlloc), 0, 0};
+  if (int r = k_->ioctl(iommufd_, IOMMU_IOAS_ALLOC, &alloc); r < 0) fail("IOMMU_IOAS_ALLOC", -r);
+  ioas_ = alloc.out_ioas_id;
+  AttachPt attach{sizeof(AttachPt), 0, ioas_};
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_ATTACH_IOMMUFD_PT, &attach); r < 0)
+    fail("VFIO_DEVICE_ATTACH_IOMMUFD_PT", -r);
 }
 
 VfioDevice::~VfioDevice() { close_all(); }
 
 void VfioDevice::close_all() {
-  for (int* fd : {&device_, &group_, &container_})
+  for (int* fd : {&device_, &group_, &container_, &iommufd_})
     if (*fd >= 0) k_->close(std::exchange(*fd, -1));
 }
 
@@ -88,6 +120,14 @@ void* VfioDevice::map_region(uint32_t index) {
 void VfioDevice::unmap_region(void* p, uint64_t size) { k_->munmap(p, size); }
 
 void VfioDevice::map_dma(void* host, uint64_t iova, uint64_t size) {
+  const std::string what = " of " + hex(size) + " bytes at IOVA " + hex(iova);
+  if (iommufd()) {
+    using namespace iommufd;
+    IoasMap m{sizeof(IoasMap), kMapFixedIova | kMapReadable | kMapWriteable, ioas_, 0,
+              reinterpret_cast<uintptr_t>(host), size, iova};
+    if (int r = k_->ioctl(iommufd_, IOMMU_IOAS_MAP, &m); r < 0) fail("IOMMU_IOAS_MAP" + what, -r);
+    return;
+  }
   vfio_iommu_type1_dma_map m{};
   m.argsz = sizeof m;
   m.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
@@ -95,17 +135,31 @@ void VfioDevice::map_dma(void* host, uint64_t iova, uint64_t size) {
   m.iova = iova;
   m.size = size;
   if (int r = k_->ioctl(container_, VFIO_IOMMU_MAP_DMA, &m); r < 0)
-    fail("VFIO_IOMMU_MAP_DMA of " + hex(size) + " bytes at IOVA " + hex(iova), -r);
+    fail("VFIO_IOMMU_MAP_DMA" + what, -r);
 }
 
 void VfioDevice::unmap_dma(uint64_t iova, uint64_t size) {
+  uint64_t unmapped = 0;
+  if (iommufd()) {
+    iommufd::IoasUnmap u{sizeof(iommufd::IoasUnmap), ioas_, iova, size};
+    int r = k_->ioctl(iommufd_, iommufd::IOMMU_IOAS_UNMAP, &u);
+    if (r < 0 && r != -ENOENT) fail("IOMMU_IOAS_UNMAP at IOVA " + hex(iova), -r);
+    unmapped = r < 0 ? 0 : u.length;
+  } else {
+    unmapped = unmap_type1(iova, size);
+  }
+  if (unmapped != size)
+    throw Error(address_ + ": no DMA mapping of " + hex(size) + " bytes at IOVA " + hex(iova));
+}
+
+uint64_t VfioDevice::unmap_type1(uint64_t iova, uint64_t size) {
   vfio_iommu_type1_dma_unmap u{};
   u.argsz = sizeof u;
   u.iova = iova;
   u.size = size;
   if (int r = k_->ioctl(container_, VFIO_IOMMU_UNMAP_DMA, &u); r < 0)
     fail("VFIO_IOMMU_UNMAP_DMA at IOVA " + hex(iova), -r);
-  if (u.size != size) throw Error(address_ + ": no DMA mapping of " + hex(size) + " bytes at IOVA " + hex(iova));
+  return u.size;
 }
 
 void VfioDevice::reset() {

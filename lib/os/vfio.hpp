@@ -1,8 +1,10 @@
-// A PCI function opened through VFIO (Linux Documentation/driver-api/vfio.rst, the
-// container/group interface): a type1 IOMMU container with the function's IOMMU group in
-// it, then the device fd. Regions (BARs, config space) are described and mapped through
-// the device fd; host memory is made visible to the device at an IOVA; the function can
-// be reset. The function must be bound to vfio-pci first (pci_bind_vfio).
+// A PCI function opened through VFIO (Linux Documentation/driver-api/vfio.rst): through
+// iommufd where the kernel offers it (/dev/iommu and the function's cdev
+// /dev/vfio/devices/vfioN: bind, an IO address space, attach), else through the
+// container/group interface (a type1 IOMMU container with the function's IOMMU group in
+// it). Regions (BARs, config space) are described and mapped through the device fd; host
+// memory is made visible to the device at an IOVA; the function can be reset. The
+// function must be bound to vfio-pci first (pci_bind_vfio).
 #pragma once
 
 #include <cstdint>
@@ -38,13 +40,20 @@ class VfioDevice {
   void unmap_dma(uint64_t iova, uint64_t size);
   // Function-level reset (VFIO_DEVICE_RESET).
   void reset();
+  // True when opened through iommufd, false through the container/group interface.
+  bool iommufd() const { return iommufd_ >= 0; }
 
  private:
   [[noreturn]] void fail(const std::string& what, int err) const;
+  void open_group(int group);
+  void open_cdev(const std::string& cdev, int iommu_group);
+  [[noreturn]] void not_viable(int iommu_group) const;
+  uint64_t unmap_type1(uint64_t iova, uint64_t size);
   void close_all();
   std::shared_ptr<Kernel> k_;
   std::string address_;
-  int container_ = -1, group_ = -1, device_ = -1;
+  int container_ = -1, group_ = -1, device_ = -1, iommufd_ = -1;
+  uint32_t ioas_ = 0;
   uint32_t regions_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/vfio.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "nv/pci.hpp"
 #include "nv/targets.hpp"
 #include "os/emulated_vfio.hpp"
+#include "os/iommufd_abi.hpp"
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
 
@@ -268,14 +270,20 @@ TEST(EmulatedPciNoIommu, VfioCannotTakeAFunctionWithoutAnIommuGroup) {
   EXPECT_EQ(pci_function(k, "22:00.0").driver, "nouveau");
 }
 
-// The system with the H100 on vfio-pci, opened through VFIO.
-class EmulatedVfioTest : public EmulatedPci {
+// The system with the H100 on vfio-pci, opened through iommufd (true) or, with /dev/iommu
+// missing, through the container/group interface (false).
+class EmulatedVfioTest : public EmulatedPci, public ::testing::WithParamInterface<bool> {
  protected:
-  void SetUp() override { pci_bind_vfio(*k, fn("22:00.0")); }
+  void SetUp() override {
+    if (!GetParam()) k->deny("/dev/iommu", ENOENT);
+    pci_bind_vfio(*k, fn("22:00.0"));
+  }
 };
+INSTANTIATE_TEST_SUITE_P(IommufdAndGroup, EmulatedVfioTest, ::testing::Bool());
 
-TEST_F(EmulatedVfioTest, RegionsMapTheBarsAndResetRestoresRegisters) {
+TEST_P(EmulatedVfioTest, RegionsMapTheBarsAndResetRestoresRegisters) {
   VfioDevice dev(k, fn("22:00.0"));
+  EXPECT_EQ(dev.iommufd(), GetParam());
   EXPECT_EQ(dev.regions(), 9u);
   auto r0 = dev.region(0);
   EXPECT_EQ(r0.size, 16 * MiB);
@@ -304,8 +312,9 @@ TEST_F(EmulatedVfioTest, RegionsMapTheBarsAndResetRestoresRegisters) {
   dev.unmap_region(const_cast<uint32_t*>(regs), r0.size);
 }
 
-TEST_F(EmulatedVfioTest, DmaMappingsMakeHostMemoryVisibleToTheDevice) {
+TEST_P(EmulatedVfioTest, DmaMappingsMakeHostMemoryVisibleToTheDevice) {
   VfioDevice dev(k, fn("22:00.0"));
+  const std::string map = GetParam() ? "IOMMU_IOAS_MAP" : "VFIO_IOMMU_MAP_DMA";
   void* host = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(host, MAP_FAILED);
   static_cast<uint32_t*>(host)[3] = 0xabcd;
@@ -315,16 +324,37 @@ TEST_F(EmulatedVfioTest, DmaMappingsMakeHostMemoryVisibleToTheDevice) {
   EXPECT_EQ(*seen, 0xabcdu);
   EXPECT_EQ(bus->vfio().translate(0x100000 + 8190, 4), nullptr);  // runs past the mapping
   EXPECT_EQ(error_of<OsError>([&] { dev.map_dma(host, 0x101000, 4096); }),
-            "0000:22:00.0: VFIO_IOMMU_MAP_DMA of 0x1000 bytes at IOVA 0x101000: File exists "
-            "(errno 17)");
+            "0000:22:00.0: " + map + " of 0x1000 bytes at IOVA 0x101000: File exists (errno 17)");
   EXPECT_EQ(error_of<OsError>([&] { dev.map_dma(host, 0x200010, 4096); }),
-            "0000:22:00.0: VFIO_IOMMU_MAP_DMA of 0x1000 bytes at IOVA 0x200010: Invalid argument "
-            "(errno 22)");
+            "0000:22:00.0: " + map + " of 0x1000 bytes at IOVA 0x200010: Invalid argument (errno 22)");
   dev.unmap_dma(0x100000, 8192);
   EXPECT_EQ(bus->vfio().translate(0x100000, 4), nullptr);
   EXPECT_EQ(error_of<Error>([&] { dev.unmap_dma(0x100000, 8192); }),
             "0000:22:00.0: no DMA mapping of 0x2000 bytes at IOVA 0x100000");
   ::munmap(host, 8192);
+}
+
+TEST_F(EmulatedPci, AVfioCdevAnswersOnlyOnceBoundToAnIommufd) {
+  pci_bind_vfio(*k, fn("22:00.0"));
+  EXPECT_EQ(k->list_dir("/sys/bus/pci/devices/0000:22:00.0/vfio-dev"),
+            std::vector<std::string>{"vfio0"});
+  int dev = k->open("/dev/vfio/devices/vfio0", O_RDWR);
+  ASSERT_GE(dev, 0);
+  vfio_device_info info{};
+  info.argsz = sizeof info;
+  EXPECT_EQ(k->ioctl(dev, VFIO_DEVICE_GET_INFO, &info), -EINVAL);
+  iommufd::BindIommufd bind{sizeof bind, 0, dev, 0};  // not an iommufd
+  EXPECT_EQ(k->ioctl(dev, iommufd::VFIO_DEVICE_BIND_IOMMUFD, &bind), -EBADF);
+  bind.iommufd = k->open("/dev/iommu", O_RDWR);
+  EXPECT_EQ(k->ioctl(dev, iommufd::VFIO_DEVICE_BIND_IOMMUFD, &bind), 0);
+  EXPECT_EQ(k->ioctl(dev, VFIO_DEVICE_GET_INFO, &info), 0);
+  EXPECT_EQ(info.num_regions, 9u);
+  iommufd::AttachPt attach{sizeof attach, 0, 99};  // no such IO address space
+  EXPECT_EQ(k->ioctl(dev, iommufd::VFIO_DEVICE_ATTACH_IOMMUFD_PT, &attach), -ENOENT);
+  k->close(dev);
+  k->close(bind.iommufd);
+  pci_unbind(*k, fn("22:00.0"));
+  EXPECT_TRUE(k->list_dir("/sys/bus/pci/devices/0000:22:00.0/vfio-dev").empty());
 }
 
 TEST_F(EmulatedPci, VfioSaysWhatIsMissing) {
@@ -341,15 +371,19 @@ TEST_F(EmulatedPci, VfioSaysWhatIsMissing) {
   audio.driver = "snd_hda_intel";
   audio.iommu_group = 7;
   fns.push_back(audio);
-  EmulatedPciBus shared(fns);
-  auto& sk = *shared.kernel();
-  pci_bind_vfio(sk, pci_function(sk, "22:00.0"));
-  EXPECT_EQ(error_of<Error>([&] { VfioDevice(shared.kernel(), pci_function(sk, "22:00.0")); }),
-            "0000:22:00.0: IOMMU group 7 is not viable: bind every function of the group to "
-            "vfio-pci");
-  pci_unbind(sk, pci_function(sk, "22:00.1"));
-  VfioDevice ok(shared.kernel(), pci_function(sk, "22:00.0"));
-  EXPECT_EQ(ok.region(0).size, 16 * MiB);
+  for (bool iommufd : {true, false}) {
+    EmulatedPciBus shared(fns);
+    auto& sk = *shared.kernel();
+    if (!iommufd) sk.deny("/dev/iommu", ENOENT);
+    pci_bind_vfio(sk, pci_function(sk, "22:00.0"));
+    EXPECT_EQ(error_of<Error>([&] { VfioDevice(shared.kernel(), pci_function(sk, "22:00.0")); }),
+              "0000:22:00.0: IOMMU group 7 is not viable: bind every function of the group to "
+              "vfio-pci");
+    pci_unbind(sk, pci_function(sk, "22:00.1"));
+    VfioDevice ok(shared.kernel(), pci_function(sk, "22:00.0"));
+    EXPECT_EQ(ok.iommufd(), iommufd);
+    EXPECT_EQ(ok.region(0).size, 16 * MiB);
+  }
 }
 
 }  // namespace
