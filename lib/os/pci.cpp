@@ -111,11 +111,12 @@ bool has_thunderbolt_vsec(pci_dev* d) {
   return false;
 }
 
-PciFunction read_function(pci_dev* d) {
+// `secondary` is the bus below a bridge (type 1 header), -1 for other functions.
+PciFunction read_function(pci_dev* d, int& secondary) {
   pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS |
                        PCI_FILL_BASES | PCI_FILL_SIZES | PCI_FILL_IO_FLAGS | PCI_FILL_CAPS |
                        PCI_FILL_EXT_CAPS | PCI_FILL_NUMA_NODE | PCI_FILL_IOMMU_GROUP |
-                       PCI_FILL_DRIVER | PCI_FILL_PARENT);
+                       PCI_FILL_DRIVER);
   PciFunction f;
   f.address = address_of(d);
   f.vendor = d->vendor_id;
@@ -137,10 +138,8 @@ PciFunction read_function(pci_dev* d) {
   if (const char* drv = pci_get_string_property(d, PCI_FILL_DRIVER)) f.driver = drv;
   if (const char* g = pci_get_string_property(d, PCI_FILL_IOMMU_GROUP)) f.iommu_group = std::atoi(g);
   f.numa_node = d->numa_node;
-  for (pci_dev* p = d->parent; p; p = p->parent) {
-    pci_fill_info(p, PCI_FILL_PARENT);
-    f.upstream.push_back(address_of(p));
-  }
+  const bool bridge = (pci_read_byte(d, PCI_HEADER_TYPE) & 0x7f) == PCI_HEADER_TYPE_BRIDGE;
+  secondary = bridge ? pci_read_byte(d, PCI_SECONDARY_BUS) : -1;
   return f;
 }
 
@@ -201,9 +200,27 @@ std::vector<PciFunction> pci_functions(Kernel& k) {
   pci_set_param(acc.a, const_cast<char*>("sysfs.path"), path.data());
   pci_init(acc.a);
   pci_scan_bus(acc.a);
-  for (pci_dev* d = acc.a->devices; d; d = d->next) out.push_back(read_function(d));
+  // The bridge above a function is the one whose secondary bus it sits on (PCI-to-PCI
+  // Bridge Architecture Specification 3.2.5.3). (libpci 3.9's PCI_FILL_PARENT finds it from
+  // sysfs paths too, but leaks what realpath returns.)
+  std::map<std::pair<int, int>, std::string> bridge_of_bus;  // (domain, bus) -> bridge
+  for (pci_dev* d = acc.a->devices; d; d = d->next) {
+    int secondary = -1;
+    out.push_back(read_function(d, secondary));
+    if (secondary > 0) bridge_of_bus[{d->domain, secondary}] = out.back().address;
+  }
   std::sort(out.begin(), out.end(),
             [](const PciFunction& a, const PciFunction& b) { return a.address < b.address; });
+  auto parent_of = [&](const std::string& a) -> std::string {
+    const size_t colon = a.find(':');  // domains can be wider than 4 digits (VMD)
+    auto it = bridge_of_bus.find({std::stoi(a.substr(0, colon), nullptr, 16),
+                                  std::stoi(a.substr(colon + 1, 2), nullptr, 16)});
+    return it == bridge_of_bus.end() || it->second == a ? "" : it->second;
+  };
+  for (auto& f : out)
+    for (std::string p = parent_of(f.address); !p.empty() && f.upstream.size() < 256;
+         p = parent_of(p))
+      f.upstream.push_back(p);
   // The link should train to what both ends support: the upstream port's capabilities.
   std::map<std::string, const PciFunction*> by_address;
   for (auto& f : out) by_address[f.address] = &f;

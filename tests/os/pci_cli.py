@@ -52,7 +52,7 @@ for addr, row in zip(real, rows):
         expect(f"hcq reg {addr} refuses before mapping", run(["reg", addr, "read", "0"], False, ok=False),
                f"hcq: {addr} is not a GPU (class 0x{cls:06x}); hcq reg maps GPU register BARs only\n")
 if not any(int(open(os.path.join(sysfs, a, "class")).read(), 16) >> 16 == 3 for a in real):
-    expect("real hcq ls without a GPU", run(["ls"], False).splitlines()[-1],
+    expect("real hcq ls without a GPU", (run(["ls"], False).splitlines() or [""])[-1],
            f"no GPU on the PCI bus ({len(real)} functions; hcq ls --all lists them)")
 
 # ---- the emulated system ----
