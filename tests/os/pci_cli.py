@@ -98,6 +98,10 @@ expect("hcq pci --json", (j["driver"], j["hcq_path"], j["link"]["degraded"], j["
 expect("hcq pci --bind-vfio", [l for l in run(["pci", "22:00.0", "--bind-vfio"], True).splitlines()
                                if l.startswith(("driver", "hcq path"))],
        ["driver         vfio-pci", "hcq path       VFIO"])
+expect("hcq pci --unbind", [l for l in run(["pci", "01:00.0", "--unbind"], True).splitlines()
+                            if l.startswith(("driver", "hcq path"))],
+       ["driver         none",
+        "hcq path       none: no driver bound; hcq opens AMD GPUs through amdgpu's KFD or vfio-pci"])
 expect("hcq pci of no function", run(["pci", "99:00.0"], True, ok=False),
        "hcq: no PCI function 0000:99:00.0 (hcq ls --all lists them)\n")
 
@@ -105,6 +109,10 @@ expect("hcq reg boot0", run(["reg", "22:00.0", "read", "NV_PMC_BOOT_0"], True),
        "0000:22:00.0 BAR0+0x0 NV_PMC_BOOT_0 = 0x180000a1  chip 0x180 (GH100, Hopper), revision a1\n")
 expect("hcq reg by offset", run(["reg", "22:00.0", "read", "0x140"], True),
        "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 = 0x0\n")
+expect("hcq reg in another BAR", run(["reg", "22:00.0", "read", "0x100", "--bar", "1"], True),
+       "0000:22:00.0 BAR1+0x100 = 0x0\n")
+expect("hcq reg in a BAR the GPU lacks", run(["reg", "22:00.0", "read", "0", "--bar", "2"], True, ok=False),
+       "hcq: 0000:22:00.0 has no BAR2\n")
 expect("hcq reg AMD", run(["reg", "01:00.0", "read", "GRBM_STATUS"], True),
        "0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0x0  GUI_ACTIVE clear: idle\n")
 expect("hcq reg write without --force", run(["reg", "22:00.0", "write", "NV_PMC_INTR_EN_0", "1"], True, ok=False),
