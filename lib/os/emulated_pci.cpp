@@ -113,6 +113,7 @@ unsigned bus_of(const std::string& address) {
 // capabilities (Resizable BAR, Thunderbolt VSEC) from 0x100.
 std::vector<uint8_t> config_space(const EmulatedPciFunction& f, unsigned secondary,
                                   unsigned subordinate) {
+  if (!f.config.empty()) return f.config;
   const bool pcie = f.port != PciPort::None;
   std::vector<uint8_t> c(pcie ? 4096 : 256, 0);
   auto put16 = [&](size_t at, uint32_t v) { c[at] = uint8_t(v), c[at + 1] = uint8_t(v >> 8); };

@@ -63,6 +63,8 @@ struct EmulatedPciFunction {
   bool thunderbolt = false;
   std::string driver;
   int iommu_group = -1, numa_node = -1;
+  // Config space as a real device returned it; empty: built from the fields above.
+  std::vector<uint8_t> config;
 };
 
 class EmulatedVfio;

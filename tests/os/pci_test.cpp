@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -63,6 +64,15 @@ class ReadOnlyKernel final : public Kernel {
     return -EPERM;
   }
 };
+
+// speed, width, max_speed, max_width, port_max_speed, port_max_width, capable speed and
+// width, degraded; empty without a link.
+std::vector<unsigned> link_of(const PciFunction& f) {
+  if (!f.link) return {};
+  const PciLink& l = *f.link;
+  return {l.speed, l.width, l.max_speed, l.max_width, l.port_max_speed, l.port_max_width,
+          l.capable_speed(), l.capable_width(), l.degraded()};
+}
 
 std::string attr(const fs::path& p) {
   std::ifstream in(p);
@@ -143,16 +153,8 @@ TEST_F(EmulatedPci, EnumeratesTheGpusBridgesAndLinks) {
   EXPECT_EQ(nv.resizable_bars[0].supported.front(), 64 * MiB);
   EXPECT_EQ(nv.resizable_bars[0].supported.back(), 128 * GiB);
   EXPECT_EQ(nv.port, PciPort::Endpoint);
-  ASSERT_TRUE(nv.link.has_value());
-  EXPECT_EQ(nv.link->speed, 1u);
-  EXPECT_EQ(nv.link->width, 4u);
-  EXPECT_EQ(nv.link->max_speed, 5u);
-  EXPECT_EQ(nv.link->max_width, 16u);
-  EXPECT_EQ(nv.link->port_max_speed, 3u);  // the enclosure's Gen3 x4 downstream port
-  EXPECT_EQ(nv.link->port_max_width, 4u);
-  EXPECT_EQ(nv.link->capable_speed(), 3u);
-  EXPECT_EQ(nv.link->capable_width(), 4u);
-  EXPECT_TRUE(nv.link->degraded());
+  // Trained at Gen1 x4; Gen5 x16 here, Gen3 x4 at the enclosure's downstream port.
+  EXPECT_EQ(link_of(nv), (std::vector<unsigned>{1, 4, 5, 16, 3, 4, 3, 4, 1}));
   EXPECT_EQ(nv.driver, "nouveau");
   EXPECT_EQ(nv.iommu_group, 7);
   EXPECT_EQ(nv.numa_node, 0);
@@ -169,9 +171,7 @@ TEST_F(EmulatedPci, EnumeratesTheGpusBridgesAndLinks) {
 
   PciFunction amd = fn("01:00.0");
   EXPECT_EQ(amd.driver, "amdgpu");
-  ASSERT_TRUE(amd.link.has_value());
-  EXPECT_FALSE(amd.link->degraded());
-  EXPECT_EQ(amd.link->capable_speed(), 4u);
+  EXPECT_EQ(link_of(amd), (std::vector<unsigned>{4, 16, 4, 16, 4, 16, 4, 16, 0}));
   EXPECT_FALSE(fn("00:01.0").thunderbolt);
   ASSERT_NE(amd.bar(4), nullptr);
   EXPECT_TRUE(amd.bar(4)->io);
@@ -184,6 +184,40 @@ TEST_F(EmulatedPci, EnumeratesTheGpusBridgesAndLinks) {
   EXPECT_EQ(host.port, PciPort::None);
   EXPECT_EQ(host.driver, "");
   EXPECT_EQ(host.numa_node, -1);
+}
+
+// An H200 as a VM on the device machine shows it (its sysfs, 2026-11-30): config space up to
+// the PCIe capability (power management at 0x40, MSI at 0x48, PCIe at 0x60 with the chain
+// cut after it), Gen5 x16 trained at Gen5 x16, 64-bit prefetchable BARs 0, 2 (256 GiB), 4.
+TEST(RealConfigSpace, AnH200ReadsAsAGen5x16Endpoint) {
+  const uint32_t words[] = {0x233510de, 0x00100546, 0x030200a1, 0, 0x0200000c, 0x00001040,
+                            0x0000000c, 0x00001000, 0x0000000c, 0x00001040, 0, 0x18bf10de,
+                            0, 0x00000040, 0, 0x000001ff, 0x00134801, 0x00000008, 0x03886005,
+                            0, 0, 0, 0, 0, 0x00020010 /* real: 0x0002b010, next cut */, 0x112c8021,
+                            0x00005134, 0x00457905, 0x11050000};
+  EmulatedPciFunction h200;
+  h200.address = "0000:00:06.0";
+  h200.vendor = 0x10de;
+  h200.device = 0x2335;
+  h200.subsystem_vendor = 0x10de;
+  h200.subsystem_device = 0x18bf;
+  h200.class_code = 0x030200;
+  h200.revision = 0xa1;
+  h200.bars = {{0, 16 * MiB, true, true, false, {}}, {2, 256 * GiB, true, true, false, {}},
+               {4, 32 * MiB, true, true, false, {}}};
+  h200.driver = "nvidia";
+  h200.config.assign(4096, 0);
+  std::memcpy(h200.config.data(), words, sizeof words);
+  EmulatedPciBus bus({h200});
+  PciFunction f = pci_function(*bus.kernel(), "00:06.0");
+  EXPECT_EQ(f.port, PciPort::Endpoint);
+  EXPECT_EQ(link_of(f), (std::vector<unsigned>{5, 16, 5, 16, 0, 0, 5, 16, 0}));
+  EXPECT_TRUE(f.resizable_bars.empty());
+  EXPECT_EQ(f.upstream, std::vector<std::string>{});
+  ASSERT_EQ(f.bars.size(), 3u);
+  EXPECT_EQ(f.bars[1].size, 256 * GiB);
+  EXPECT_TRUE(f.bars[1].is64 && f.bars[1].prefetchable);
+  EXPECT_EQ(f.iommu_group, -1);
 }
 
 TEST_F(EmulatedPci, UnknownAddressAndNoBusAreReportedPlainly) {
