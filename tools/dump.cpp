@@ -25,15 +25,6 @@ struct Options {
 };
 
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
-
 // Where a packet came from, for the JSON lines and the headings.
 struct Context {
   long long submission = -1;
@@ -201,6 +192,15 @@ int usage() {
 }
 
 }  // namespace
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
 
 int cmd_dump(const std::vector<std::string>& args) {
   Options o;

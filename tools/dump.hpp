@@ -8,5 +8,7 @@
 namespace hcq::tools {
 
 int cmd_dump(const std::vector<std::string>& args);
+// `s` with quotes and backslashes escaped, for a JSON string.
+std::string json_escape(const std::string& s);
 
 }  // namespace hcq::tools

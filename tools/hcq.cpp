@@ -1,6 +1,7 @@
-// hcq: the command-line tool. `hcq ls` lists devices, `hcq info DEVICE` shows one, `hcq run`
-// runs the demo workload (the README's main job) on the best device, an emulated AMD GPU when
-// no GPU is present. Errors become one line on stderr and a non-zero exit.
+// hcq: the command-line tool. `hcq ls` lists devices and the GPUs on the PCI bus, `hcq info
+// DEVICE` shows one, `hcq run` runs the demo workload (the README's main job) on the best
+// device, an emulated AMD GPU when no GPU is present; `hcq pci` and `hcq reg` are for
+// bring-up. Errors become one line on stderr and a non-zero exit.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,12 +15,14 @@
 #include "core/hcq.hpp"
 #include "dump.hpp"
 #include "kernels.hpp"
+#include "pci.hpp"
 
 namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: hcq ls                 list the devices hcq can open\n"
+               "usage: hcq ls [--all]         list the devices hcq can open and the GPUs on the\n"
+               "                              PCI bus (--all: every PCI function)\n"
                "       hcq info [DEVICE]      properties of a device\n"
                "       hcq run [DEVICE] [--size N]\n"
                "                              demo: copy in, a chain of kernels, copies on the\n"
@@ -30,15 +33,22 @@ int usage() {
                "       hcq dump [--json] [--queue Q] [--submissions A:B] [--packet NAME] FILE\n"
                "       hcq dump --raw pm4|sdma [--gen G] FILE\n"
                "                              decode a capture (HCQ_CAPTURE=FILE) or raw dwords\n"
-               "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto\n");
+               "       hcq pci DEVICE [--json] [--unbind|--bind-vfio]\n"
+               "                              bring-up view of a PCI function: identity, BARs,\n"
+               "                              resizable BAR, link, driver, IOMMU group, bridges\n"
+               "       hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]\n"
+               "                              MMIO peek/poke in the GPU's register BAR\n"
+               "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto;\n"
+               "        for pci and reg a PCI address (0000:03:00.0 or 03:00.0);\n"
+               "        HCQ_EMULATED_PCI=1 runs them on an emulated PCI system\n");
   return 2;
 }
 
-int cmd_ls() {
+int cmd_ls(bool all) {
   for (auto& l : hcq::Device::list())
     std::printf("%-14s %s%s\n", l.name.c_str(), l.description.c_str(),
                 l.emulated ? "  [emulated]" : "");
-  return 0;
+  return hcq::tools::cmd_ls_pci(all);
 }
 
 int cmd_info(const std::string& name) {
@@ -203,7 +213,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
-    if (args[0] == "ls") return cmd_ls();
+    if (args[0] == "ls") {
+      if (args.size() > 2 || (args.size() == 2 && args[1] != "--all")) return usage();
+      return cmd_ls(args.size() == 2);
+    }
+    if (args[0] == "pci") return hcq::tools::cmd_pci({args.begin() + 1, args.end()});
+    if (args[0] == "reg") return hcq::tools::cmd_reg({args.begin() + 1, args.end()});
     if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
     if (args[0] == "dump") return hcq::tools::cmd_dump({args.begin() + 1, args.end()});
     if (args[0] == "trace")

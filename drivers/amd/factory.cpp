@@ -4,6 +4,7 @@
 
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
+#include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
 
@@ -12,6 +13,7 @@ namespace hcq::amd {
 DriverFactory factory() {
   DriverFactory f;
   f.name = "amd";
+  f.pci = pci_support();
   f.list = [] {
     std::vector<Device::Listing> out;
     auto nodes = kfd_gpu_nodes(*os::real_kernel());

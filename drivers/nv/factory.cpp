@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "nv/emu/rm.hpp"
+#include "nv/pci.hpp"
 #include "nv/rm_driver.hpp"
 #include "nv/targets.hpp"
 
@@ -12,6 +13,7 @@ namespace hcq::nv {
 DriverFactory factory() {
   DriverFactory f;
   f.name = "nv";
+  f.pci = pci_support();
   f.list = [] {
     std::vector<Device::Listing> out;
     auto gpus = rm_gpus(*os::real_kernel());

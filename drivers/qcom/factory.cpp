@@ -27,6 +27,12 @@ std::vector<std::pair<KmdNode, bool>> real_nodes(os::Kernel& kernel) {  // (node
 DriverFactory factory() {
   DriverFactory f;
   f.name = "qcom";
+  // Adreno GPUs are platform devices on Snapdragon SoCs; one on PCI (Qualcomm's vendor ID
+  // 0x17cb) would open through the kernel driver bound to it.
+  f.pci.vendor = 0x17cb;
+  f.pci.vendor_name = "Qualcomm";
+  f.pci.paths = {{"msm", "msm DRM (qcom:N)"}, {"kgsl-3d", "KGSL (qcom:N)"}};
+  f.pci.how = "hcq opens Adreno GPUs through KGSL or msm DRM";
   f.list = [] {
     std::vector<Device::Listing> out;
     auto nodes = real_nodes(*os::real_kernel());

@@ -8,8 +8,28 @@
 #include <vector>
 
 #include "core/device.hpp"
+#include "os/pci.hpp"
 
 namespace hcq {
+
+// What a driver knows about its vendor's GPUs on the PCI bus (hcq ls, hcq pci, hcq reg).
+struct PciSupport {
+  uint16_t vendor = 0;      // PCI vendor ID; 0 when the driver's GPUs are not PCI functions
+  std::string vendor_name;  // "NVIDIA"
+  // The kernel drivers hcq opens this vendor's GPUs through, with the path each gives:
+  // {"amdgpu", "KFD (amd:N)"}. (A GPU on vfio-pci opens through VFIO whatever its vendor.)
+  std::vector<std::pair<std::string, std::string>> paths;
+  // What to do when the GPU is on none of them: "hcq opens AMD GPUs through ...".
+  std::string how;
+  struct Register {
+    std::string name;
+    int bar = 0;
+    uint64_t offset = 0;
+  };
+  std::vector<Register> registers;
+  // What a register value means, in a few words; empty when nothing is known.
+  std::function<std::string(const std::string& name, uint32_t value)> describe;
+};
 
 struct DriverFactory {
   std::string name;  // "amd"
@@ -17,6 +37,7 @@ struct DriverFactory {
   std::function<std::vector<Device::Listing>()> list;
   // The driver for `device_name`, or null when the name is not this driver's.
   std::function<std::unique_ptr<DeviceDriver>(const std::string& device_name)> open;
+  PciSupport pci;
 };
 
 // Defined in drivers/registry.cpp.

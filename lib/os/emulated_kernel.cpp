@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "os/kernel.hpp"
+
 namespace hcq::os {
 
 void* EmulatedNode::mmap(void*, size_t, int, int, int, off_t) {
@@ -26,12 +28,20 @@ void EmulatedKernel::add_file(const std::string& path, std::string content) {
 
 int EmulatedKernel::open(const std::string& path, int) {
   std::shared_ptr<EmulatedNode> node;
-  int fd;
   {
     std::lock_guard lk(mu_);
+    if (auto d = denied_.find(path); d != denied_.end()) return -d->second;
     auto it = nodes_.find(path);
     if (it == nodes_.end()) return -ENOENT;
     node = it->second;
+  }
+  return open_node(std::move(node));
+}
+
+int EmulatedKernel::open_node(std::shared_ptr<EmulatedNode> node) {
+  int fd;
+  {
+    std::lock_guard lk(mu_);
     fd = next_fd_++;
     fds_[fd] = node;
   }
@@ -107,10 +117,51 @@ std::optional<std::string> EmulatedKernel::read_file(const std::string& path) {
     auto it = files_.find(path);
     if (it != files_.end()) return it->second;
     auto g = generated_.find(path);
-    if (g == generated_.end()) return std::nullopt;
+    if (g == generated_.end()) {
+      std::string real = mounted(path);
+      return real.empty() ? std::nullopt : real_kernel()->read_file(real);
+    }
     gen = g->second;
   }
   return gen();  // outside the lock: the producer may take its own locks
+}
+
+void EmulatedKernel::on_write(const std::string& path,
+                              std::function<int(const std::string&)> handler) {
+  std::lock_guard lk(mu_);
+  writers_[path] = std::move(handler);
+}
+
+void EmulatedKernel::deny(const std::string& path, int err) {
+  std::lock_guard lk(mu_);
+  denied_[path] = err;
+}
+
+void EmulatedKernel::mount_sysfs(const std::string& dir) {
+  std::lock_guard lk(mu_);
+  sysfs_dir_ = dir;
+}
+
+std::string EmulatedKernel::sysfs_root() const {
+  std::lock_guard lk(mu_);
+  return sysfs_dir_;
+}
+
+std::string EmulatedKernel::mounted(const std::string& path) const {
+  if (sysfs_dir_.empty() || (path != "/sys" && path.rfind("/sys/", 0) != 0)) return {};
+  return sysfs_dir_ + path.substr(4);
+}
+
+int EmulatedKernel::write_file(const std::string& path, const std::string& data) {
+  std::function<int(const std::string&)> handler;
+  {
+    std::lock_guard lk(mu_);
+    if (auto d = denied_.find(path); d != denied_.end()) return -d->second;
+    auto it = writers_.find(path);
+    if (it != writers_.end()) handler = it->second;
+  }
+  if (handler) return handler(data);  // outside the lock: the handler may change the tree
+  return read_file(path) ? -EACCES : -ENOENT;  // a read-only attribute, or none
 }
 
 std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
@@ -127,6 +178,8 @@ std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
   for (auto& [p, _] : files_) add(p);
   for (auto& [p, _] : nodes_) add(p);
   for (auto& [p, _] : generated_) add(p);
+  if (std::string real = mounted(path); !real.empty())
+    for (auto& n : real_kernel()->list_dir(real)) names.push_back(n);
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;

@@ -1,6 +1,7 @@
 // The emulated side of the kernel boundary: device nodes are served by emulated kernel
-// drivers (EmulatedNode), sysfs by an in-memory tree. Anonymous mmaps and munmaps of
-// ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
+// drivers (EmulatedNode), sysfs by an in-memory tree and, where one is mounted, a real
+// directory standing for /sys (libpci reads its files itself). Anonymous mmaps and munmaps
+// of ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
 #pragma once
 
 #include <functional>
@@ -33,6 +34,17 @@ class EmulatedKernel final : public Kernel {
   void add_file(const std::string& path, std::string content);
   // A file whose content is produced when read (debugfs-style state of an emulated driver).
   void add_generated_file(const std::string& path, std::function<std::string()> content);
+  // A sysfs attribute that takes writes: the handler returns 0 or -errno. Writes to other
+  // files fail with EACCES, as read-only attributes do, and to missing ones with ENOENT.
+  void on_write(const std::string& path, std::function<int(const std::string&)> handler);
+  // open and write_file of `path` fail with -err (a permission the caller lacks).
+  void deny(const std::string& path, int err);
+  // Serves /sys paths the in-memory tree lacks from the real directory `dir`.
+  void mount_sysfs(const std::string& dir);
+  // A new fd for a node that has no path (VFIO device fds, DRM-style handles).
+  int open_node(std::shared_ptr<EmulatedNode> node);
+  // The node behind an fd this kernel handed out; null for any other fd.
+  std::shared_ptr<EmulatedNode> node_of(int fd);
 
   int open(const std::string& path, int flags) override;
   int close(int fd) override;
@@ -41,19 +53,26 @@ class EmulatedKernel final : public Kernel {
   int munmap(void* addr, size_t length) override;
   std::optional<std::string> read_file(const std::string& path) override;
   std::vector<std::string> list_dir(const std::string& path) override;
+  int write_file(const std::string& path, const std::string& data) override;
+  // The mounted directory; empty when there is none (no PCI bus to enumerate).
+  std::string sysfs_root() const override;
   bool emulated() const override { return true; }
 
  private:
-  std::shared_ptr<EmulatedNode> node_of(int fd);
+  // The real path a /sys path stands for under the mounted directory; empty when none.
+  std::string mounted(const std::string& path) const;
 
   // Emulated fds start far above real ones so a mix-up fails loudly (EBADF) instead of
   // touching a real file.
   static constexpr int kFirstFd = 1 << 20;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<EmulatedNode>> nodes_;
   std::map<std::string, std::string> files_;
   std::map<std::string, std::function<std::string()>> generated_;
+  std::map<std::string, std::function<int(const std::string&)>> writers_;
+  std::map<std::string, int> denied_;
+  std::string sysfs_dir_;
   std::map<int, std::shared_ptr<EmulatedNode>> fds_;
   std::map<uintptr_t, std::pair<size_t, std::shared_ptr<EmulatedNode>>> node_maps_;
   int next_fd_ = kFirstFd;

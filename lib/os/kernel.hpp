@@ -1,5 +1,5 @@
-// The kernel boundary: every open, close, ioctl, mmap, munmap and sysfs read a driver makes
-// goes through one Kernel. RealKernel calls the OS; EmulatedKernel routes device nodes and
+// The kernel boundary: every open, close, ioctl, mmap, munmap and sysfs read or write a driver
+// makes goes through one Kernel. RealKernel calls the OS; EmulatedKernel routes device nodes and
 // sysfs paths to emulated kernel drivers, so the driver code above is the same in both.
 //
 // Calls follow the POSIX conventions so driver code reads like code against the real OS:
@@ -30,6 +30,11 @@ class Kernel {
   virtual std::optional<std::string> read_file(const std::string& path) = 0;
   // Entry names of a directory (without "." and ".."), sorted; empty when it does not exist.
   virtual std::vector<std::string> list_dir(const std::string& path) = 0;
+  // Writes `data` to a sysfs attribute (unbind, driver_override ...): 0 or -errno.
+  virtual int write_file(const std::string& path, const std::string& data) = 0;
+  // The directory that stands for /sys. Paths given to this interface always start with /sys;
+  // a library that reads sysfs itself (libpci) is pointed at this directory instead.
+  virtual std::string sysfs_root() const = 0;
 
   // True for kernels that route to emulated drivers (device names are marked as such).
   virtual bool emulated() const = 0;

@@ -53,6 +53,15 @@ class RealKernel final : public Kernel {
     std::sort(names.begin(), names.end());
     return names;
   }
+  int write_file(const std::string& path, const std::string& data) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    ssize_t n = ::write(fd, data.data(), data.size());
+    int err = n < 0 ? errno : (size_t(n) != data.size() ? EIO : 0);
+    ::close(fd);
+    return -err;
+  }
+  std::string sysfs_root() const override { return "/sys"; }
   bool emulated() const override { return false; }
 };
 

@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 
 namespace hcq::os {
 namespace {
@@ -57,6 +60,51 @@ TEST(EmulatedKernel, MmapOfANodeWithoutMappingsFailsAndAnonymousGoesToTheOs) {
   EXPECT_EQ(k.munmap(p, 4096), 0);
 }
 
+TEST(EmulatedKernel, SysfsWritesDeniedPathsMountsAndPathlessNodes) {
+  EmulatedKernel k;
+  EXPECT_EQ(k.sysfs_root(), "");
+  std::string written;
+  k.on_write("/sys/bus/pci/drivers/x/bind", [&](const std::string& d) {
+    written = d;
+    return d == "bad" ? -ENODEV : 0;
+  });
+  EXPECT_EQ(k.write_file("/sys/bus/pci/drivers/x/bind", "0000:01:00.0"), 0);
+  EXPECT_EQ(written, "0000:01:00.0");
+  EXPECT_EQ(k.write_file("/sys/bus/pci/drivers/x/bind", "bad"), -ENODEV);
+  k.add_file("/sys/ro", "1\n");
+  EXPECT_EQ(k.write_file("/sys/ro", "2"), -EACCES);
+  EXPECT_EQ(k.write_file("/sys/missing", "2"), -ENOENT);
+  k.deny("/sys/bus/pci/drivers/x/bind", EPERM);
+  EXPECT_EQ(k.write_file("/sys/bus/pci/drivers/x/bind", "0000:01:00.0"), -EPERM);
+  k.add_node("/dev/echo", std::make_shared<EchoNode>());
+  k.deny("/dev/echo", EACCES);
+  EXPECT_EQ(k.open("/dev/echo", O_RDWR), -EACCES);
+
+  // A mounted directory serves the /sys paths the in-memory tree lacks.
+  char dir[] = "/tmp/hcq-kernel-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string root = dir;
+  ASSERT_EQ(::mkdir((root + "/class").c_str(), 0755), 0);
+  { std::ofstream(root + "/class/name") << "emu\n"; }
+  k.mount_sysfs(root);
+  EXPECT_EQ(k.sysfs_root(), root);
+  EXPECT_EQ(*k.read_file("/sys/class/name"), "emu\n");
+  EXPECT_EQ(*k.read_file("/sys/ro"), "1\n");
+  EXPECT_EQ(k.list_dir("/sys"), (std::vector<std::string>{"class", "ro"}));
+  EXPECT_FALSE(k.read_file("/proc/self/stat").has_value());  // only /sys is mounted
+  EXPECT_EQ(k.write_file("/sys/class/name", "x"), -EACCES);
+  ::unlink((root + "/class/name").c_str());
+  ::rmdir((root + "/class").c_str());
+  ::rmdir(dir);
+
+  auto node = std::make_shared<EchoNode>();
+  int fd = k.open_node(node);
+  EXPECT_EQ(k.node_of(fd), node);
+  EXPECT_EQ(node->opens, 1);
+  EXPECT_EQ(k.close(fd), 0);
+  EXPECT_EQ(k.node_of(fd), nullptr);
+}
+
 TEST(RealKernel, ReadsFilesAndListsDirectories) {
   auto k = real_kernel();
   EXPECT_FALSE(k->emulated());
@@ -64,6 +112,8 @@ TEST(RealKernel, ReadsFilesAndListsDirectories) {
   EXPECT_FALSE(k->read_file("/nonexistent/file").has_value());
   EXPECT_FALSE(k->list_dir("/proc/self").empty());
   EXPECT_EQ(k->open("/nonexistent/dev", O_RDWR), -ENOENT);
+  EXPECT_EQ(k->sysfs_root(), "/sys");
+  EXPECT_EQ(k->write_file("/nonexistent/attr", "1"), -ENOENT);
 }
 
 }  // namespace

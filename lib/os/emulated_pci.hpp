@@ -1,0 +1,106 @@
+// An emulated PCI bus: a real sysfs-shaped directory tree (libpci reads it as it reads
+// /sys) mounted on an EmulatedKernel, BAR resource files backed by emulated MMIO, the
+// driver bind/unbind/driver_override attributes, and VFIO (emulated_vfio.hpp) for the
+// functions bound to vfio-pci.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "os/emulated_kernel.hpp"
+#include "os/pci.hpp"
+
+namespace hcq::os {
+
+// Emulated MMIO behind one BAR: shared memory that every mapping of the BAR (sysfs resource
+// files, VFIO regions) sees, with the registers' reset values. Created on first use, so a
+// large VRAM BAR costs nothing until mapped.
+class EmulatedBar {
+ public:
+  EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_values);
+  ~EmulatedBar();
+  EmulatedBar(const EmulatedBar&) = delete;
+  EmulatedBar& operator=(const EmulatedBar&) = delete;
+
+  uint64_t size() const { return size_; }
+  // mmap(2) of [offset, offset + length) of the BAR: MAP_FAILED with errno EINVAL when the
+  // range is not page aligned or leaves the BAR, as the kernel's resource files refuse.
+  void* map(void* addr, size_t length, int prot, off_t offset);
+  // What the device sees (tests and the emulated device side).
+  uint32_t read32(uint64_t offset);
+  void write32(uint64_t offset, uint32_t value);
+  // A function-level reset: every register back to its reset value, the rest zero.
+  void reset();
+
+ private:
+  int fd();
+  uint64_t size_;
+  std::map<uint64_t, uint32_t> reset_values_;
+  int fd_ = -1;
+};
+
+// One function of the emulated bus, as the test or system description gives it.
+struct EmulatedPciFunction {
+  std::string address;  // "0000:07:00.0"
+  std::string parent;   // the bridge above; empty under the host bridge
+  uint16_t vendor = 0, device = 0, subsystem_vendor = 0, subsystem_device = 0;
+  uint32_t class_code = 0;
+  uint8_t revision = 0;
+  struct Bar {
+    int index = 0;
+    uint64_t size = 0;
+    bool is64 = true, prefetchable = false, io = false;
+    std::map<uint64_t, uint32_t> registers;  // reset values by byte offset
+  };
+  std::vector<Bar> bars;
+  std::vector<PciResizableBar> resizable_bars;
+  PciPort port = PciPort::Endpoint;  // None: no PCIe capability
+  PciLink link;                      // max_* and trained speed/width (port_* unused)
+  bool thunderbolt = false;
+  std::string driver;
+  int iommu_group = -1, numa_node = -1;
+  // Config space as a real device returned it; empty: built from the fields above.
+  std::vector<uint8_t> config;
+};
+
+class EmulatedVfio;
+
+class EmulatedPciBus {
+ public:
+  // Writes the tree into a new temporary directory and mounts it on a new EmulatedKernel.
+  explicit EmulatedPciBus(std::vector<EmulatedPciFunction> functions);
+  ~EmulatedPciBus();  // removes the directory
+  EmulatedPciBus(const EmulatedPciBus&) = delete;
+  EmulatedPciBus& operator=(const EmulatedPciBus&) = delete;
+
+  // The kernel serving the tree; its write handlers refer to this bus, so it must not be
+  // used after the bus is gone.
+  const std::shared_ptr<EmulatedKernel>& kernel() const { return kernel_; }
+  // The emulated MMIO of a BAR; throws InvalidInput when the function has no such BAR.
+  EmulatedBar& bar(const std::string& address, int index);
+  EmulatedVfio& vfio() { return *vfio_; }
+
+  // State the VFIO emulation consults.
+  const EmulatedPciFunction* function(const std::string& address) const;
+  std::vector<std::string> group_members(int group) const;
+  void reset(const std::string& address);
+
+ private:
+  void write_function(const EmulatedPciFunction& f);
+  void set_driver(const std::string& address, const std::string& driver);
+  int bind(const std::string& driver, const std::string& address);
+  int unbind(const std::string& driver, const std::string& address);
+
+  std::string dir_;
+  std::shared_ptr<EmulatedKernel> kernel_;
+  std::vector<EmulatedPciFunction> functions_;
+  std::map<std::string, std::string> overrides_;
+  std::map<std::pair<std::string, int>, std::unique_ptr<EmulatedBar>> bars_;
+  std::unique_ptr<EmulatedVfio> vfio_;
+};
+
+}  // namespace hcq::os

@@ -1,0 +1,329 @@
+#include "os/emulated_vfio.hpp"
+
+#include <linux/vfio.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "os/emulated_pci.hpp"
+#include "os/iommufd_abi.hpp"
+
+namespace hcq::os {
+namespace {
+
+// vfio-pci places region N at file offset N << 40 of the device fd
+// (drivers/vfio/pci/vfio_pci_priv.h VFIO_PCI_OFFSET_SHIFT).
+constexpr int kRegionShift = 40;
+constexpr uint64_t kPage = 4096;
+
+// /dev/vfio/vfio: every open is a new container (drivers/vfio/container.c).
+class ContainerNode final : public EmulatedNode {
+ public:
+  explicit ContainerNode(EmulatedVfio& v) : v_(v) {}
+  struct State {
+    int groups = 0;
+    bool iommu = false;
+  };
+  void on_open(int fd) override {
+    std::lock_guard lk(v_.mu());
+    state_[fd] = {};
+  }
+  void on_close(int fd) override {
+    std::lock_guard lk(v_.mu());
+    state_.erase(fd);
+  }
+  // Called by a group joining this container; false for an fd that is not one.
+  bool attach(int fd) {
+    std::lock_guard lk(v_.mu());
+    auto it = state_.find(fd);
+    if (it == state_.end()) return false;
+    it->second.groups++;
+    return true;
+  }
+  bool iommu_set(int fd) {
+    std::lock_guard lk(v_.mu());
+    auto it = state_.find(fd);
+    return it != state_.end() && it->second.iommu;
+  }
+  int ioctl(int fd, unsigned long req, void* arg) override {
+    std::unique_lock lk(v_.mu());
+    State& s = state_[fd];
+    if (req == VFIO_IOMMU_MAP_DMA || req == VFIO_IOMMU_UNMAP_DMA) lk.unlock();  // v_ locks
+    switch (req) {
+      case VFIO_GET_API_VERSION: return VFIO_API_VERSION;
+      case VFIO_CHECK_EXTENSION: {
+        auto ext = reinterpret_cast<uintptr_t>(arg);
+        return ext == VFIO_TYPE1_IOMMU || ext == VFIO_TYPE1v2_IOMMU ? 1 : 0;
+      }
+      case VFIO_SET_IOMMU: {
+        auto type = reinterpret_cast<uintptr_t>(arg);
+        if (!s.groups || s.iommu || (type != VFIO_TYPE1_IOMMU && type != VFIO_TYPE1v2_IOMMU))
+          return -EINVAL;
+        s.iommu = true;
+        return 0;
+      }
+      case VFIO_IOMMU_MAP_DMA: {
+        auto* m = static_cast<vfio_iommu_type1_dma_map*>(arg);
+        return s.iommu ? v_.map(m->iova, m->vaddr, m->size) : -EINVAL;
+      }
+      case VFIO_IOMMU_UNMAP_DMA: {
+        auto* u = static_cast<vfio_iommu_type1_dma_unmap*>(arg);
+        if (!s.iommu) return -EINVAL;
+        u->size = v_.unmap(u->iova, u->size);  // type1 unmaps whole mappings only
+        return 0;
+      }
+      default: return -ENOTTY;
+    }
+  }
+
+ private:
+  EmulatedVfio& v_;
+  std::map<int, State> state_;
+};
+
+// /dev/iommu: each open is an iommufd context with its IO address spaces
+// (drivers/iommu/iommufd/ioas.c).
+class IommufdNode final : public EmulatedNode {
+ public:
+  explicit IommufdNode(EmulatedVfio& v) : v_(v) {}
+  bool has_ioas(int fd, uint32_t id) {
+    std::lock_guard lk(v_.mu());
+    return ioas_[fd].count(id) != 0;
+  }
+  void on_close(int fd) override {
+    std::lock_guard lk(v_.mu());
+    ioas_.erase(fd);
+  }
+  int ioctl(int fd, unsigned long req, void* arg) override {
+    using namespace iommufd;
+    switch (req) {
+      case IOMMU_IOAS_ALLOC: {
+        std::lock_guard lk(v_.mu());
+        static_cast<IoasAlloc*>(arg)->out_ioas_id = next_id_;
+        ioas_[fd].insert(next_id_++);
+        return 0;
+      }
+      case IOMMU_IOAS_MAP: {
+        auto* m = static_cast<IoasMap*>(arg);
+        if (!has_ioas(fd, m->ioas_id)) return -ENOENT;
+        if (!(m->flags & kMapFixedIova)) return -EINVAL;  // IOVA allocation is not emulated
+        return v_.map(m->iova, m->user_va, m->length);
+      }
+      case IOMMU_IOAS_UNMAP: {
+        auto* u = static_cast<IoasUnmap*>(arg);
+        if (!has_ioas(fd, u->ioas_id)) return -ENOENT;
+        u->length = v_.unmap(u->iova, u->length);
+        return u->length ? 0 : -ENOENT;
+      }
+      default: return -ENOTTY;
+    }
+  }
+
+ private:
+  EmulatedVfio& v_;
+  std::map<int, std::set<uint32_t>> ioas_;
+  uint32_t next_id_ = 1;
+};
+
+// A device fd: regions are the BARs (mappable) and config space (read/write only). A cdev
+// (/dev/vfio/devices/vfioN) answers nothing but VFIO_DEVICE_BIND_IOMMUFD until it is bound
+// to an iommufd, as drivers/vfio/device_cdev.c has it.
+class DeviceNode final : public EmulatedNode {
+ public:
+  DeviceNode(EmulatedVfio& v, std::string address, bool cdev)
+      : v_(v), address_(std::move(address)), bound_(!cdev) {}
+  void on_close(int) override {
+    if (iommufd_ >= 0) bound_ = false, iommufd_ = -1;
+  }
+  int ioctl(int, unsigned long req, void* arg) override {
+    if (req == iommufd::VFIO_DEVICE_BIND_IOMMUFD) {
+      auto* b = static_cast<iommufd::BindIommufd*>(arg);
+      iommufd_node_ = std::dynamic_pointer_cast<IommufdNode>(v_.kernel().node_of(b->iommufd));
+      if (bound_ || !iommufd_node_) return bound_ ? -EINVAL : -EBADF;
+      if (!v_.viable(v_.bus().function(address_)->iommu_group)) return -EBUSY;
+      bound_ = true;
+      iommufd_ = b->iommufd;
+      b->out_devid = 1;
+      return 0;
+    }
+    if (!bound_) return -EINVAL;
+    if (req == iommufd::VFIO_DEVICE_ATTACH_IOMMUFD_PT) {
+      auto* a = static_cast<iommufd::AttachPt*>(arg);
+      return iommufd_ >= 0 && iommufd_node_->has_ioas(iommufd_, a->pt_id) ? 0 : -ENOENT;
+    }
+    const EmulatedPciFunction* f = v_.bus().function(address_);
+    switch (req) {
+      case VFIO_DEVICE_GET_INFO: {
+        auto* i = static_cast<vfio_device_info*>(arg);
+        i->flags = VFIO_DEVICE_FLAGS_PCI | VFIO_DEVICE_FLAGS_RESET;
+        i->num_regions = VFIO_PCI_NUM_REGIONS;
+        i->num_irqs = VFIO_PCI_NUM_IRQS;
+        return 0;
+      }
+      case VFIO_DEVICE_GET_REGION_INFO: {
+        auto* r = static_cast<vfio_region_info*>(arg);
+        if (r->index >= VFIO_PCI_NUM_REGIONS) return -EINVAL;
+        r->offset = uint64_t(r->index) << kRegionShift;
+        r->size = 0;
+        r->flags = 0;
+        r->cap_offset = 0;
+        if (r->index == VFIO_PCI_CONFIG_REGION_INDEX) {
+          r->size = f->port == PciPort::None ? 256 : 4096;
+          r->flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+        }
+        for (auto& b : f->bars)
+          if (uint32_t(b.index) == r->index) {
+            r->size = b.size;
+            r->flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE |
+                       (b.io ? 0 : VFIO_REGION_INFO_FLAG_MMAP);
+          }
+        return 0;
+      }
+      case VFIO_DEVICE_RESET:
+        v_.bus().reset(address_);
+        v_.count_reset(address_);
+        return 0;
+      default: return -ENOTTY;
+    }
+  }
+  void* mmap(void* addr, size_t length, int prot, int, int, off_t offset) override {
+    if (!bound_) {
+      errno = EINVAL;
+      return MAP_FAILED;
+    }
+    const int index = int(uint64_t(offset) >> kRegionShift);
+    const off_t in_region = off_t(uint64_t(offset) & ((1ull << kRegionShift) - 1));
+    for (auto& b : v_.bus().function(address_)->bars)
+      if (b.index == index && !b.io) return v_.bus().bar(address_, index).map(addr, length, prot, in_region);
+    errno = EINVAL;
+    return MAP_FAILED;
+  }
+  int munmap(void* addr, size_t length) override {
+    return ::munmap(addr, length) < 0 ? -errno : 0;
+  }
+
+ private:
+  EmulatedVfio& v_;
+  std::string address_;
+  bool bound_;
+  int iommufd_ = -1;
+  std::shared_ptr<IommufdNode> iommufd_node_;
+};
+
+// /dev/vfio/<group>.
+class GroupNode final : public EmulatedNode {
+ public:
+  GroupNode(EmulatedVfio& v, int group) : v_(v), group_(group) {}
+  int ioctl(int, unsigned long req, void* arg) override {
+    switch (req) {
+      case VFIO_GROUP_GET_STATUS: {
+        auto* s = static_cast<vfio_group_status*>(arg);
+        s->flags = (viable() ? VFIO_GROUP_FLAGS_VIABLE : 0) |
+                   (container_ >= 0 ? VFIO_GROUP_FLAGS_CONTAINER_SET : 0);
+        return 0;
+      }
+      case VFIO_GROUP_SET_CONTAINER: {
+        int fd = *static_cast<int*>(arg);
+        auto c = std::dynamic_pointer_cast<ContainerNode>(v_.kernel().node_of(fd));
+        if (container_ >= 0) return -EBUSY;
+        if (!viable()) return -EPERM;
+        if (!c || !c->attach(fd)) return -EBADF;
+        container_ = fd;
+        container_node_ = c;
+        return 0;
+      }
+      case VFIO_GROUP_GET_DEVICE_FD: {
+        std::string name = static_cast<const char*>(arg);
+        if (container_ < 0 || !container_node_->iommu_set(container_)) return -EINVAL;
+        bool member = false;
+        for (auto& a : v_.bus().group_members(group_)) member |= a == name;
+        const EmulatedPciFunction* f = v_.bus().function(name);
+        if (!member || !f || f->driver != "vfio-pci") return -ENODEV;
+        return v_.kernel().open_node(std::make_shared<DeviceNode>(v_, name, false));
+      }
+      default: return -ENOTTY;
+    }
+  }
+
+ private:
+  bool viable() const { return v_.viable(group_); }
+  EmulatedVfio& v_;
+  int group_;
+  int container_ = -1;
+  std::shared_ptr<ContainerNode> container_node_;
+};
+
+}  // namespace
+
+EmulatedVfio::EmulatedVfio(EmulatedPciBus& bus, EmulatedKernel& kernel)
+    : bus_(bus), kernel_(kernel) {
+  kernel_.add_node("/dev/vfio/vfio", std::make_shared<ContainerNode>(*this));
+  kernel_.add_node("/dev/iommu", std::make_shared<IommufdNode>(*this));
+}
+
+int EmulatedVfio::add_device(const std::string& address, int group) {
+  int n;
+  bool new_group;
+  {
+    std::lock_guard lk(mu_);
+    new_group = groups_.insert(group).second;
+    auto [it, added] = cdevs_.try_emplace(address, int(cdevs_.size()));
+    n = it->second;
+    if (!added) return n;
+  }
+  if (new_group)
+    kernel_.add_node("/dev/vfio/" + std::to_string(group), std::make_shared<GroupNode>(*this, group));
+  kernel_.add_node("/dev/vfio/devices/vfio" + std::to_string(n),
+                   std::make_shared<DeviceNode>(*this, address, true));
+  return n;
+}
+
+bool EmulatedVfio::viable(int group) const {
+  for (auto& a : bus_.group_members(group)) {
+    const std::string& d = bus_.function(a)->driver;
+    if (!d.empty() && d != "vfio-pci") return false;
+  }
+  return true;
+}
+
+int EmulatedVfio::map(uint64_t iova, uint64_t vaddr, uint64_t size) {
+  if (!size || (iova | vaddr | size) % kPage || iova + size < iova) return -EINVAL;
+  std::lock_guard lk(mu_);
+  auto next = dma_.lower_bound(iova);
+  if (next != dma_.end() && next->first < iova + size) return -EEXIST;
+  if (next != dma_.begin() && std::prev(next)->first + std::prev(next)->second.size > iova)
+    return -EEXIST;
+  dma_[iova] = {vaddr, size};
+  return 0;
+}
+
+uint64_t EmulatedVfio::unmap(uint64_t iova, uint64_t size) {
+  std::lock_guard lk(mu_);
+  auto it = dma_.find(iova);
+  if (it == dma_.end() || it->second.size != size) return 0;
+  dma_.erase(it);
+  return size;
+}
+
+void* EmulatedVfio::translate(uint64_t iova, uint64_t size) const {
+  std::lock_guard lk(mu_);
+  auto it = dma_.upper_bound(iova);
+  if (it == dma_.begin()) return nullptr;
+  --it;
+  if (iova + size > it->first + it->second.size || iova + size < iova) return nullptr;
+  return reinterpret_cast<void*>(it->second.vaddr + (iova - it->first));
+}
+
+int EmulatedVfio::resets(const std::string& address) const {
+  std::lock_guard lk(mu_);
+  auto it = resets_.find(address);
+  return it == resets_.end() ? 0 : it->second;
+}
+
+void EmulatedVfio::count_reset(const std::string& address) {
+  std::lock_guard lk(mu_);
+  resets_[address]++;
+}
+
+}  // namespace hcq::os

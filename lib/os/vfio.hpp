@@ -1,0 +1,60 @@
+// A PCI function opened through VFIO (Linux Documentation/driver-api/vfio.rst): through
+// iommufd where the kernel offers it (/dev/iommu and the function's cdev
+// /dev/vfio/devices/vfioN: bind, an IO address space, attach), else through the
+// container/group interface (a type1 IOMMU container with the function's IOMMU group in
+// it). Regions (BARs, config space) are described and mapped through the device fd; host
+// memory is made visible to the device at an IOVA; the function can be reset. The
+// function must be bound to vfio-pci first (pci_bind_vfio).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "os/kernel.hpp"
+#include "os/pci.hpp"
+
+namespace hcq::os {
+
+class VfioDevice {
+ public:
+  // Throws Error/OsError saying what is missing: vfio-pci binding, a viable group (every
+  // function of the group on vfio-pci), a type1 IOMMU.
+  VfioDevice(std::shared_ptr<Kernel> k, const PciFunction& fn);
+  ~VfioDevice();
+  VfioDevice(const VfioDevice&) = delete;
+  VfioDevice& operator=(const VfioDevice&) = delete;
+
+  struct Region {
+    uint32_t index = 0;
+    uint64_t size = 0, offset = 0;  // offset: where the region is in the device fd
+    bool readable = false, writable = false, mappable = false;
+  };
+  uint32_t regions() const { return regions_; }
+  Region region(uint32_t index) const;
+  // Maps a whole mappable region (a memory BAR); unmap with unmap_region.
+  void* map_region(uint32_t index);
+  void unmap_region(void* p, uint64_t size);
+  // Lets the device read and write [host, host + size) at `iova` (page aligned).
+  void map_dma(void* host, uint64_t iova, uint64_t size);
+  void unmap_dma(uint64_t iova, uint64_t size);
+  // Function-level reset (VFIO_DEVICE_RESET).
+  void reset();
+  // True when opened through iommufd, false through the container/group interface.
+  bool iommufd() const { return iommufd_ >= 0; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int err) const;
+  void open_group(int group);
+  void open_cdev(const std::string& cdev, int iommu_group);
+  [[noreturn]] void not_viable(int iommu_group) const;
+  uint64_t unmap_type1(uint64_t iova, uint64_t size);
+  void close_all();
+  std::shared_ptr<Kernel> k_;
+  std::string address_;
+  int container_ = -1, group_ = -1, device_ = -1, iommufd_ = -1;
+  uint32_t ioas_ = 0;
+  uint32_t regions_ = 0;
+};
+
+}  // namespace hcq::os

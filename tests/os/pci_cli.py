@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""hcq ls --all, pci and reg as a user runs them: on the real bus (read from
+/sys/bus/pci/devices directly and compared; no BAR of a non-GPU is ever mapped) and on the
+emulated system (HCQ_EMULATED_PCI=1), with exact output and exact errors."""
+import json
+import os
+import subprocess
+import sys
+
+HCQ = sys.argv[1]
+failures = []
+
+
+def run(args, emulated, ok=True):
+    env = dict(os.environ)
+    env.pop("HCQ_EMULATED_PCI", None)
+    if emulated:
+        env["HCQ_EMULATED_PCI"] = "1"
+    p = subprocess.run([HCQ] + args, capture_output=True, text=True, env=env)
+    if (p.returncode == 0) != ok:
+        failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
+    return p.stdout if ok else p.stderr
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}:\n--- got\n{got}--- want\n{want}")
+
+
+def pci_section(out):
+    lines = out.splitlines()
+    at = [i for i, l in enumerate(lines) if l.startswith("PCI FUNCTION")]
+    return lines[at[0] + 1:] if at else []
+
+
+# ---- the real bus ----
+sysfs = "/sys/bus/pci/devices"
+real = sorted(os.listdir(sysfs)) if os.path.isdir(sysfs) else []
+rows = pci_section(run(["ls", "--all"], False))
+expect("real hcq ls --all lists every function", [r.split()[0] for r in rows], real)
+for addr, row in zip(real, rows):
+    d = os.path.join(sysfs, addr)
+    attr = lambda n: open(os.path.join(d, n)).read().strip()
+    cls = int(attr("class"), 16)
+    drv = os.path.basename(os.readlink(os.path.join(d, "driver"))) if os.path.islink(
+        os.path.join(d, "driver")) else "-"
+    cols = row.split(None, 4)
+    expect(f"{addr} row", cols[1:4], [f"{int(attr('vendor'), 16):04x}:{int(attr('device'), 16):04x}",
+                                      f"0x{cls:06x}", drv])
+    if cls >> 16 != 3:
+        expect(f"{addr} is not a GPU", cols[4], "not a GPU")
+        expect(f"hcq reg {addr} refuses before mapping", run(["reg", addr, "read", "0"], False, ok=False),
+               f"hcq: {addr} is not a GPU (class 0x{cls:06x}); hcq reg maps GPU register BARs only\n")
+if not any(int(open(os.path.join(sysfs, a, "class")).read(), 16) >> 16 == 3 for a in real):
+    expect("real hcq ls without a GPU", (run(["ls"], False).splitlines() or [""])[-1],
+           f"no GPU on the PCI bus ({len(real)} functions; hcq ls --all lists them)")
+
+# ---- the emulated system ----
+NV_PATH = "none: bound to nouveau; hcq opens NVIDIA GPUs through the open nvidia.ko (RM) or vfio-pci"
+expect("emulated hcq ls --all", "\n".join(pci_section(run(["ls", "--all"], True))) + "\n", f"""\
+0000:00:00.0  8086:9a14  0x060000  -            not a GPU
+0000:00:01.0  8086:9a09  0x060400  pcieport     not a GPU
+0000:00:02.0  8086:9a49  0x030000  i915         none: hcq has no driver for vendor 8086 GPUs
+0000:00:07.0  8086:9a23  0x060400  pcieport     not a GPU
+0000:01:00.0  1002:744c  0x030000  amdgpu       KFD (amdgpu, amd:N)
+0000:20:00.0  8086:15ef  0x060400  pcieport     not a GPU
+0000:21:01.0  8086:15ef  0x060400  pcieport     not a GPU
+0000:22:00.0  10de:2330  0x030200  nouveau      {NV_PATH}
+""")
+out = run(["ls"], True)
+expect("emulated hcq ls keeps the openable devices", "emu:sm_90      NVIDIA H100 80GB HBM3 (emulated)  [emulated]" in out, True)
+expect("emulated hcq ls lists GPUs only", [r.split()[0] for r in pci_section(out)],
+       ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
+
+expect("hcq pci of the eGPU", run(["pci", "22:00.0"], True), f"""\
+function       0000:22:00.0
+identity       10de:2330 NVIDIA, subsystem 10de:16c1, revision a1
+class          0x030200 (GPU)
+driver         nouveau
+hcq path       {NV_PATH}
+IOMMU group    7
+NUMA node      0
+BAR0           0x0000c2000000, 16 MiB, 32-bit, non-prefetchable
+BAR1           0x008200000000, 256 MiB, 64-bit, prefetchable
+BAR3           0x008210000000, 32 MiB, 64-bit, prefetchable
+resizable BAR  BAR1 at 256 MiB; supports 64 MiB to 128 GiB
+PCIe           endpoint
+link           2.5 GT/s x4; this end supports 32 GT/s x16, the upstream port 8 GT/s x4
+warning        link degraded: trained at 2.5 GT/s x4, both ends support 8 GT/s x4
+upstream       0000:21:01.0  8086:15ef  switch downstream port, Thunderbolt, 8 GT/s x4
+               0000:20:00.0  8086:15ef  switch upstream port, Thunderbolt, 8 GT/s x4
+               0000:00:07.0  8086:9a23  root port, Thunderbolt, 8 GT/s x4
+""")
+j = json.loads(run(["pci", "0000:01:00.0", "--json"], True))
+expect("hcq pci --json", (j["driver"], j["hcq_path"], j["link"]["degraded"], j["resizable_bars"][0]["current"],
+                          [b["index"] for b in j["bars"]], [u["address"] for u in j["upstream"]]),
+       ("amdgpu", "KFD (amdgpu, amd:N)", False, 256 << 20, [0, 2, 4, 5], ["0000:00:01.0"]))
+expect("hcq pci --bind-vfio", [l for l in run(["pci", "22:00.0", "--bind-vfio"], True).splitlines()
+                               if l.startswith(("driver", "hcq path"))],
+       ["driver         vfio-pci", "hcq path       VFIO"])
+expect("hcq pci --unbind", [l for l in run(["pci", "01:00.0", "--unbind"], True).splitlines()
+                            if l.startswith(("driver", "hcq path"))],
+       ["driver         none",
+        "hcq path       none: no driver bound; hcq opens AMD GPUs through amdgpu's KFD or vfio-pci"])
+expect("hcq pci of no function", run(["pci", "99:00.0"], True, ok=False),
+       "hcq: no PCI function 0000:99:00.0 (hcq ls --all lists them)\n")
+
+expect("hcq reg boot0", run(["reg", "22:00.0", "read", "NV_PMC_BOOT_0"], True),
+       "0000:22:00.0 BAR0+0x0 NV_PMC_BOOT_0 = 0x180000a1  chip 0x180 (GH100, Hopper), revision a1\n")
+expect("hcq reg by offset", run(["reg", "22:00.0", "read", "0x140"], True),
+       "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 = 0x0\n")
+expect("hcq reg in another BAR", run(["reg", "22:00.0", "read", "0x100", "--bar", "1"], True),
+       "0000:22:00.0 BAR1+0x100 = 0x0\n")
+expect("hcq reg in a BAR the GPU lacks", run(["reg", "22:00.0", "read", "0", "--bar", "2"], True, ok=False),
+       "hcq: 0000:22:00.0 has no BAR2\n")
+expect("hcq reg AMD", run(["reg", "01:00.0", "read", "GRBM_STATUS"], True),
+       "0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0x0  GUI_ACTIVE clear: idle\n")
+expect("hcq reg write without --force", run(["reg", "22:00.0", "write", "NV_PMC_INTR_EN_0", "1"], True, ok=False),
+       "hcq: refusing to write 0x1 to 0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 without --force "
+       "(an MMIO write can hang the GPU or the machine)\n")
+expect("hcq reg write --force", run(["reg", "22:00.0", "write", "0x140", "0x5", "--force"], True),
+       "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 <- 0x5 (reads back 0x5)\n")
+expect("hcq reg outside the BAR", run(["reg", "22:00.0", "read", "0x1000000"], True, ok=False),
+       "hcq: 0x1000000 is outside BAR0 of 0000:22:00.0 (0x1000000 bytes)\n")
+expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], True, ok=False),
+       "hcq: unknown register GRBM_STATUS for 0000:22:00.0 (known: NV_PMC_BOOT_0, NV_PMC_INTR_0, "
+       "NV_PMC_INTR_EN_0)\n")
+expect("hcq reg of a bridge", run(["reg", "21:01.0", "read", "0"], True, ok=False),
+       "hcq: 0000:21:01.0 is not a GPU (class 0x060400); hcq reg maps GPU register BARs only\n")
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print(f"ok: {len(real)} real functions, emulated system")

@@ -1,0 +1,304 @@
+#include "pci.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/registry.hpp"
+#include "dump.hpp"
+#include "emulated_pci.hpp"
+#include "os/pci_bar.hpp"
+
+namespace hcq::tools {
+namespace {
+
+// The bus the PCI commands look at: the real one, or with HCQ_EMULATED_PCI=1 the emulated
+// system of drivers/emulated_pci.hpp.
+struct Bus {
+  std::unique_ptr<os::EmulatedPciBus> emulated;
+  std::shared_ptr<os::Kernel> kernel;
+  Bus() {
+    const char* e = std::getenv("HCQ_EMULATED_PCI");
+    if (e && std::string(e) == "1") {
+      emulated = emulated_pci_system();
+      kernel = emulated->kernel();
+    } else {
+      kernel = os::real_kernel();
+    }
+  }
+};
+
+const PciSupport* support_of(uint16_t vendor) {
+  for (auto& d : builtin_drivers())
+    if (d.pci.vendor && d.pci.vendor == vendor) return &d.pci;
+  return nullptr;
+}
+
+std::string hex_n(uint64_t v, int digits) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string id_of(uint16_t vendor, uint16_t device) {
+  return hex_n(vendor, 4) + ":" + hex_n(device, 4);
+}
+
+std::string class_of(uint32_t c) { return "0x" + hex_n(c, 6); }
+
+// Which hcq path opens the function: a driver's own, VFIO, or none and why.
+std::string open_path(const os::PciFunction& f) {
+  if (!f.is_gpu()) return "not a GPU";
+  if (f.driver == "vfio-pci") return "VFIO";
+  const PciSupport* s = support_of(f.vendor);
+  if (!s) return "none: hcq has no driver for vendor " + hex_n(f.vendor, 4) + " GPUs";
+  for (auto& [driver, path] : s->paths)
+    if (f.driver == driver) return path;
+  return "none: " + (f.driver.empty() ? std::string("no driver bound") : "bound to " + f.driver) +
+         "; " + s->how;
+}
+
+std::string bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, u++;
+  return std::to_string(b) + " " + units[u];
+}
+
+std::string link_text(unsigned speed, unsigned width) {
+  return os::pcie_speed(speed) + " x" + std::to_string(width);
+}
+
+std::string bar_text(const os::PciBar& b) {
+  if (b.io) return "I/O ports at 0x" + hex_n(b.base, 4) + ", " + bytes(b.size);
+  return "0x" + hex_n(b.base, 12) + ", " + bytes(b.size) + ", " + (b.is64 ? "64-bit" : "32-bit") +
+         ", " + (b.prefetchable ? "prefetchable" : "non-prefetchable");
+}
+
+std::map<std::string, os::PciFunction> by_address(const std::vector<os::PciFunction>& all) {
+  std::map<std::string, os::PciFunction> m;
+  for (auto& f : all) m[f.address] = f;
+  return m;
+}
+
+std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+
+std::string pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
+  auto hx = [](uint64_t v) { return quoted(hex(v)); };
+  std::string j = "{\"address\":" + quoted(f.address) + ",\"vendor\":" + hx(f.vendor) +
+                  ",\"device\":" + hx(f.device) + ",\"subsystem_vendor\":" + hx(f.subsystem_vendor) +
+                  ",\"subsystem_device\":" + hx(f.subsystem_device) + ",\"revision\":" +
+                  hx(f.revision) + ",\"class\":" + quoted(class_of(f.class_code)) +
+                  ",\"gpu\":" + (f.is_gpu() ? "true" : "false") + ",\"driver\":" +
+                  (f.driver.empty() ? "null" : quoted(f.driver)) + ",\"hcq_path\":" +
+                  quoted(open_path(f)) + ",\"iommu_group\":" +
+                  (f.iommu_group < 0 ? "null" : std::to_string(f.iommu_group)) +
+                  ",\"numa_node\":" + std::to_string(f.numa_node) + ",\"bars\":[";
+  for (size_t i = 0; i < f.bars.size(); i++) {
+    const auto& b = f.bars[i];
+    j += std::string(i ? "," : "") + "{\"index\":" + std::to_string(b.index) + ",\"base\":" +
+         hx(b.base) + ",\"size\":" + std::to_string(b.size) + ",\"io\":" + (b.io ? "true" : "false") +
+         ",\"64bit\":" + (b.is64 ? "true" : "false") + ",\"prefetchable\":" +
+         (b.prefetchable ? "true" : "false") + "}";
+  }
+  j += "],\"resizable_bars\":[";
+  for (size_t i = 0; i < f.resizable_bars.size(); i++) {
+    const auto& r = f.resizable_bars[i];
+    j += std::string(i ? "," : "") + "{\"bar\":" + std::to_string(r.bar) + ",\"current\":" +
+         std::to_string(r.current) + ",\"supported\":[";
+    for (size_t k = 0; k < r.supported.size(); k++)
+      j += (k ? "," : "") + std::to_string(r.supported[k]);
+    j += "]}";
+  }
+  j += "],\"port\":" + quoted(os::pci_port_name(f.port)) + ",\"link\":";
+  if (f.link) {
+    const auto& l = *f.link;
+    j += "{\"speed\":" + quoted(os::pcie_speed(l.speed)) + ",\"width\":" + std::to_string(l.width) +
+         ",\"max_speed\":" + quoted(os::pcie_speed(l.max_speed)) + ",\"max_width\":" +
+         std::to_string(l.max_width) + ",\"capable_speed\":" + quoted(os::pcie_speed(l.capable_speed())) +
+         ",\"capable_width\":" + std::to_string(l.capable_width()) + ",\"degraded\":" +
+         (l.degraded() ? "true" : "false") + "}";
+  } else {
+    j += "null";
+  }
+  j += std::string(",\"thunderbolt\":") + (f.thunderbolt ? "true" : "false") + ",\"upstream\":[";
+  for (size_t i = 0; i < f.upstream.size(); i++) {
+    auto it = all.find(f.upstream[i]);
+    j += std::string(i ? "," : "") + "{\"address\":" + quoted(f.upstream[i]);
+    if (it != all.end())
+      j += ",\"port\":" + quoted(os::pci_port_name(it->second.port)) + ",\"id\":" +
+           quoted(id_of(it->second.vendor, it->second.device)) + ",\"thunderbolt\":" +
+           (it->second.thunderbolt ? "true" : "false");
+    j += "}";
+  }
+  return j + "]}";
+}
+
+void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
+  const PciSupport* s = support_of(f.vendor);
+  std::printf("function       %s\n", f.address.c_str());
+  std::printf("identity       %s%s%s, subsystem %s, revision %s\n", id_of(f.vendor, f.device).c_str(),
+              s ? " " : "", s ? s->vendor_name.c_str() : "",
+              id_of(f.subsystem_vendor, f.subsystem_device).c_str(), hex_n(f.revision, 2).c_str());
+  std::printf("class          %s (%s)\n", class_of(f.class_code).c_str(),
+              f.is_gpu() ? "GPU" : "not a GPU");
+  std::printf("driver         %s\n", f.driver.empty() ? "none" : f.driver.c_str());
+  std::printf("hcq path       %s\n", open_path(f).c_str());
+  std::printf("IOMMU group    %s\n", f.iommu_group < 0 ? "none (no IOMMU: VFIO cannot take it)"
+                                                       : std::to_string(f.iommu_group).c_str());
+  std::printf("NUMA node      %d\n", f.numa_node);
+  for (auto& b : f.bars) std::printf("BAR%d           %s\n", b.index, bar_text(b).c_str());
+  if (f.bars.empty()) std::printf("BARs           none\n");
+  for (auto& r : f.resizable_bars)
+    std::printf("resizable BAR  BAR%d at %s; supports %s to %s\n", r.bar, bytes(r.current).c_str(),
+                r.supported.empty() ? "?" : bytes(r.supported.front()).c_str(),
+                r.supported.empty() ? "?" : bytes(r.supported.back()).c_str());
+  std::printf("PCIe           %s%s\n", os::pci_port_name(f.port), f.thunderbolt ? ", Thunderbolt" : "");
+  if (f.link) {
+    const auto& l = *f.link;
+    std::printf("link           %s; this end supports %s", link_text(l.speed, l.width).c_str(),
+                link_text(l.max_speed, l.max_width).c_str());
+    if (l.port_max_speed) std::printf(", the upstream port %s", link_text(l.port_max_speed, l.port_max_width).c_str());
+    std::printf("\n");
+    if (l.degraded())
+      std::printf("warning        link degraded: trained at %s, both ends support %s\n",
+                  link_text(l.speed, l.width).c_str(),
+                  link_text(l.capable_speed(), l.capable_width()).c_str());
+  }
+  for (size_t i = 0; i < f.upstream.size(); i++) {
+    auto it = all.find(f.upstream[i]);
+    std::string line = f.upstream[i];
+    if (it != all.end()) {
+      const auto& u = it->second;
+      line += "  " + id_of(u.vendor, u.device) + "  " + os::pci_port_name(u.port);
+      if (u.thunderbolt) line += ", Thunderbolt";
+      if (u.link) line += ", " + link_text(u.link->speed, u.link->width);
+    }
+    std::printf("%s %s\n", i ? "              " : "upstream      ", line.c_str());
+  }
+}
+
+uint64_t parse_number(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  uint64_t v = 0;
+  try {
+    v = std::stoull(s, &used, 0);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) throw InvalidInput("bad " + what + " '" + s + "'");
+  return v;
+}
+
+}  // namespace
+
+int cmd_ls_pci(bool all) {
+  Bus bus;
+  auto fns = os::pci_functions(*bus.kernel);
+  size_t shown = 0;
+  for (auto& f : fns) {
+    if (!all && !f.is_gpu()) continue;
+    if (!shown++)
+      std::printf("\n%-13s %-9s  %-8s  %-12s %s\n", "PCI FUNCTION", "ID", "CLASS", "DRIVER", "HCQ PATH");
+    std::printf("%-13s %-9s  %-8s  %-12s %s\n", f.address.c_str(), id_of(f.vendor, f.device).c_str(),
+                class_of(f.class_code).c_str(), f.driver.empty() ? "-" : f.driver.c_str(),
+                open_path(f).c_str());
+  }
+  if (!shown)
+    std::printf("\nno GPU on the PCI bus (%zu functions; hcq ls --all lists them)\n", fns.size());
+  return 0;
+}
+
+int cmd_pci(const std::vector<std::string>& args) {
+  std::string address;
+  bool json = false, unbind = false, bind_vfio = false;
+  for (auto& a : args) {
+    if (a == "--json") json = true;
+    else if (a == "--unbind") unbind = true;
+    else if (a == "--bind-vfio") bind_vfio = true;
+    else if (a.rfind("--", 0) == 0) throw InvalidInput("unknown option " + a);
+    else address = a;
+  }
+  if (address.empty()) throw InvalidInput("usage: hcq pci DEVICE [--json] [--unbind|--bind-vfio]");
+  Bus bus;
+  os::PciFunction f = os::pci_function(*bus.kernel, address);
+  if (unbind || bind_vfio) {
+    if (bind_vfio) os::pci_bind_vfio(*bus.kernel, f);
+    else os::pci_unbind(*bus.kernel, f);
+    f = os::pci_function(*bus.kernel, address);
+  }
+  auto all = by_address(os::pci_functions(*bus.kernel));
+  if (json) std::printf("%s\n", pci_json(f, all).c_str());
+  else print_pci(f, all);
+  return 0;
+}
+
+int cmd_reg(const std::vector<std::string>& args) {
+  std::vector<std::string> pos;
+  bool force = false;
+  int bar = -1;
+  for (size_t i = 0; i < args.size(); i++) {
+    if (args[i] == "--force") force = true;
+    else if (args[i] == "--bar" && i + 1 < args.size()) bar = int(parse_number(args[++i], "BAR"));
+    else if (args[i].rfind("--", 0) == 0) throw InvalidInput("unknown option " + args[i]);
+    else pos.push_back(args[i]);
+  }
+  const bool write = pos.size() == 4 && pos[1] == "write";
+  if (!(pos.size() == 3 && pos[1] == "read") && !write)
+    throw InvalidInput("usage: hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]");
+  Bus bus;
+  os::PciFunction f = os::pci_function(*bus.kernel, pos[0]);
+  if (!f.is_gpu())
+    throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
+                       "); hcq reg maps GPU register BARs only");
+  const PciSupport* s = support_of(f.vendor);
+  // A name picks its register's BAR; an offset goes to --bar, else the vendor's register BAR.
+  std::string name;
+  uint64_t offset = 0;
+  const PciSupport::Register* named = nullptr;
+  if (s)
+    for (auto& r : s->registers)
+      if (r.name == pos[2]) named = &r;
+  if (named) {
+    name = named->name;
+    offset = named->offset;
+    if (bar < 0) bar = named->bar;
+  } else {
+    if (pos[2].find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
+      std::string known;
+      if (s)
+        for (auto& r : s->registers) known += (known.empty() ? "" : ", ") + r.name;
+      throw InvalidInput("unknown register " + pos[2] + " for " + f.address +
+                         (known.empty() ? " (give an offset)" : " (known: " + known + ")"));
+    }
+    offset = parse_number(pos[2], "register offset");
+    if (bar < 0) bar = s && !s->registers.empty() ? s->registers.front().bar : 0;
+    if (s)
+      for (auto& r : s->registers)
+        if (r.bar == bar && r.offset == offset) name = r.name;
+  }
+  const std::string where = f.address + " BAR" + std::to_string(bar) + "+" + hex(offset) +
+                            (name.empty() ? "" : " " + name);
+  uint32_t value = 0;
+  if (write) {
+    value = uint32_t(parse_number(pos[3], "value"));
+    if (!force)
+      throw InvalidInput("refusing to write " + hex(value) + " to " + where +
+                         " without --force (an MMIO write can hang the GPU or the machine)");
+  }
+  os::PciBarMap map(bus.kernel, f, bar);
+  if (write) {
+    map.write32(offset, value);
+    std::printf("%s <- %s (reads back %s)\n", where.c_str(), hex(value).c_str(),
+                hex(map.read32(offset)).c_str());
+    return 0;
+  }
+  value = map.read32(offset);
+  std::string about = s && s->describe && !name.empty() ? s->describe(name, value) : "";
+  std::printf("%s = %s%s%s\n", where.c_str(), hex(value).c_str(), about.empty() ? "" : "  ",
+              about.c_str());
+  return 0;
+}
+
+}  // namespace hcq::tools
