@@ -95,7 +95,8 @@ class Gpu {
     d.notifier_va = notifier_.va();
     d.name = "test channel";
     engine_.add_channel(d);
-    std::vector<uint32_t> setup = ComputeEncoder::setup(classes_.compute_class, 0xfe000000, 0xff000000);
+    std::vector<uint32_t> setup =
+        ComputeEncoder::setup(classes_.compute_class, 0x729400000000, 0x729300000000);
     auto copy = CopyEncoder::setup(classes_.copy_class);
     setup.insert(setup.end(), copy.begin(), copy.end());
     submit(setup);
@@ -305,6 +306,19 @@ TEST(NvEngine, BadMethodsStopTheChannelWithAnErrorNamingThem) {
     EXPECT_NE(what.find("dword 0: " + c.says), std::string::npos) << what;
     EXPECT_EQ(gpu.gp_get(), 1u);  // stopped on the bad entry
   }
+}
+
+// Hopper refuses a shared memory window off a 4 GiB boundary as a class error (Xid 69), as an
+// H200 did for 0xfe000000.
+TEST(NvEngine, AnUnalignedSharedWindowIsAClassError) {
+  Gpu gpu(QmdVersion::V04);
+  gpu.submit(ComputeEncoder::setup(rm::HOPPER_COMPUTE_A, 0xfe000000, 0xff000000));
+  auto [rc, what] = gpu.error();
+  EXPECT_EQ(rc, kRcGrClassError);
+  EXPECT_NE(what.find("dword 2: SET_SHADER_SHARED_MEMORY_WINDOW_B 0xfe000000: the shared memory "
+                      "window must be 4 GiB aligned on Hopper and later"),
+            std::string::npos)
+      << what;
 }
 
 TEST(NvEngine, UnmappedAddressesAreMmuFaults) {

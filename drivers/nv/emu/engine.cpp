@@ -342,6 +342,13 @@ Engine::Res Engine::host_method(Channel& c, uint16_t m, uint32_t data) {
 }
 
 void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {
+  // Hopper and later take a shared memory window only at a 4 GiB boundary: an H200 (RM
+  // 580.159) stopped the channel with Xid 69 (class error, offset 0x2a4) for 0xfe000000.
+  if (m == COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B && classes_.gen >= Gen::Hopper &&
+      (c.reg64(sub, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+               COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B) & 0xffffffffull) != 0)
+    bad("SET_SHADER_SHARED_MEMORY_WINDOW_B " + hex(data) + ": the shared memory window must "
+        "be 4 GiB aligned on Hopper and later", kRcGrClassError);
   if (m == COMPUTE_LAUNCH_DMA) {
     if (!COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL.get(data))
       bad("LAUNCH_DMA to block-linear memory (only pitch layout is emulated)");

@@ -53,6 +53,8 @@ class GpuEvents {
 // RM 580.159 reports for an unknown compute method; ROBUST_CHANNEL_GR_EXCEPTION 13;
 // ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT 31).
 inline constexpr uint32_t kRcGrMissingHw = 11, kRcGrException = 13, kRcMmuFault = 31;
+// ROBUST_CHANNEL_GR_CLASS_ERROR: a method's value the class refuses.
+inline constexpr uint32_t kRcGrClassError = 69;
 // NvNotification: timeStamp (8 bytes), info32, info16, status; RM sets status to 0xffff
 // (NV_NOTIFICATION_STATUS_IN_PROGRESS is 0x8000; any nonzero status reads as an error here).
 inline constexpr uint16_t kNotifierErrorStatus = 0xffff;
