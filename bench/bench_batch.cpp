@@ -25,28 +25,28 @@ struct Fixture {
   }
 };
 
-// `calls` calls: 8 copies from inputs into bound buffers, the rest fills over a few buffers
-// whose ranges overlap, so the compiler tracks real dependencies.
+// `calls` calls: `inputs` copies from inputs into bound buffers (8 unless said), the rest
+// fills over a few buffers whose ranges overlap, so the compiler tracks real dependencies.
 struct Built {
   batch::Schedule schedule;
   std::vector<batch::Mem> inputs;
   std::vector<Buffer> bound;
 };
 std::unique_ptr<Built> build(Fixture& f, Program& fill, Program& empty, int calls,
-                             bool only_empty) {
+                             bool only_empty, int inputs = 8) {
   auto b = std::make_unique<Built>(Built{batch::Schedule(*f.dev), {}, {}});
-  for (int i = 0; i < 8; i++) {
+  for (int i = 0; i < inputs; i++) {
     b->inputs.push_back(b->schedule.input(4096));
     b->bound.push_back(f.dev->allocate(4096));
   }
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < inputs; i++)
     b->schedule.copy(batch::Mem::of(b->bound[size_t(i)]), 0, b->inputs[size_t(i)], 0, 4096);
-  for (int i = 8; i < calls; i++) {
+  for (int i = inputs; i < calls; i++) {
     if (only_empty) {
       b->schedule.launch(empty, {1, 1, 1}, {1, 1, 1}, {});
       continue;
     }
-    auto& buf = b->bound[size_t(i % 8)];
+    auto& buf = b->bound[size_t(i % inputs)];
     uint32_t off = uint32_t(i * 64 % 2048);
     b->schedule.launch(fill, {1, 1, 1}, {64, 1, 1},
                        {batch::Arg::buffer(batch::Mem::of(buf), off), batch::Arg::value(uint32_t(i)),
@@ -69,23 +69,23 @@ void BM_BatchCompile(benchmark::State& state) {
 }
 BENCHMARK(BM_BatchCompile)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
-// CPU time of run(): 8 changed input bindings per replay; the GPU work of the previous replay
-// is waited for outside the timed region.
-void replays_8_changed(benchmark::State& state, const std::string& device) {
+// CPU time of run() with `changed` input bindings changed per replay (each input one copy's
+// source); the GPU work of the previous replay is waited for outside the timed region.
+void replays_changed(benchmark::State& state, const std::string& device, int calls, bool idle,
+                     int changed) {
   Fixture f(device);
   if (!f.ok) return state.SkipWithError("no code object for this device");
   Program fill(*f.dev, f.img, "fill_u32"), empty(*f.dev, f.img, "empty");
-  auto b = build(f, fill, empty, int(state.range(0)), true);
+  auto b = build(f, fill, empty, calls, true, changed);
   batch::Executable exe = b->schedule.compile();
   std::vector<Buffer> sets[2];
   for (auto& s : sets)
-    for (int i = 0; i < 8; i++) s.push_back(f.dev->allocate(4096));
+    for (int i = 0; i < changed; i++) s.push_back(f.dev->allocate(4096));
   batch::Bindings bind[2];
   for (int k = 0; k < 2; k++)
-    for (int i = 0; i < 8; i++) bind[k].input(b->inputs[size_t(i)], sets[k][size_t(i)]);
+    for (int i = 0; i < changed; i++) bind[k].input(b->inputs[size_t(i)], sets[k][size_t(i)]);
   exe.run(bind[1]);
   int k = 0;
-  const bool idle = state.range(1) != 0;
   for (auto _ : state) {
     exe.wait();
     // With idle=1 the emulated GPU's thread has gone back to sleep before the replay, so the
@@ -98,12 +98,23 @@ void replays_8_changed(benchmark::State& state, const std::string& device) {
     k ^= 1;
   }
   exe.wait();
-  state.counters["calls"] = double(state.range(0));
+  state.counters["calls"] = double(calls);
   state.counters["patches"] = double(exe.last_patch_count());
+}
+void replays_8_changed(benchmark::State& state, const std::string& device) {
+  replays_changed(state, device, int(state.range(0)), state.range(1) != 0, 8);
 }
 void BM_BatchReplay8Changed(benchmark::State& state) { replays_8_changed(state, "emu:gfx1100"); }
 BENCHMARK(BM_BatchReplay8Changed)
     ->ArgsProduct({{10, 100, 1000, 10000}, {0, 1}})->ArgNames({"calls", "idle"})
+    ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
+
+// The same 1,000-call replay with 1 to 64 bindings changed: the cost follows the bindings.
+void BM_BatchReplayChangedBindings(benchmark::State& state) {
+  replays_changed(state, "emu:gfx1100", 1000, false, int(state.range(0)));
+}
+BENCHMARK(BM_BatchReplayChangedBindings)
+    ->Arg(1)->Arg(8)->Arg(64)->ArgName("changed")
     ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
 
 }  // namespace
