@@ -30,13 +30,14 @@ int usage() {
                "       hcq dump [--json] [--queue Q] [--submissions A:B] [--packet NAME] FILE\n"
                "       hcq dump --raw pm4|sdma [--gen G] FILE\n"
                "                              decode a capture (HCQ_CAPTURE=FILE) or raw dwords\n"
-               "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto\n");
+               "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201|gfx1100_usb\n"
+               "        (emulated), auto\n");
   return 2;
 }
 
 int cmd_ls() {
   for (auto& l : hcq::Device::list())
-    std::printf("%-14s %s%s\n", l.name.c_str(), l.description.c_str(),
+    std::printf("%-16s %s%s\n", l.name.c_str(), l.description.c_str(),
                 l.emulated ? "  [emulated]" : "");
   return 0;
 }
@@ -46,11 +47,12 @@ int cmd_info(const std::string& name) {
   const auto& p = dev->properties();
   std::printf("name          %s\nvendor        %s\narch          %s\ndescription   %s\n"
               "emulated      %s\ncompute units %u\nwave size     %u\ndevice memory %.1f GiB\n"
-              "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\n",
+              "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\nhost memory   %s\n",
               p.name.c_str(), p.vendor.c_str(), p.arch.c_str(), p.description.c_str(),
               p.emulated ? "yes" : "no", p.compute_units, p.wave_size,
               double(p.device_memory_bytes) / double(1ull << 30), double(p.timestamp_hz) / 1e6,
-              p.caps.copy_engine ? "yes" : "no", p.caps.uma ? "yes" : "no");
+              p.caps.copy_engine ? "yes" : "no", p.caps.uma ? "yes" : "no",
+              p.caps.host_reachable ? "reachable" : "not reachable (staging in device memory)");
   return 0;
 }
 
