@@ -229,7 +229,8 @@ void read_file_range(const std::string& path, uint64_t offset, char* to, uint64_
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
 // the queues' signals and the staging area of copies between devices live there. A device
 // that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
-// same CPU and GPU address, and the others map that.
+// same CPU and GPU address, and the others map that. A device that cannot reach host memory
+// at all (compile keeps it alone in its schedule) allocates its own CPU-visible memory.
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
@@ -239,11 +240,11 @@ class SharedHostMemory {
     for (Device* d : devs)
       if (!d->properties().caps.map_host && !owner) owner = d;
     if (owner) {
-      owned_ = owner->allocate(bytes_, MemoryKind::Host);
+      owned_ = owner->allocate_visible(bytes_);
       mem_ = static_cast<std::byte*>(owned_.host());
       if (reinterpret_cast<uint64_t>(mem_) != owned_.va())
-        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and its own host "
-                           "memory is not at the same CPU and GPU address");
+        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and the memory "
+                           "it shares with the CPU is not at the same CPU and GPU address");
     } else {
       mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
       if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
@@ -385,6 +386,15 @@ std::map<std::pair<std::vector<Device*>, std::string>, std::weak_ptr<Executable:
 }  // namespace
 
 Executable Schedule::compile(const CompileOptions& options) const {
+  // The queues of a schedule's devices signal each other and stage copies in memory they all
+  // reach; a device that cannot reach host memory shares none with the others.
+  if (devs_.size() > 1)
+    for (Device* d : devs_)
+      if (!d->properties().caps.host_reachable)
+        throw InvalidInput("batch: " + d->name() + " cannot reach host memory, so it shares no "
+                           "memory with the schedule's other devices for signals and staging; "
+                           "give it a schedule of its own and copy between devices with "
+                           "Device::copy");
   // Every buffer bound at recording becomes an input slot after the declared ones, numbered
   // by first use, so the structure key below does not depend on which buffers they are.
   std::vector<const Buffer*> bound;
@@ -663,7 +673,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   x.kernargs.resize(devs_.size());
   for (size_t d = 0; d < devs_.size(); d++)
     if (karg_bytes[d]) {
-      x.kernargs[d] = devs_[d]->allocate(karg_bytes[d], MemoryKind::Host);
+      x.kernargs[d] = devs_[d]->allocate_visible(karg_bytes[d]);
       std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
     }
   x.inputs.resize(patch_slots);

@@ -26,6 +26,13 @@ namespace {
 
 using testing_support::device_name;
 
+// A device that cannot reach host memory shares none with other devices: schedules with it
+// and another device are refused (MultiDeviceSchedulesAreRefused...); the tests of such
+// schedules skip there.
+#define REQUIRE_HOST_REACH()                                                                \
+  if (!dev_->properties().caps.host_reachable)                                              \
+  GTEST_SKIP() << GetParam() << " cannot reach host memory: no schedules with other devices"
+
 class Batch : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -245,7 +252,7 @@ TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
 
 TEST_P(Batch, AReRunWaitsForThePreviousRunAndSaysSoWhenItCannot) {
   Program spin = program("spin_until");
-  Buffer flag = dev_->allocate(4096, MemoryKind::Host);
+  Buffer flag = dev_->allocate_visible(4096);
   std::memset(flag.host(), 0, 4);
   Schedule s(*dev_);
   s.launch(spin, {1, 1, 1}, {1, 1, 1}, {Arg::buffer(Mem::of(flag))});
@@ -514,6 +521,7 @@ TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
 TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
   if (!img_->kernel("copy_bytes")) GTEST_SKIP() << GetParam() << " has no copy_bytes kernel";
   check_random_schedules({dev_.get()}, {img_}, 256, 40, 26, 4321, true);
+  if (!dev_->properties().caps.host_reachable) return;  // no schedules with other devices
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
       other->driver().load_program(*other, kernels::code_object("gfx1100"));
@@ -522,6 +530,7 @@ TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
 
 // Two devices at once: copies between them go through host staging, waited on by the GPUs.
 TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
+  REQUIRE_HOST_REACH();
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
       other->driver().load_program(*other, kernels::code_object("gfx1100"));
@@ -529,6 +538,7 @@ TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
 }
 
 TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
+  REQUIRE_HOST_REACH();
   auto other = Device::open("emu:gfx1201");
   const uint32_t n = 1000;
   Buffer a = dev_->allocate(n * 4), b = other->allocate(n * 4), c = dev_->allocate(n * 4);
@@ -559,6 +569,7 @@ TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
 // All-to-all between three devices: copies to the peer at distance k use copy queue k-1 on
 // both sides, so the traffic spreads over the copy engines.
 TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
+  REQUIRE_HOST_REACH();
   auto d1 = Device::open("emu:gfx1100");
   auto d2 = Device::open("emu:gfx942");
   Device* devs[3] = {dev_.get(), d1.get(), d2.get()};
@@ -601,14 +612,52 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
   one.wait();
 }
 
+// A device that cannot reach host memory runs schedules of its own (signals, staging and
+// kernel arguments in its CPU-visible memory); one with another device is refused at
+// compile, whichever comes first, and Device::copy moves data between them through the CPU.
+TEST_P(Batch, MultiDeviceSchedulesAreRefusedForADeviceThatCannotReachHostMemory) {
+  if (dev_->properties().caps.host_reachable) GTEST_SKIP() << GetParam() << " reaches host memory";
+  auto other = Device::open("emu:gfx1100");
+  const uint32_t n = 1000;
+  Buffer a = dev_->allocate(n * 4), b = other->allocate(n * 4);
+  for (bool usb_first : {true, false}) {
+    Schedule s(usb_first ? std::vector<Device*>{dev_.get(), other.get()}
+                         : std::vector<Device*>{other.get(), dev_.get()});
+    s.copy(Mem::of(b), 0, Mem::of(a), 0, n * 4);
+    try {
+      s.compile();
+      FAIL() << "compiled a schedule with " << GetParam() << " and another device";
+    } catch (const InvalidInput& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "batch: " + device_name(GetParam()) + " cannot reach host memory, so it shares "
+                "no memory with the schedule's other devices for signals and staging; give it "
+                "a schedule of its own and copy between devices with Device::copy");
+    }
+  }
+  // What the error suggests works: a schedule of its own, then Device::copy.
+  Program fill = program("fill_u32");
+  Buffer c = dev_->allocate(n * 4);
+  Schedule s(*dev_);
+  s.launch(fill, {n / 100, 1, 1}, {100, 1, 1},
+           {Arg::buffer(Mem::of(a)), Arg::value(77u), Arg::value(n), Arg::value(100u)});
+  s.copy(Mem::of(c), 0, Mem::of(a), 0, n * 4);  // on its copy queue, after the fill
+  dev_->timeline().wait(s.compile().run(Bindings()));
+  other->copy(b, 0, c, 0, n * 4);
+  std::vector<uint32_t> got(n);
+  other->copy_out(got.data(), b, 0, n * 4);
+  EXPECT_EQ(got, std::vector<uint32_t>(n, 77u));
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100", "a660", "a740", "a740_msm"),
+                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Hardware, Batch,
                          ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
                          [](const auto& info) { return testing_support::test_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
+INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap,
+                         ::testing::Values("gfx1100", "gfx90a", "sm_90", "gfx1100_usb"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
