@@ -442,7 +442,7 @@ TEST_P(EmulatedDevice, ACopyToAnUnmappedAddressIsAMemoryFault) {
 }
 
 // A device that cannot reach host memory faults on a host address as on any unmapped one;
-// its signals, kernel arguments and staging live in its own (CPU-visible) memory.
+// the memory it shares with the CPU is its own, at one address for both.
 TEST_P(EmulatedDevice, HostMemoryIsUnmappedForADeviceThatCannotReachIt) {
   if (dev_->properties().caps.host_reachable)
     GTEST_SKIP() << GetParam() << " reaches host memory";
@@ -614,8 +614,7 @@ TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
     if (l.emulated) emulated.push_back(l.name);
   EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1100",
                                                 "emu:gfx1201", "emu:gfx1100_usb", "emu:sm_80",
-                                                "emu:sm_90",
-                                                "emu:sm_100", "emu:a660", "emu:a740",
+                                                "emu:sm_90", "emu:sm_100", "emu:a660", "emu:a740",
                                                 "emu:a660_msm", "emu:a740_msm"}));
   try {
     Device::open("emu:gfx000");
