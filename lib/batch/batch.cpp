@@ -231,7 +231,7 @@ void read_file_range(const std::string& path, uint64_t offset, char* to, uint64_
 // the queues' signals and the staging area of copies between devices live there. A device
 // that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
 // same CPU and GPU address, and the others map that. A device that cannot reach host memory
-// at all (compile keeps it alone in its schedule) allocates its own CPU-visible memory.
+// at all allocates its own CPU-visible memory (compile gives it a memory area of its own).
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
@@ -239,7 +239,8 @@ class SharedHostMemory {
     bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
     Device* owner = nullptr;
     for (Device* d : devs)
-      if (!d->properties().caps.map_host && !owner) owner = d;
+      if ((!d->properties().caps.map_host || !d->properties().caps.host_reachable) && !owner)
+        owner = d;
     if (owner) {
       owned_ = owner->allocate_visible(bytes_);
       mem_ = static_cast<std::byte*>(owned_.host());
