@@ -38,15 +38,16 @@ int usage() {
                "                              resizable BAR, link, driver, IOMMU group, bridges\n"
                "       hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]\n"
                "                              MMIO peek/poke in the GPU's register BAR\n"
-               "DEVICE: amd:N (a KFD GPU), emu:gfx90a|gfx942|gfx1100|gfx1201 (emulated), auto;\n"
-               "        for pci and reg a PCI address (0000:03:00.0 or 03:00.0);\n"
+               "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1100|gfx1201|\n"
+               "        gfx1100_usb|sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated),\n"
+               "        auto; for pci and reg a PCI address (0000:03:00.0 or 03:00.0);\n"
                "        HCQ_EMULATED_PCI=1 runs them on an emulated PCI system\n");
   return 2;
 }
 
 int cmd_ls(bool all) {
   for (auto& l : hcq::Device::list())
-    std::printf("%-14s %s%s\n", l.name.c_str(), l.description.c_str(),
+    std::printf("%-16s %s%s\n", l.name.c_str(), l.description.c_str(),
                 l.emulated ? "  [emulated]" : "");
   return hcq::tools::cmd_ls_pci(all);
 }
@@ -56,11 +57,12 @@ int cmd_info(const std::string& name) {
   const auto& p = dev->properties();
   std::printf("name          %s\nvendor        %s\narch          %s\ndescription   %s\n"
               "emulated      %s\ncompute units %u\nwave size     %u\ndevice memory %.1f GiB\n"
-              "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\n",
+              "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\nhost memory   %s\n",
               p.name.c_str(), p.vendor.c_str(), p.arch.c_str(), p.description.c_str(),
               p.emulated ? "yes" : "no", p.compute_units, p.wave_size,
               double(p.device_memory_bytes) / double(1ull << 30), double(p.timestamp_hz) / 1e6,
-              p.caps.copy_engine ? "yes" : "no", p.caps.uma ? "yes" : "no");
+              p.caps.copy_engine ? "yes" : "no", p.caps.uma ? "yes" : "no",
+              p.caps.host_reachable ? "reachable" : "not reachable (staging in device memory)");
   return 0;
 }
 

@@ -1,6 +1,11 @@
 // The AMD driver's entry in the driver registry: "amd:N" opens the N-th KFD GPU of this
-// machine, "emu:<gfx target>" an emulated AMD GPU of that target.
+// machine, "emu:<gfx target>" an emulated AMD GPU of that target (emu:gfx1100_usb: one behind
+// a USB bridge, which cannot reach host memory).
 #include "amd/factory.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
 
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
@@ -9,6 +14,14 @@
 #include "core/error.hpp"
 
 namespace hcq::amd {
+namespace {
+
+// Emulated GPUs behind a USB bridge: the target's GPU with no io_link to the CPU, so it
+// reaches only its own memory ("emu:gfx1100_usb").
+constexpr const char* kUsbSuffix = "_usb";
+const char* const kUsbTargets[] = {"gfx1100"};
+
+}  // namespace
 
 DriverFactory factory() {
   DriverFactory f;
@@ -20,6 +33,11 @@ DriverFactory factory() {
     for (size_t i = 0; i < nodes.size(); i++)
       out.push_back({"amd:" + std::to_string(i), "AMD " + nodes[i].target + " (KFD)", false});
     for (auto& t : targets()) out.push_back({"emu:" + t.name, t.marketing_name, true});
+    for (const char* name : kUsbTargets) {
+      out.push_back({"emu:" + std::string(name) + kUsbSuffix,
+                     find_target(name)->marketing_name + ", over USB: no host memory access",
+                     true});
+    }
     return out;
   };
   f.open = [](const std::string& name) -> std::unique_ptr<DeviceDriver> {
@@ -30,9 +48,18 @@ DriverFactory factory() {
       return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
     }
     if (name.rfind("emu:", 0) == 0) {
-      const Target* t = find_target(name.substr(4));
+      std::string target = name.substr(4);
+      emu::SystemOptions o;
+      if (target.ends_with(kUsbSuffix)) {
+        target.resize(target.size() - std::strlen(kUsbSuffix));
+        if (std::find(std::begin(kUsbTargets), std::end(kUsbTargets), target) ==
+            std::end(kUsbTargets))
+          return nullptr;
+        o.host_link = false;
+      }
+      const Target* t = find_target(target);
       if (!t) return nullptr;  // maybe another vendor's emulated target
-      return open_kfd_device(emu::make_emulated_system(*t), 0, name);
+      return open_kfd_device(emu::make_emulated_system(*t, o), 0, name);
     }
     return nullptr;
   };

@@ -52,7 +52,26 @@ struct NodeInfo {
   uint32_t gpu_id = 0;
   std::string dir;
   std::map<std::string, uint64_t> props;
+  bool reaches_cpu = false;  // an io_link leads to a CPU node: the GPU reaches system memory
 };
+
+// Whether one of the node's io_links leads to a CPU node (gpu_id 0). Each link is
+// io_links/M/properties, "name value" lines with node_from, node_to and type among them
+// (Linux drivers/gpu/drm/amd/amdkfd/kfd_topology.c, iolink_show). Any link type counts (PCIe,
+// or XGMI to the CPU on APUs); a GPU with none (behind a USB bridge) cannot reach system
+// memory.
+bool links_to_cpu(os::Kernel& k, const std::string& dir) {
+  for (auto& m : k.list_dir(dir + "/io_links")) {
+    auto text = k.read_file(dir + "/io_links/" + m + "/properties");
+    if (!text) continue;
+    auto link = parse_properties(*text);
+    if (!link.count("node_to")) continue;
+    auto id = k.read_file(std::string(kTopology) + "/" + std::to_string(link["node_to"]) +
+                          "/gpu_id");
+    if (id && std::strtoul(id->c_str(), nullptr, 10) == 0) return true;
+  }
+  return false;
+}
 
 std::vector<NodeInfo> gpu_nodes(os::Kernel& k) {
   std::vector<NodeInfo> out;
@@ -67,7 +86,7 @@ std::vector<NodeInfo> gpu_nodes(os::Kernel& k) {
     if (!id || !props) continue;
     uint32_t gpu_id = uint32_t(std::strtoul(id->c_str(), nullptr, 10));
     if (gpu_id == 0) continue;  // a CPU node
-    out.push_back({gpu_id, dir, parse_properties(*props)});
+    out.push_back({gpu_id, dir, parse_properties(*props), links_to_cpu(k, dir)});
   }
   return out;
 }
@@ -134,6 +153,11 @@ class KfdDriver final : public DeviceDriver {
 
   // Driver-private memory (rings, EOP, context save areas): never freed before close.
   Allocation private_alloc(uint64_t size, MemoryKind kind, bool uncached = false);
+  // Where memory the CPU writes and the GPU reads goes (rings, their pointers, the event
+  // page): host memory, or VRAM (through the BAR) for a GPU that cannot reach host memory.
+  MemoryKind shared_kind() const {
+    return node_.reaches_cpu ? MemoryKind::Host : MemoryKind::Device;
+  }
   volatile uint64_t* doorbell(uint64_t doorbell_offset);
   os::Kernel& kernel() { return *kernel_; }
   int kfd_fd() const { return kfd_fd_; }
@@ -240,7 +264,7 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   private_next_ = reserve_base_;
 
   // Signal event with its mailbox page; memory and hardware exception events for faults.
-  event_page_ = private_alloc(0x8000, MemoryKind::Host, true);
+  event_page_ = private_alloc(0x8000, shared_kind(), true);
   kfd_ioctl_create_event_args ev{};
   ev.event_page_offset = event_page_.handle;
   ev.event_type = KFD_IOC_EVENT_SIGNAL;
@@ -270,6 +294,8 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   props_.wave_size = uint32_t(p["wave_front_size"]);
   props_.device_memory_bytes = sizes.vram_size;
   props_.caps = Capabilities{};
+  props_.caps.host_reachable = props_.caps.map_host = node_.reaches_cpu;
+  if (!node_.reaches_cpu) props_.description += ", no host memory access";
 }
 
 KfdDriver::~KfdDriver() {
@@ -494,8 +520,11 @@ CwsrSizes cwsr_sizes(const NodeInfo& n) {
 }
 
 KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind) : drv_(drv), kind_(kind) {
-  Allocation ring = drv.private_alloc(kRingBytes, MemoryKind::Host, true);
-  Allocation ptrs = drv.private_alloc(kPage, MemoryKind::Host, true);
+  Allocation ring = drv.private_alloc(kRingBytes, drv.shared_kind(), true);
+  Allocation ptrs = drv.private_alloc(kPage, drv.shared_kind(), true);
+  if (!ring.host || !ptrs.host)
+    throw Error(drv.properties().name + ": the " + to_string(kind) +
+                " queue's ring is not CPU-visible (VRAM past a small BAR)");
   ring_ = static_cast<uint32_t*>(ring.host);
   ring_va_ = ring.va;
   rptr_ = static_cast<uint64_t*>(ptrs.host);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <chrono>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -206,7 +207,8 @@ namespace {
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
 // the queues' signals and the staging area of copies between devices live there. A device
 // that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
-// same CPU and GPU address, and the others map that.
+// same CPU and GPU address, and the others map that. A device that cannot reach host memory
+// at all allocates its own CPU-visible memory (compile gives it a memory area of its own).
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
@@ -214,13 +216,14 @@ class SharedHostMemory {
     bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
     Device* owner = nullptr;
     for (Device* d : devs)
-      if (!d->properties().caps.map_host && !owner) owner = d;
+      if ((!d->properties().caps.map_host || !d->properties().caps.host_reachable) && !owner)
+        owner = d;
     if (owner) {
-      owned_ = owner->allocate(bytes_, MemoryKind::Host);
+      owned_ = owner->allocate_visible(bytes_);
       mem_ = static_cast<std::byte*>(owned_.host());
       if (reinterpret_cast<uint64_t>(mem_) != owned_.va())
-        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and its own host "
-                           "memory is not at the same CPU and GPU address");
+        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and the memory "
+                           "it shares with the CPU is not at the same CPU and GPU address");
     } else {
       mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
       if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
@@ -262,8 +265,28 @@ struct Executable::Impl {
   std::vector<uint32_t> queue_index;   // per queue: which queue of that kind on its device
   std::vector<uint32_t> compute_queue; // per device
   std::vector<bool> used;
-  SharedHostMemory sync;     // one 16-byte signal per queue
-  SharedHostMemory staging;  // copies between devices pass through here
+  // Memory areas: area 0 is host memory that every device reaching it maps; a device that
+  // cannot reach host memory has an area of its own (its CPU-visible memory). An area holds
+  // a 16-byte slot per queue (the queue's signal where its device lives, elsewhere a mirror
+  // the host relays), the staging of the ops there, and their timestamps.
+  struct Area {
+    SharedHostMemory sync, staging, timestamps;
+  };
+  std::vector<Area> areas;
+  std::vector<uint32_t> device_area;  // per device
+  uint32_t area_of(uint32_t q) const { return device_area[queue_device[q]]; }
+  uint64_t* slot(uint32_t q, uint32_t area) const {
+    return reinterpret_cast<uint64_t*>(areas[area].sync.host() + uint64_t(q) * 16);
+  }
+  uint64_t* home_slot(uint32_t q) const { return slot(q, area_of(q)); }
+  // Signals a queue's consumers in another area wait on: the host copies the queue's value
+  // into that area's slot for it until the queue's end value has passed.
+  struct Mirror {
+    uint32_t queue, area;
+    uint64_t end;
+  };
+  std::vector<Mirror> mirrors;
+  bool pump_mirrors(std::vector<uint64_t>& copied) const;
   std::vector<Buffer> kernargs;  // per device: its launches' arguments
   struct SitePatch {
     Queue* queue;
@@ -293,7 +316,11 @@ struct Executable::Impl {
   std::vector<bool> host_queue;            // per queue
   std::vector<HostOp> host_ops;            // in schedule order
   std::vector<uint32_t> host_queue_end;    // per queue: the value its end signals
-  std::vector<uint64_t> staging_offset;    // per staging slot
+  struct StagingSlot {
+    uint32_t area;
+    uint64_t offset;
+  };
+  std::vector<StagingSlot> staging;        // per staging slot
   uint32_t patch_slots = 0;
   std::thread host_thread;
   std::exception_ptr host_error;  // a failed host op of the last run, until reported
@@ -317,7 +344,6 @@ struct Executable::Impl {
   std::vector<Stats> stats;
   // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
   bool profile = false;
-  SharedHostMemory timestamps;
   struct OpInfo {
     size_t call;
     uint32_t queue;
@@ -498,6 +524,23 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.queue_index.push_back(copy_count[d]);  // after its copy queues
     x.host_queue.push_back(true);
   }
+  // Areas (see Impl::Area): devices that reach host memory share area 0.
+  uint32_t areas = 1;
+  for (Device* d : devs_)
+    x.device_area.push_back(d->properties().caps.host_reachable ? 0 : areas++);
+  // A copy between devices of different areas goes through the staging of both, the host
+  // copying between them on a relay queue (a host queue of the first such copy's source).
+  uint32_t relay_queue = UINT32_MAX;
+  for (const Call& c : calls_) {
+    if (c.launch || !c.path.empty() || relay_queue != UINT32_MAX) continue;
+    const uint32_t sd = dev_index(c.src.device);
+    if (x.device_area[sd] == x.device_area[dev_index(c.dst.device)]) continue;
+    relay_queue = uint32_t(x.queue_device.size());
+    x.queue_device.push_back(sd);
+    x.queue_kind.push_back(QueueKind::Copy);
+    x.queue_index.push_back(copy_count[sd] + (disk_queue[sd] != UINT32_MAX));
+    x.host_queue.push_back(true);
+  }
   const uint32_t nq = uint32_t(x.queue_device.size());
   const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
@@ -520,8 +563,12 @@ Executable Schedule::compile(const CompileOptions& options) const {
     std::string path = {};  // a file read on the host (src_offset: in the file)
   };
   std::vector<Op> ops;
-  std::vector<uint64_t> staging_offset;  // per staging slot
-  uint64_t staging_bytes = 0;
+  std::vector<uint64_t> staging_bytes(areas, 0);
+  auto stage = [&](uint32_t area, uint64_t size) {  // a new staging slot in `area`
+    x.staging.push_back({area, staging_bytes[area]});
+    staging_bytes[area] += (size + 255) / 256 * 256;
+    return patch_slots + uint32_t(x.staging.size() - 1);
+  };
   for (size_t i = 0; i < calls_.size(); i++) {
     const Call& c = calls_[i];
     if (c.launch) {
@@ -533,9 +580,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     }
     if (!c.path.empty()) {  // a load: the host reads into staging, a copy takes it from there
       const uint32_t dd = dev_index(c.dst.device);
-      const uint32_t st = patch_slots + uint32_t(staging_offset.size());
-      staging_offset.push_back(staging_bytes);
-      staging_bytes += (c.size + 255) / 256 * 256;
+      const uint32_t st = stage(x.device_area[dd], c.size);
       const std::string name = "read " + std::to_string(c.size) + " bytes of " + c.path;
       Op rd{i, disk_queue[dd], false, st, st, 0, c.src_offset, c.size, name, {}};
       rd.accesses = {{st, 0, c.size, true}};
@@ -567,14 +612,19 @@ Executable Schedule::compile(const CompileOptions& options) const {
       ops.push_back(std::move(o));
       continue;
     }
-    uint32_t st = patch_slots + uint32_t(staging_offset.size());
-    staging_offset.push_back(staging_bytes);
-    staging_bytes += (c.size + 255) / 256 * 256;
+    uint32_t st = stage(x.device_area[sd], c.size);
     Op out{i, sq, false, st, slot_of(c.src), 0, c.src_offset, c.size, name + " to staging", {}};
     out.accesses = {{out.src_slot, c.src_offset, c.size, false}, {st, 0, c.size, true}};
+    ops.push_back(std::move(out));
+    if (x.device_area[sd] != x.device_area[dd]) {  // the host carries it between the areas
+      const uint32_t to = stage(x.device_area[dd], c.size);
+      Op relay{i, relay_queue, false, to, st, 0, 0, c.size, name + " between staging areas", {}};
+      relay.accesses = {{st, 0, c.size, false}, {to, 0, c.size, true}};
+      ops.push_back(std::move(relay));
+      st = to;
+    }
     Op in{i, dq, false, slot_of(c.dst), st, c.dst_offset, 0, c.size, name + " from staging", {}};
     in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
-    ops.push_back(std::move(out));
     ops.push_back(std::move(in));
   }
   const size_t n = ops.size();
@@ -610,15 +660,19 @@ Executable Schedule::compile(const CompileOptions& options) const {
     }
   }
 
-  // 4. Memory: signals and timestamps in host memory every device reaches; the staging area;
-  // kernel arguments per device (values written now, buffers and scalars patched).
-  x.sync = SharedHostMemory(devs_, uint64_t(nq) * 16);
-  x.staging_offset = staging_offset;
+  // 4. Memory: per area, signals, staging and timestamps (see Impl::Area); kernel arguments
+  // per device (values written now, buffers and scalars patched).
   x.patch_slots = patch_slots;
-  if (staging_bytes) x.staging = SharedHostMemory(devs_, staging_bytes);
-  if (options.profile) {
-    x.profile = true;
-    x.timestamps = SharedHostMemory(devs_, std::max<size_t>(n, 1) * 32);
+  x.profile = options.profile;
+  x.areas.resize(areas);
+  for (uint32_t a = 0; a < areas; a++) {
+    std::vector<Device*> in;
+    for (size_t d = 0; d < devs_.size(); d++)
+      if (x.device_area[d] == a) in.push_back(devs_[d]);
+    if (in.empty()) continue;  // no device reaches host memory: area 0 goes unused
+    x.areas[a].sync = SharedHostMemory(in, uint64_t(nq) * 16);
+    if (staging_bytes[a]) x.areas[a].staging = SharedHostMemory(in, staging_bytes[a]);
+    if (x.profile) x.areas[a].timestamps = SharedHostMemory(in, std::max<size_t>(n, 1) * 32);
   }
   std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
   // The program an op launches: its own, or its device's copy kernel for a copy on a compute
@@ -640,7 +694,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
   x.kernargs.resize(devs_.size());
   for (size_t d = 0; d < devs_.size(); d++)
     if (karg_bytes[d]) {
-      x.kernargs[d] = devs_[d]->allocate(karg_bytes[d], MemoryKind::Host);
+      x.kernargs[d] = devs_[d]->allocate_visible(karg_bytes[d]);
       std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
     }
   x.inputs.resize(patch_slots);
@@ -654,11 +708,21 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   x.scalars.resize(scalar_bytes_.size());
   for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
-  auto signal_va = [&](uint32_t q) { return x.sync.va() + uint64_t(q) * 16; };
+  // Queue q's signal as queues of `area` see it: its own slot, or a mirror the host keeps.
+  std::set<std::pair<uint32_t, uint32_t>> mirrored;
+  auto signal_va = [&](uint32_t q, uint32_t area) {
+    if (area != x.area_of(q)) mirrored.insert({q, area});
+    return reinterpret_cast<uint64_t>(x.slot(q, area));
+  };
   // An address operand: patched for input and bound slots (an offset stands in until the
   // first run), fixed for staging.
   auto address = [&](uint32_t slot, uint64_t off) {
-    return slot < patch_slots ? off : x.staging.va() + staging_offset[slot - patch_slots] + off;
+    if (slot < patch_slots) return off;
+    const auto& st = x.staging[slot - patch_slots];
+    return x.areas[st.area].staging.va() + st.offset + off;
+  };
+  auto timestamp_va = [&](size_t op) {
+    return x.areas[x.area_of(ops[op].queue)].timestamps.va() + op * 32;
   };
 
   // 5. Encode every queue once, straight into device memory.
@@ -707,9 +771,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
       continue;
     }
     Queue& Q = *x.queues[o.queue];
-    for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq), value);
+    for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq, x.area_of(o.queue)), value);
     x.stats[o.queue].waits += waits[i].size();
-    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 32);  // two 16-byte records per op
+    if (x.profile) Q.timestamp_at(timestamp_va(i));  // two 16-byte records per op
     if (o.launch) {
       const Call& c = calls_[o.call];
       const uint32_t d = x.queue_device[o.queue];
@@ -770,9 +834,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
       }
     }
     x.stats[o.queue].calls++;
-    if (x.profile) Q.timestamp_at(x.timestamps.va() + i * 32 + 16);
+    if (x.profile) Q.timestamp_at(timestamp_va(i) + 16);
     if (signals[i]) {
-      Q.signal_at(signal_va(o.queue), pos[i], false);
+      Q.signal_at(signal_va(o.queue, x.area_of(o.queue)), pos[i], false);
       x.stats[o.queue].signals++;
     }
     x.ops.push_back({o.call, o.queue, o.name});
@@ -785,17 +849,18 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (x.host_queue[q])
       x.host_queue_end[q] = count[q] + 1;
     else
-      x.queues[q]->signal_at(signal_va(q), count[q] + 1, false);
+      x.queues[q]->signal_at(signal_va(q, x.area_of(q)), count[q] + 1, false);
   }
   for (uint32_t q : x.compute_queue) {
     for (uint32_t p = 0; p < nq; p++)
-      if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p), count[p] + 1);
+      if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p, x.area_of(q)), count[p] + 1);
     Device& dev = x.device_of(q);
     std::vector<PatchSite> sites;
     dev.encoder(QueueKind::Compute).signal(x.after[q], dev.timeline().signal().va(), 0, true, sites);
     for (auto& s : sites)
       if (s.role == PatchRole::SignalValue) x.timeline_signals[q].push_back(s);
   }
+  for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
   if (x.profile) {
@@ -869,8 +934,9 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   }
   // Re-arm: the queues' signals count from zero again in every run.
   const uint32_t nq = uint32_t(x.queues.size());
-  for (uint32_t q = 0; q < nq; q++)
-    __atomic_store_n(reinterpret_cast<uint64_t*>(x.sync.host() + q * 16), 0, __ATOMIC_RELAXED);
+  for (uint32_t a = 0; a < x.areas.size(); a++)
+    if (x.areas[a].sync.host())
+      for (uint32_t q = 0; q < nq; q++) __atomic_store_n(x.slot(q, a), 0, __ATOMIC_RELAXED);
   // Submit under every device's submission lock, taken in one order (no deadlock with
   // another multi-device run).
   const auto& locks = x.submit_locks;
@@ -895,7 +961,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     throw;
   }
   for (auto* m : locks) m->unlock();
-  if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end())
+  if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end() ||
+      !x.mirrors.empty())
     x.host_thread = std::thread([&x, prev] { x.run_host(prev); });
   x.ran = true;
   x.last_patches = patches;
@@ -924,11 +991,26 @@ void Executable::Impl::report_host_error() {
   if (e) std::rethrow_exception(e);
 }
 
+// Copies each mirrored signal's new value into its mirror; true once every one has relayed
+// its queue's end value. `copied`: the value each last relayed.
+bool Executable::Impl::pump_mirrors(std::vector<uint64_t>& copied) const {
+  bool done = true;
+  for (size_t m = 0; m < mirrors.size(); m++) {
+    const Mirror& mi = mirrors[m];
+    const uint64_t v = __atomic_load_n(home_slot(mi.queue), __ATOMIC_ACQUIRE);
+    if (v != copied[m]) __atomic_store_n(slot(mi.queue, mi.area), copied[m] = v, __ATOMIC_RELEASE);
+    done &= v >= mi.end;
+  }
+  return done;
+}
+
 // A run's host queues: wait for the device timelines' previous values, then each host op in
 // schedule order waits for its producers, copies, and signals; each host queue ends by
-// signalling its end value, which the device's closing queue waits for.
+// signalling its end value, which the device's closing queue waits for. Meanwhile, and until
+// every mirrored signal has passed its end, the host relays signals between areas.
 void Executable::Impl::run_host(std::vector<uint64_t> prev) {
-  auto* sync_words = reinterpret_cast<uint64_t*>(sync.host());
+  std::vector<uint64_t> copied(mirrors.size(), 0);
+  using clock = std::chrono::steady_clock;
   try {
     for (size_t d = 0; d < devs.size(); d++) {
       bool has = false;
@@ -937,26 +1019,29 @@ void Executable::Impl::run_host(std::vector<uint64_t> prev) {
     }
     auto host_of = [&](uint32_t slot, uint64_t off) -> char* {
       if (slot < patch_slots) return static_cast<char*>(inputs[slot].bound_host) + off;
-      return reinterpret_cast<char*>(staging.host()) + staging_offset[slot - patch_slots] + off;
+      const StagingSlot& st = staging[slot - patch_slots];
+      return reinterpret_cast<char*>(areas[st.area].staging.host()) + st.offset + off;
     };
     auto now_ticks = [&](uint32_t q) {
       const double hz = double(device_of(q).properties().timestamp_hz);
       const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now().time_since_epoch())
+                                       clock::now().time_since_epoch())
                                        .count());
       return uint64_t(double(ns) * hz / 1e9);
     };
-    auto* ts = profile ? reinterpret_cast<uint64_t*>(timestamps.host()) : nullptr;
     for (const HostOp& h : host_ops) {
       for (auto& [pq, value] : h.waits) {
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (__atomic_load_n(sync_words + pq * 2, __ATOMIC_ACQUIRE) < value) {
-          if (std::chrono::steady_clock::now() > deadline)
+        const auto deadline = clock::now() + std::chrono::seconds(10);
+        while (__atomic_load_n(home_slot(pq), __ATOMIC_ACQUIRE) < value) {
+          if (clock::now() > deadline)
             throw TimeoutError("batch: a host copy waited 10 s for queue " + std::to_string(pq) +
                                " to reach " + std::to_string(value));
+          pump_mirrors(copied);
           std::this_thread::sleep_for(std::chrono::microseconds(5));
         }
       }
+      auto* ts = profile ? reinterpret_cast<uint64_t*>(areas[area_of(h.queue)].timestamps.host())
+                         : nullptr;
       if (ts) ts[h.op * 4 + 1] = now_ticks(h.queue);
       if (h.path.empty())
         std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
@@ -964,7 +1049,8 @@ void Executable::Impl::run_host(std::vector<uint64_t> prev) {
         io::read_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size,
                        "batch: load of " + h.path);
       if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
-      if (h.signal) __atomic_store_n(sync_words + h.queue * 2, uint64_t(h.signal), __ATOMIC_RELEASE);
+      if (h.signal) __atomic_store_n(home_slot(h.queue), uint64_t(h.signal), __ATOMIC_RELEASE);
+      pump_mirrors(copied);
     }
   } catch (const Error&) {
     // Reported by the next wait() or run(). The host queues still signal their ends below,
@@ -974,7 +1060,15 @@ void Executable::Impl::run_host(std::vector<uint64_t> prev) {
   }
   for (size_t q = 0; q < host_queue.size(); q++)
     if (host_queue[q] && used[q])
-      __atomic_store_n(sync_words + q * 2, uint64_t(host_queue_end[q]), __ATOMIC_RELEASE);
+      __atomic_store_n(home_slot(uint32_t(q)), uint64_t(host_queue_end[q]), __ATOMIC_RELEASE);
+  // Relay until every mirrored queue has ended; give up after 10 s without progress (a
+  // faulted or hung device: its waiters hear of that from the device).
+  auto last_progress = clock::now();
+  for (std::vector<uint64_t> before = copied; !pump_mirrors(copied); before = copied) {
+    if (copied != before) last_progress = clock::now();
+    if (clock::now() - last_progress > std::chrono::seconds(10)) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  }
 }
 
 std::vector<std::pair<Device*, uint64_t>> Executable::points() const {
@@ -1018,9 +1112,9 @@ std::vector<Executable::CallTime> Executable::profile() const {
   if (!x.ran) throw InvalidInput("batch: profile() before the first run");
   wait();
   std::vector<CallTime> out;
-  const auto* ts = reinterpret_cast<const uint64_t*>(x.timestamps.host());
   for (size_t i = 0; i < x.ops.size(); i++) {
     uint32_t q = x.ops[i].queue;
+    const auto* ts = reinterpret_cast<const uint64_t*>(x.areas[x.area_of(q)].timestamps.host());
     Device& dev = x.device_of(q);
     const double ns_per_tick = 1e9 / double(dev.properties().timestamp_hz);
     auto host = [&](uint64_t t) {

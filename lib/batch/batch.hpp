@@ -122,7 +122,9 @@ class Schedule {
   // A schedule over several devices: launches run on their program's device, copies on the
   // copy queue of the buffers' device; a copy between two devices goes through a host
   // staging buffer both can reach (the source device copies into it, the destination device
-  // out of it), with the wait between them on the GPUs.
+  // out of it), with the wait between them on the GPUs. A device that cannot reach host
+  // memory stages in its own memory instead: a host queue copies between that and the host
+  // staging, and the host relays the queues' signals between the two at each run.
   explicit Schedule(std::vector<Device*> devices);
 
   // An input of the first device, or of `dev`.

@@ -131,11 +131,10 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
   }
   timeline_.signal_ = new_signal(opt.timeline_start);
   timeline_.last_ = opt.timeline_start;
-  kernarg_mem_ = allocate(opt.kernarg_ring_bytes, MemoryKind::Host);
-  staging_mem_ = allocate(opt.staging_ring_bytes, MemoryKind::Host);
+  kernarg_mem_ = allocate_visible(opt.kernarg_ring_bytes);
+  staging_mem_ = allocate_visible(opt.staging_ring_bytes);
   // Fault the rings' pages in now, so the first copies and launches run at full speed.
-  for (Buffer* b : {&kernarg_mem_, &staging_mem_})
-    if (b->host()) std::memset(b->host(), 0, b->size());
+  for (Buffer* b : {&kernarg_mem_, &staging_mem_}) std::memset(b->host(), 0, b->size());
   auto wait = [this](uint64_t tag) { timeline_.wait(tag); };
   kernarg_ring_ = std::make_unique<TaggedRing>(opt.kernarg_ring_bytes, wait);
   staging_ring_ = std::make_unique<TaggedRing>(opt.staging_ring_bytes, wait);
@@ -159,6 +158,10 @@ Device::~Device() {
 
 Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
   if (size == 0) throw InvalidInput(name() + ": cannot allocate a buffer of 0 bytes");
+  if (kind == MemoryKind::Host && !properties().caps.host_reachable)
+    throw InvalidInput(name() + ": cannot allocate host memory: this device cannot reach host "
+                                "memory (allocate_visible gives memory the CPU and the device "
+                                "both reach)");
   uint64_t rounded = round_up(size, kPage);
   Buffer b;
   std::lock_guard lk(mem_mu_);
@@ -184,6 +187,25 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
     std::lock_guard live(live_mu_);
     live_[a.va] = {a.va, a.size, a.host};
   }
+  return b;
+}
+
+MemoryKind Device::visible_kind() const {
+  return properties().caps.host_reachable ? MemoryKind::Host : MemoryKind::Device;
+}
+
+void Device::check_visible(const void* host, const char* what) const {
+  if (host) return;
+  throw Error(name() + ": " + what + " must be memory the CPU and the device share, but " +
+              (properties().caps.host_reachable
+                   ? "its host memory is not CPU-visible"
+                   : "it cannot reach host memory and its device memory is not CPU-visible "
+                     "(a BAR too small to map it)"));
+}
+
+Buffer Device::allocate_visible(uint64_t size) {
+  Buffer b = allocate(size, visible_kind());
+  check_visible(b.host(), "memory from allocate_visible");
   return b;
 }
 
@@ -232,7 +254,19 @@ Signal Device::new_signal(uint64_t initial) {
   std::lock_guard lk(mem_mu_);
   if (free_signal_slots_.empty()) {
     uint64_t va = heap_.allocate(kPage, kPage);
-    signal_pages_.push_back(driver_->allocate(va, kPage, MemoryKind::Host, false));
+    Allocation page;
+    try {
+      page = driver_->allocate(va, kPage, visible_kind(), false);
+    } catch (...) {
+      heap_.free(va);
+      throw;
+    }
+    if (!page.host) {
+      driver_->free(page);
+      heap_.free(va);
+      check_visible(nullptr, "a signal page");
+    }
+    signal_pages_.push_back(page);
     uint32_t first = uint32_t(signal_pages_.size() - 1) * kSignalsPerPage;
     for (uint32_t i = kSignalsPerPage; i-- > 0;) free_signal_slots_.push_back(first + i);
   }

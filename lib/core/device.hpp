@@ -1,6 +1,6 @@
 // Device: a GPU opened by name ("amd:0", "emu:gfx1100"). It owns the driver, the address
 // heap and buffer cache, the signals, the device timeline, the kernel-argument ring, the
-// host staging ring and the hardware queues, and offers the plain operations (allocate,
+// staging ring and the hardware queues, and offers the plain operations (allocate,
 // copy in/out, synchronize) that everything above builds on.
 #pragma once
 
@@ -142,14 +142,20 @@ class Device {
   const std::string& name() const { return properties().name; }
   DeviceDriver& driver() { return *driver_; }
 
+  // MemoryKind::Host on a device that cannot reach host memory is an InvalidInput error.
   Buffer allocate(uint64_t size, MemoryKind kind = MemoryKind::Device, bool executable = false);
+  // Memory the CPU and this device both reach at one address (signals, kernel arguments,
+  // staging, command buffers): host memory, or CPU-visible device memory on a device that
+  // cannot reach host memory. Throws Error when the device has no such memory.
+  Buffer allocate_visible(uint64_t size);
   // The caller's host memory (page-aligned address and size) as a device buffer at the same
   // address, without copying. The memory must stay mapped while the buffer lives.
   Buffer map_host(void* ptr, uint64_t size);
   Signal new_signal(uint64_t initial = 0);
   Timeline& timeline() { return timeline_; }
 
-  // Copies through the host staging ring and the copy queue (memcpy on UMA devices).
+  // Copies through the staging ring and the copy queue (memcpy on UMA devices). The ring is
+  // host memory, or CPU-visible device memory on a device that cannot reach host memory.
   // copy_in returns once `src` may be reused; copy_out returns with the data in `dst`.
   void copy_in(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size);
   void copy_out(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size);
@@ -172,8 +178,8 @@ class Device {
   // Serialises submissions: timeline values are handed out in submission order.
   std::mutex& submit_mutex() { return submit_mu_; }
 
-  // Kernel-argument space: a chunk of host-visible memory freed when the timeline reaches
-  // `tag`. Returns {gpu address, cpu pointer}.
+  // Kernel-argument space: a chunk of CPU-visible memory (as allocate_visible's) freed when
+  // the timeline reaches `tag`. Returns {gpu address, cpu pointer}.
   std::pair<uint64_t, void*> kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag);
 
   // Used by Signal::wait: sleep on the device interrupt for at most `t`, unless an
@@ -187,6 +193,9 @@ class Device {
   void release(Allocation a);
   void release_signal(uint32_t id);
   void staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* host, uint64_t size);
+  // The kind allocate_visible hands out; throws (naming `what`) when `host` is null.
+  MemoryKind visible_kind() const;
+  void check_visible(const void* host, const char* what) const;
 
   std::unique_ptr<DeviceDriver> driver_;
   Options opt_;

@@ -80,11 +80,7 @@ void Queue::encode_in_place(uint64_t dwords) {
   if (bound_ || cs_.size()) return;
   // Padded to a multiple of 8 dwords, as bind() needs.
   uint64_t bytes = (std::max<uint64_t>(dwords, 1) + 7) / 8 * 32;
-  bound_ = dev_->allocate(bytes, MemoryKind::Host);
-  if (!bound_.host()) {
-    bound_.reset();
-    return;
-  }
+  bound_ = dev_->allocate_visible(bytes);
   cs_.use_storage(static_cast<uint32_t*>(bound_.host()), bytes / 4);
 }
 
@@ -103,9 +99,7 @@ void Queue::bind() {
     cs_.reserve(cs_.capacity() + 8);  // no room for the padding: move to host memory
   }
   Buffer old = std::move(bound_);  // in-place storage outgrown: the stream lives on the host
-  bound_ = dev_->allocate(std::max<uint64_t>(padded, 8) * 4, MemoryKind::Host);
-  if (!bound_.host())
-    throw Error(dev_->name() + ": host memory for a bound recording is not CPU-visible");
+  bound_ = dev_->allocate_visible(std::max<uint64_t>(padded, 8) * 4);
   std::memset(bound_.host(), 0, bound_.size());
   cs_.bind(static_cast<uint32_t*>(bound_.host()));
   bound_done_ = true;

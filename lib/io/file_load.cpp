@@ -171,9 +171,13 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
   struct stat st {};
   if (::fstat(f.fd, &st) < 0) throw OsError(who + "fstat", errno);
   // O_DIRECT needs aligned memory, so only into staging slots; file systems that do not
-  // support it refuse the flag.
+  // support it refuse the flag. Not into device memory (the staging of a device that cannot
+  // reach host memory): a direct read pins the pages it reads into, and BAR-mapped pages
+  // (VM_IO | VM_PFNMAP) cannot be pinned (the read fails with EFAULT); buffered reads copy
+  // from the page cache with the CPU.
+  const bool host_staging = dev.properties().caps.host_reachable;
   bool direct = false;
-  if (options.direct && staged && S_ISREG(st.st_mode)) {
+  if (options.direct && staged && host_staging && S_ISREG(st.st_mode)) {
     const int fl = ::fcntl(f.fd, F_GETFL);
     direct = fl >= 0 && ::fcntl(f.fd, F_SETFL, fl | O_DIRECT) == 0;
   }
@@ -192,7 +196,7 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
   Buffer staging;
   char* base;
   if (staged) {
-    staging = dev.allocate(stride * slots, MemoryKind::Host);
+    staging = dev.allocate_visible(stride * slots);  // host memory, or the device's own
     base = static_cast<char*>(staging.host());
   } else {
     dev.synchronize();  // after the work already queued on the buffer

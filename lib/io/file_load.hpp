@@ -2,7 +2,9 @@
 // staging slots, each followed by a copy-queue copy into the buffer as soon as it lands, so
 // reading and copying overlap; several reads are in flight. O_DIRECT where the file system
 // supports it (any offset and size: reads are widened to aligned windows), buffered reads
-// where not. A UMA device (or a host-visible buffer) is read into directly.
+// where not. A UMA device (or a host-visible buffer) is read into directly. A device that
+// cannot reach host memory stages in its own CPU-visible memory instead (buffered reads, then
+// device-to-device copies).
 #pragma once
 
 #include <cstdint>

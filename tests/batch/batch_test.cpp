@@ -245,7 +245,7 @@ TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
 
 TEST_P(Batch, AReRunWaitsForThePreviousRunAndSaysSoWhenItCannot) {
   Program spin = program("spin_until");
-  Buffer flag = dev_->allocate(4096, MemoryKind::Host);
+  Buffer flag = dev_->allocate_visible(4096);
   std::memset(flag.host(), 0, 4);
   Schedule s(*dev_);
   s.launch(spin, {1, 1, 1}, {1, 1, 1}, {Arg::buffer(Mem::of(flag))});
@@ -392,6 +392,18 @@ struct RandomOp {
   uint32_t dst, src, src2, doff, soff, soff2, n, value;
 };
 
+// Copies between a device that cannot reach host memory and another device: the host relays
+// each between the two devices' staging areas, on a host queue of kind Copy.
+size_t relays_in(const std::vector<Device*>& devs, const std::vector<RandomOp>& ops) {
+  size_t n = 0;
+  for (const RandomOp& o : ops) {
+    const Device *a = devs[o.dst / 2], *b = devs[o.src / 2];
+    n += o.kind == 2 && a != b &&
+         (!a->properties().caps.host_reachable || !b->properties().caps.host_reachable);
+  }
+  return n;
+}
+
 // With `kernel_copies`, every device copies with copy_bytes on its compute queue.
 void check_random_schedules(std::vector<Device*> devs,
                             std::vector<std::shared_ptr<const ProgramImage>> images,
@@ -458,8 +470,8 @@ void check_random_schedules(std::vector<Device*> devs,
       }
     }
     Executable exe = s.compile(options);
-    if (kernel_copies) {
-      EXPECT_EQ(exe.stats(QueueKind::Copy).calls, 0u);
+    if (kernel_copies) {  // copy queues only for the host's relays (see relays_in)
+      EXPECT_EQ(exe.stats(QueueKind::Copy).calls, relays_in(devs, ops));
     }
     for (int replay = 0; replay < 2; replay++) {
       // Fresh contents everywhere; small integers as floats keep the sums exact.
@@ -537,9 +549,12 @@ TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
   s.copy(Mem::of(c), 0, Mem::of(b), 0, n * 4);   // ...and back
   Executable exe = s.compile({.profile = true});
   // Each copy-in from staging waits for the other device's copy-out into it; the second
-  // copy-out follows the first copy-in on the same queue without a wait.
+  // copy-out follows the first copy-in on the same queue without a wait. A device that
+  // cannot reach host memory has a host relay queue between the two staging areas: it waits
+  // for each copy-out, and the copy-ins wait for it.
+  const bool relay = !dev_->properties().caps.host_reachable;
   EXPECT_EQ(exe.stats(*other, QueueKind::Copy).waits, 1u);
-  EXPECT_EQ(exe.stats(*dev_, QueueKind::Copy).waits, 1u);
+  EXPECT_EQ(exe.stats(*dev_, QueueKind::Copy).waits, relay ? 3u : 1u);
   std::vector<uint32_t> v(n);
   std::iota(v.begin(), v.end(), 7u);
   write(a, v);
@@ -549,7 +564,7 @@ TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
   EXPECT_EQ(points[1].first, other.get());
   exe.wait();
   EXPECT_EQ(read<uint32_t>(c, n), v);
-  EXPECT_EQ(exe.profile().size(), 4u);  // two ops per copy between devices
+  EXPECT_EQ(exe.profile().size(), relay ? 6u : 4u);  // two ops per copy (three with a relay)
   std::stringstream json;
   exe.write_trace(json);
   boost::property_tree::ptree tree;
@@ -585,8 +600,16 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
       ASSERT_EQ(got, std::vector<uint8_t>(n, uint8_t(from + 1))) << from << " -> " << to;
     }
   auto calls = exe.profile();
-  ASSERT_EQ(calls.size(), 12u);  // 6 copies, each out of one device and into another
+  // 6 copies, each out of one device and into another; a device that cannot reach host
+  // memory adds the host's relay between staging areas to its 4 copies.
+  const size_t relays = dev_->properties().caps.host_reachable ? 0 : 4;
+  ASSERT_EQ(calls.size(), 12u + relays);
+  size_t relayed = 0;
   for (auto& c : calls) {
+    if (c.name.ends_with(" between staging areas")) {
+      relayed++;
+      continue;
+    }
     uint32_t from = c.call / 2, to_index = c.call % 2;  // calls go in (from, to) order
     uint32_t to = to_index < from ? to_index : to_index + 1;
     uint32_t distance = (to + 3 - from) % 3;
@@ -595,20 +618,70 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
     const bool copy_engine = c.device->queue_count(QueueKind::Copy) > 0;
     EXPECT_EQ(c.queue_index, copy_engine ? distance - 1 : 0) << c.name << " " << from << " -> " << to;
   }
+  EXPECT_EQ(relayed, relays);
   Executable one = s.compile({.copy_queues = 1});  // everything on the first copy queue
   EXPECT_FALSE(one.shares_compilation_with(exe));
   one.run(Bindings());
   one.wait();
 }
 
+// A device that cannot reach host memory in a schedule with another device: its signals and
+// staging live in its own memory, and the host relays signals and copies between that and
+// the host memory the other device reaches. A chain across both, in both device orders,
+// run twice with the input re-bound.
+TEST_P(Batch, ADeviceThatCannotReachHostMemorySharesSchedulesThroughHostRelays) {
+  if (dev_->properties().caps.host_reachable) GTEST_SKIP() << GetParam() << " reaches host memory";
+  auto other = Device::open("emu:gfx1100");
+  Program fill = program("fill_u32");
+  Program add(*other, other->driver().load_program(*other, kernels::code_object("gfx1100")),
+              "vector_add");
+  const uint32_t n = 1000;
+  Buffer a = dev_->allocate(n * 4), b = other->allocate(n * 4), c = other->allocate(n * 4),
+         d = dev_->allocate(n * 4);
+  for (bool usb_first : {true, false}) {
+    Schedule s(usb_first ? std::vector<Device*>{dev_.get(), other.get()}
+                         : std::vector<Device*>{other.get(), dev_.get()});
+    Mem x = s.input(*other, n * 4);
+    s.launch(fill, {n / 100, 1, 1}, {100, 1, 1},  // on the USB device
+             {Arg::buffer(Mem::of(a)), Arg::value(5u), Arg::value(n), Arg::value(100u)});
+    s.copy(Mem::of(b), 0, Mem::of(a), 0, n * 4);  // to the other device
+    s.launch(add, {n / 100, 1, 1}, {100, 1, 1},   // there, after the copy
+             {Arg::buffer(Mem::of(b)), Arg::buffer(x), Arg::buffer(Mem::of(c)), Arg::value(n),
+              Arg::value(100u)});
+    s.copy(Mem::of(d), 0, Mem::of(c), 0, n * 4);  // and back
+    Executable exe = s.compile({.profile = true});
+    for (uint32_t run = 1; run <= 2; run++) {
+      Buffer in = other->allocate(n * 4);
+      other->copy_in(in, 0, std::vector<float>(n, float(run)).data(), n * 4);
+      exe.run(Bindings().input(x, in));
+      exe.wait();
+      float five;
+      const uint32_t bits = 5;
+      std::memcpy(&five, &bits, 4);  // vector_add adds fill_u32's words as floats
+      EXPECT_EQ(read<float>(d, n), std::vector<float>(n, five + float(run))) << usb_first;
+    }
+    size_t relays = 0;
+    for (auto& call : exe.profile()) relays += call.name.ends_with(" between staging areas");
+    EXPECT_EQ(relays, 2u);
+  }
+  // Two such devices: each its own area, the host relaying between them.
+  auto usb = Device::open(device_name(GetParam()));
+  check_random_schedules({dev_.get(), usb.get()},
+                         {img_, usb->driver().load_program(*usb, kernels::code_object(
+                                                                     usb->properties().arch))},
+                         128, 20, 16, 55);
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100", "a660", "a740", "a740_msm"),
+                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Hardware, Batch,
                          ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
                          [](const auto& info) { return testing_support::test_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap, ::testing::Values("gfx1100", "gfx90a", "sm_90"),
+INSTANTIATE_TEST_SUITE_P(Targets, BatchWrap,
+                         ::testing::Values("gfx1100", "gfx90a", "sm_90", "gfx1100_usb"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

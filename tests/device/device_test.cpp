@@ -142,6 +142,15 @@ class EmulatedDevice : public ::testing::TestWithParam<std::string> {
     if (image.empty()) return nullptr;
     return std::shared_ptr<const ProgramImage>(dev_->driver().load_program(*dev_, image));
   }
+  // Waiting for `s` to reach 1 fails with a GPU fault whose message contains `says`.
+  void expect_fault(const Signal& s, const std::string& says) {
+    try {
+      s.wait(1, std::chrono::milliseconds(5000));
+      FAIL() << "expected a fault";
+    } catch (const GpuFaultError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
   std::unique_ptr<Device> dev_;
 };
 
@@ -163,7 +172,8 @@ TEST_P(EmulatedDevice, ReportsItsProperties) {
   const std::string name = device_name(GetParam());
   const bool emulated = name.starts_with("emu:");
   if (emulated) {
-    EXPECT_EQ(p.arch, name.substr(4, name.find("_msm") - 4));  // the chip, not the kernel
+    // The chip, not the kernel driver (_msm) or the bus (_usb).
+    EXPECT_EQ(p.arch, name.substr(4, std::min(name.find("_msm"), name.find("_usb")) - 4));
   }
   EXPECT_EQ(p.vendor, vendor_of(GetParam()).name);
   EXPECT_EQ(p.emulated, emulated);
@@ -198,18 +208,32 @@ TEST_P(EmulatedDevice, DeviceToDeviceCopyOnTheCopyQueue) {
 
 TEST_P(EmulatedDevice, MappedHostMemoryIsReachedWithoutCopies) {
   const size_t n = 3 * 4096;
-  if (!dev_->properties().caps.map_host) {  // msm DRM has no userptr buffers
+  const bool reach = dev_->properties().caps.host_reachable;
+  if (!dev_->properties().caps.map_host) {  // msm DRM: no userptr buffers; USB: no host memory
     std::unique_ptr<void, decltype(&std::free)> mem(std::aligned_alloc(4096, n), &std::free);
     try {
       dev_->map_host(mem.get(), n);
       FAIL() << "map_host worked without caps.map_host";
     } catch (const InvalidInput& e) {
       EXPECT_EQ(std::string(e.what()),
-                device_name(GetParam()) + ": msm DRM cannot map the process's own memory for the GPU "
-                "(no userptr buffers); allocate host memory from the device instead");
+                device_name(GetParam()) +
+                    (reach ? ": msm DRM cannot map the process's own memory for the GPU (no "
+                             "userptr buffers); allocate host memory from the device instead"
+                           : ": this device cannot reach host memory"));
+    }
+    if (reach) return;
+    try {
+      dev_->allocate(n, MemoryKind::Host);
+      FAIL() << "host memory allocated on a device that cannot reach it";
+    } catch (const InvalidInput& e) {
+      EXPECT_EQ(std::string(e.what()),
+                device_name(GetParam()) + ": cannot allocate host memory: this device cannot "
+                "reach host memory (allocate_visible gives memory the CPU and the device both "
+                "reach)");
     }
     return;
   }
+  ASSERT_TRUE(reach);  // a device that cannot reach host memory cannot map it either
   auto* host = static_cast<uint8_t*>(std::aligned_alloc(4096, n));
   std::memset(host, 0, n);
   {
@@ -334,7 +358,7 @@ TEST_P(EmulatedDevice, EightThreadsSubmitConcurrently) {
 TEST_P(EmulatedDevice, AKernelThatNeverFinishesTimesOutWithADiagnostic) {
   REQUIRE_KERNELS(img);
   Program spin(*dev_, img, "spin_until");
-  Buffer flag = dev_->allocate(4096, MemoryKind::Host);
+  Buffer flag = dev_->allocate_visible(4096);
   std::memset(flag.host(), 0, 4);
   try {
     spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1}, true,
@@ -414,14 +438,27 @@ TEST_P(EmulatedDevice, ACopyToAnUnmappedAddressIsAMemoryFault) {
     q.signal(s, 1);
     q.submit();
   }
-  try {
-    s.wait(1, std::chrono::milliseconds(5000));
-    FAIL() << "expected a fault";
-  } catch (const GpuFaultError& e) {
-    EXPECT_NE(std::string(e.what()).find(vendor_of(GetParam()).memory_fault_says),
-              std::string::npos)
-        << e.what();
-  }
+  expect_fault(s, vendor_of(GetParam()).memory_fault_says);
+}
+
+// A device that cannot reach host memory faults on a host address as on any unmapped one;
+// the memory it shares with the CPU is its own, at one address for both.
+TEST_P(EmulatedDevice, HostMemoryIsUnmappedForADeviceThatCannotReachIt) {
+  if (dev_->properties().caps.host_reachable)
+    GTEST_SKIP() << GetParam() << " reaches host memory";
+  REQUIRE_COPY_ENGINE();
+  Buffer b = dev_->allocate(4096);
+  Buffer v = dev_->allocate_visible(4096);
+  EXPECT_EQ(v.kind(), MemoryKind::Device);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(v.host()), v.va());  // one address for CPU and GPU
+  std::unique_ptr<void, decltype(&std::free)> host(std::aligned_alloc(4096, 4096), &std::free);
+  const uint64_t addr = reinterpret_cast<uint64_t>(host.get());
+  Signal s = dev_->new_signal();
+  CopyQueue q(*dev_);
+  q.copy(b.va(), addr, 64);
+  q.signal(s, 1);
+  q.submit();
+  expect_fault(s, "GPU memory fault at " + hex(addr) + " (page not present)");
 }
 
 TEST_P(EmulatedDevice, BoundRecordingsResubmitWithPatchedValues) {
@@ -454,7 +491,7 @@ TEST_P(EmulatedDevice, ComputeRecordingBoundAndPatchedLaunchSize) {
   Program fill(*dev_, img, "fill_u32");
   const uint32_t n = 1024, block = 64;
   Buffer b = dev_->allocate(n * 4);
-  Buffer args = dev_->allocate(4096, MemoryKind::Host);
+  Buffer args = dev_->allocate_visible(4096);
   fill.fill_args(KernelArgs().buffer(b).value(7u).value(n).value(block), args.host());
   Signal s = dev_->new_signal();
   ComputeQueue q(*dev_);
@@ -515,7 +552,7 @@ TEST_P(EmulatedDevice, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
   Buffer vals = dev->allocate(launches * 4);
   // Hold the GPU in a kernel until 100 ms have passed, so the launches below queue up behind
   // it and the host must wait for the ring instead of reusing argument space.
-  Buffer flag = dev->allocate(4096, MemoryKind::Host);
+  Buffer flag = dev->allocate_visible(4096);
   std::memset(flag.host(), 0, 4);
   spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
   std::jthread release([&] {  // joined on the way out, also when a launch throws
@@ -561,9 +598,9 @@ TEST_P(EmulatedDevice, TimelineCrossesTheWrapPoints) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201", "sm_80",
-                                           "sm_90", "sm_100", "a660", "a740", "a660_msm",
-                                           "a740_msm"),
+                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "a740", "a660_msm", "a740_msm"),
                          [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Hardware, EmulatedDevice,
@@ -576,8 +613,8 @@ TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
   for (auto& l : all)
     if (l.emulated) emulated.push_back(l.name);
   EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1100",
-                                                "emu:gfx1201", "emu:sm_80", "emu:sm_90",
-                                                "emu:sm_100", "emu:a660", "emu:a740",
+                                                "emu:gfx1201", "emu:gfx1100_usb", "emu:sm_80",
+                                                "emu:sm_90", "emu:sm_100", "emu:a660", "emu:a740",
                                                 "emu:a660_msm", "emu:a740_msm"}));
   try {
     Device::open("emu:gfx000");

@@ -68,7 +68,7 @@ expect("emulated hcq ls --all", "\n".join(pci_section(run(["ls", "--all"], True)
 0000:22:00.0  10de:2330  0x030200  nouveau      {NV_PATH}
 """)
 out = run(["ls"], True)
-expect("emulated hcq ls keeps the openable devices", "emu:sm_90      NVIDIA H100 80GB HBM3 (emulated)  [emulated]" in out, True)
+expect("emulated hcq ls keeps the openable devices", "emu:sm_90        NVIDIA H100 80GB HBM3 (emulated)  [emulated]" in out, True)
 expect("emulated hcq ls lists GPUs only", [r.split()[0] for r in pci_section(out)],
        ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
 

@@ -28,7 +28,7 @@ constexpr uint64_t kUnsignaledSlot = ~0ull;           // KFD's empty event-mailb
 // State of the emulated KFD: one process, one GPU.
 class KfdState final : public GpuEvents {
  public:
-  explicit KfdState(const Target& t) {
+  KfdState(const Target& t, bool host_link) : host_link_(host_link) {
     doorbells_ = static_cast<uint64_t*>(::mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE,
                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     engine_ = std::make_unique<Engine>(t.gen, memory_, *this);
@@ -116,6 +116,7 @@ class KfdState final : public GpuEvents {
   }
   int wait_events(kfd_ioctl_wait_events_args* a);
 
+  const bool host_link_;  // the GPU reaches system memory (GTT, userptr)
   Memory memory_;
   std::unique_ptr<Engine> engine_;
   std::mutex mu_;
@@ -151,6 +152,14 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       auto* a = static_cast<kfd_ioctl_alloc_memory_of_gpu_args*>(arg);
       if (!vm_acquired_ || a->gpu_id != kGpuId) return -EINVAL;
       if (a->size == 0 || (a->size & 4095) || (a->va_addr & 4095)) return -EINVAL;
+      // No path to system memory: amdgpu has no GTT for this GPU (its GTT size is 0) and
+      // cannot map a userptr for it. ENOMEM, what amdgpu_amdkfd_gpuvm_alloc_memory_of_gpu
+      // returns when it cannot reserve the memory a buffer needs (amdgpu_amdkfd_reserve_
+      // mem_limit, "Insufficient memory"): the errno a full GTT pool gives, and this pool
+      // holds nothing. EINVAL would tell the caller its arguments were wrong; they are not.
+      if (!host_link_ &&
+          (a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_GTT | KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)))
+        return -ENOMEM;
       if (a->flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR) {
         // The emulated GPU sees host memory at host addresses, so a userptr must be mapped
         // at its own CPU address (as hcq and tinygrad do on real KFD).
@@ -339,14 +348,15 @@ class KfdNode final : public os::EmulatedNode {
 
 class RenderNode final : public os::EmulatedNode {
  public:
-  RenderNode(std::shared_ptr<KfdState> s, uint64_t vram) : s_(std::move(s)), vram_(vram) {}
+  RenderNode(std::shared_ptr<KfdState> s, uint64_t vram, uint64_t gtt)
+      : s_(std::move(s)), vram_(vram), gtt_(gtt) {}
   int ioctl(int, unsigned long req, void* arg) override {
     if (req == DRM_IOCTL_AMDGPU_INFO) {
       auto* info = static_cast<drm_amdgpu_info*>(arg);
       if (info->query != AMDGPU_INFO_VRAM_GTT) return -EINVAL;  // the one query emulated
       drm_amdgpu_info_vram_gtt v{};
       v.vram_size = v.vram_cpu_accessible_size = vram_;  // a resizable-BAR card
-      v.gtt_size = 16ull << 30;
+      v.gtt_size = gtt_;
       std::memcpy(reinterpret_cast<void*>(info->return_pointer), &v,
                   std::min<size_t>(info->return_size, sizeof(v)));
       return 0;
@@ -366,10 +376,24 @@ class RenderNode final : public os::EmulatedNode {
 
  private:
   std::shared_ptr<KfdState> s_;
-  uint64_t vram_;
+  uint64_t vram_, gtt_;
 };
 
-std::string gpu_properties(const Target& t) {
+// One io_link's sysfs properties, the names and order of Linux amdkfd's iolink_show
+// (drivers/gpu/drm/amd/amdkfd/kfd_topology.c); type 2 is CRAT_IOLINK_TYPE_PCIEXPRESS
+// (kfd_crat.h), weight 20 what KFD gives a PCIe link.
+std::string io_link(uint32_t from, uint32_t to) {
+  std::string s;
+  for (auto [k, v] : {std::pair<const char*, uint32_t>{"type", 2}, {"version_major", 0},
+                      {"version_minor", 0}, {"node_from", from}, {"node_to", to},
+                      {"weight", 20}, {"min_latency", 0}, {"max_latency", 0},
+                      {"min_bandwidth", 0}, {"max_bandwidth", 0},
+                      {"recommended_transfer_size", 0}, {"flags", 1}})
+    s += std::string(k) + " " + std::to_string(v) + "\n";
+  return s;
+}
+
+std::string gpu_properties(const Target& t, bool host_link) {
   auto line = [](const char* k, uint64_t v) { return std::string(k) + " " + std::to_string(v) + "\n"; };
   std::string s;
   s += line("cpu_cores_count", 0);
@@ -391,14 +415,16 @@ std::string gpu_properties(const Target& t) {
   s += line("num_cp_queues", 24);
   s += line("num_xcc", t.num_xcc);
   s += line("local_mem_size", 0);  // as current kernels report it; amdgpu knows the size
+  s += line("io_links_count", host_link ? 1 : 0);
   return s;
 }
 
 }  // namespace
 
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
+                                                 const SystemOptions& options) {
   auto k = std::make_shared<os::EmulatedKernel>();
-  auto state = std::make_shared<KfdState>(target);
+  auto state = std::make_shared<KfdState>(target, options.host_link);
   k->add_node("/dev/kfd", std::make_shared<KfdNode>(state));
   std::weak_ptr<KfdState> weak = state;
   k->add_generated_file(std::string(kEmulatorFaultLog), [weak] {
@@ -406,14 +432,21 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target) {
     return s ? s->fault_log() : std::string();
   });
   k->add_node("/dev/dri/renderD" + std::to_string(kRenderMinor),
-              std::make_shared<RenderNode>(state, target.vram_bytes));
+              std::make_shared<RenderNode>(state, target.vram_bytes,
+                                           options.host_link ? 16ull << 30 : 0));
   const std::string nodes = "/sys/devices/virtual/kfd/kfd/topology/nodes/";
   k->add_file(nodes + "0/gpu_id", "0\n");
   k->add_file(nodes + "0/name", "\n");
-  k->add_file(nodes + "0/properties", "cpu_cores_count 2\nsimd_count 0\n");
+  const int links = options.host_link ? 1 : 0;
+  k->add_file(nodes + "0/properties", "cpu_cores_count 2\nsimd_count 0\nio_links_count " +
+                                          std::to_string(links) + "\n");
   k->add_file(nodes + "1/gpu_id", std::to_string(kGpuId) + "\n");
   k->add_file(nodes + "1/name", target.name + "\n");
-  k->add_file(nodes + "1/properties", gpu_properties(target));
+  k->add_file(nodes + "1/properties", gpu_properties(target, options.host_link));
+  if (options.host_link) {  // KFD lists a link in both directions
+    k->add_file(nodes + "0/io_links/0/properties", io_link(0, 1));
+    k->add_file(nodes + "1/io_links/0/properties", io_link(1, 0));
+  }
   return k;
 }
 

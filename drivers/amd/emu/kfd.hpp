@@ -9,9 +9,16 @@
 
 namespace hcq::amd::emu {
 
+struct SystemOptions {
+  // The GPU has an io_link to the CPU node. Without one (a GPU behind a USB bridge) the KFD
+  // refuses GTT and userptr memory for it and the GPU reaches only its VRAM.
+  bool host_link = true;
+};
+
 // A kernel with /dev/kfd, /dev/dri/renderD128 and
 // /sys/devices/virtual/kfd/kfd/topology/nodes/{0 (CPU), 1 (the GPU)}.
-std::shared_ptr<os::Kernel> make_emulated_system(const Target& target);
+std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
+                                                 const SystemOptions& options = {});
 
 // Where the emulated GPU's own words about each fault can be read (a debugfs-style file that
 // only the emulated kernel has); the driver adds them to its fault errors when present.
