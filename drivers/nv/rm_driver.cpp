@@ -885,12 +885,14 @@ std::string Channel::report() {
   std::string out = drv_.properties().name + ": " + name_ + ": GP_GET " + std::to_string(get) +
                     ", GP_PUT " + std::to_string(put_seq_ % kGpfifoEntries) +
                     (stopped       ? "; push buffer segments, the last ones done first:"
-                     : all_fetched ? "; all fetched, the last ones (the engine may be on them):"
+                     : all_fetched ? "; all fetched, the last (the engine may be on it):"
                                    : "; push buffer segments from GP_GET:");
   SubchannelMap subs = kDefaultSubchannels;
   std::vector<std::pair<const Segment*, const char*>> shown;
-  if (stopped || all_fetched)
-    for (const Segment& s : retired_) shown.push_back({&s, stopped ? "done   " : "fetched"});
+  if (stopped)
+    for (const Segment& s : retired_) shown.push_back({&s, "done   "});
+  else if (all_fetched)  // the one the engine may be on (an idle channel's last, too)
+    shown.push_back({&retired_.back(), "fetched"});
   for (const Segment& s : inflight_)
     shown.push_back({&s, &s == &inflight_.front() ? "HERE > " : "pending"});
   for (auto [seg, mark] : shown) {

@@ -61,14 +61,15 @@ const Vendor& vendor_of(std::string target) {
       {0x2001248d, 0},
       {"compute channel 0 stopped with channel error 11 (ROBUST_CHANNEL_GR_ERROR_MISSING_HW)",
        "dword 0: unknown COMPUTE method 0x1234 (data 0x0)",
-       "compute channel 0: GP_GET 1, GP_PUT 3",
-       "\n  HERE >  entry 1: ",
+       "compute channel 0: GP_GET 2, GP_PUT 3",  // it fetched the bad entry, as GPUs do
+       "\n  done    entry 1: ",
        "  0x0000  0x2001248d  COMPUTE incrementing  SUBCHANNEL=1  COMPUTE.0x1234=0"},
-      {{"compute channel 0: GP_GET 1, GP_PUT 2", ""},
-       {"  HERE >  entry 1: ", "16 dwords"},  // barrier, wait, release: one entry
+      // Both queues fetched their entries and wait inside them (an H200 reads the same).
+      {{"compute channel 0: GP_GET 2, GP_PUT 2; all fetched", ""},
+       {"  fetched entry 1: ", "16 dwords"},  // barrier, wait, release: one entry
        {"INVALIDATE_SHADER_CACHES_NO_WFI", ""},
        {"HOST incrementing", "SEM_EXECUTE.OPERATION=2"},  // the acquire it is stuck on
-       {"copy channel 1: GP_GET 1, GP_PUT 2", ""}},
+       {"copy channel 1: GP_GET 2, GP_PUT 2; all fetched", ""}},
       "MMU fault at 0xdead0000",
       "kernel 'vector_add' argument 2 ('param2') is 8 bytes, got 4"};
   // Adreno: CP type-7 opcode 0x7f, not one hcq describes (pkt7: type 7 in 31:28, opcode in
@@ -110,10 +111,7 @@ const Vendor& vendor_of(std::string target) {
       nv.bad_submission,
       {"compute channel 0 stopped with channel error 11 (ROBUST_CHANNEL_GR_ERROR_MISSING_HW)",
        "COMPUTE incrementing  SUBCHANNEL=1  COMPUTE.0x1234=0"},
-      {{"compute channel 0: GP_GET 2, GP_PUT 2; all fetched", ""},
-       {"  fetched entry 1: ", "16 dwords"},
-       {"HOST incrementing", "SEM_EXECUTE.OPERATION=2"},
-       {"copy channel 1: GP_GET 2, GP_PUT 2; all fetched", ""}},
+      nv.hang_lines,
       "stopped with channel error 31 (ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT)",
       nv.wrong_argument_says};
   if (target.rfind("nv:", 0) == 0) return nv_hardware;

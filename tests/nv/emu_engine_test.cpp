@@ -251,6 +251,39 @@ TEST(NvEngine, AnAcquireBlocksTheChannelUntilTheValueArrives) {
   EXPECT_TRUE(gpu.until([&] { return *sig.at<uint64_t>(8) == 2; }));
 }
 
+// GP_GET moves past an entry once its last 1024 dwords are fetched, as a PBDMA fetches ahead:
+// a channel blocked on an acquire near a segment's end has GP_GET past that segment; one
+// blocked with more than the look-ahead still to go has not. The segment then runs from what
+// was fetched, whatever memory holds after.
+TEST(NvEngine, GpGetPassesASegmentOnceItsEndIsFetched) {
+  Gpu gpu(QmdVersion::V03);
+  Buf sig(gpu.mem_, 64);
+  ASSERT_TRUE(gpu.until([&] { return gpu.gp_get() == 1; }));  // past the setup entry
+  const uint32_t before = 1;
+  auto near_end = std::vector<uint32_t>(2000, 0);  // NOPs, then the acquire and a release
+  auto w = sem(false, sig.va(), 1);
+  auto r = sem(true, sig.va(8), 7);
+  near_end.insert(near_end.end(), w.begin(), w.end());
+  near_end.insert(near_end.end(), r.begin(), r.end());
+  gpu.submit(near_end);
+  EXPECT_TRUE(gpu.until([&] { return gpu.gp_get() == before + 1; }));  // fetched, waiting
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(*sig.at<uint64_t>(8), 0u);  // still on the acquire
+  __atomic_store_n(sig.at<uint64_t>(0), 1ull, __ATOMIC_RELEASE);
+  EXPECT_TRUE(gpu.until([&] { return *sig.at<uint64_t>(8) == 7; }));
+
+  auto far_from_end = sem(false, sig.va(), 2);  // the acquire, then 2000 NOPs and a release
+  far_from_end.resize(far_from_end.size() + 2000, 0);
+  auto r2 = sem(true, sig.va(8), 8);
+  far_from_end.insert(far_from_end.end(), r2.begin(), r2.end());
+  gpu.submit(far_from_end);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(gpu.gp_get(), before + 1);  // blocked with the segment's end not yet fetched
+  __atomic_store_n(sig.at<uint64_t>(0), 2ull, __ATOMIC_RELEASE);
+  EXPECT_TRUE(gpu.until([&] { return *sig.at<uint64_t>(8) == 8; }));
+  EXPECT_EQ(gpu.gp_get(), before + 2);
+}
+
 TEST(NvEngine, CopiesLinearAndPitchedWithAFourWordRelease) {
   Gpu gpu(QmdVersion::V03);
   Buf src(gpu.mem_, 8192), dst(gpu.mem_, 8192), sig(gpu.mem_, 64);
@@ -304,7 +337,7 @@ TEST(NvEngine, BadMethodsStopTheChannelWithAnErrorNamingThem) {
     EXPECT_EQ(rc, kRcGrException);
     EXPECT_NE(what.find("test channel: GPFIFO entry 1, push buffer "), std::string::npos) << what;
     EXPECT_NE(what.find("dword 0: " + c.says), std::string::npos) << what;
-    EXPECT_EQ(gpu.gp_get(), 1u);  // stopped on the bad entry
+    EXPECT_EQ(gpu.gp_get(), 2u);  // fetched the bad entry (the error names it: entry 1)
   }
 }
 

@@ -41,6 +41,7 @@ struct ChannelError {
 constexpr uint32_t kGpGet = 0x88, kGpPut = 0x8c;  // USERD (clc56f.h Nvc56fControl)
 constexpr uint32_t kMethodDwords = 0x4000 / 4;    // a class's method space
 constexpr int kEntriesPerTurn = 64;
+constexpr uint32_t kFetchDwords = 1024;  // the emulated PBDMA's look-ahead
 constexpr auto kSpinAfterActivity = std::chrono::microseconds(200);
 constexpr auto kMinSleep = std::chrono::microseconds(50);
 constexpr auto kMaxSleep = std::chrono::microseconds(500);
@@ -88,11 +89,18 @@ struct Engine::Channel {
   bool dead = false;
   bool rung = false;     // a doorbell was seen since the channel went idle
   uint32_t gp_get = 0;   // next GPFIFO entry to fetch
-  // The segment being executed: its words, the next header, and the data dword of that
-  // header to resume at (a blocked acquire is retried).
+  // The segment being executed: its entry, its words, the next header, and the data dword of
+  // that header to resume at (a blocked acquire is retried).
   bool in_segment = false;
+  uint32_t entry = 0;
   uint64_t seg_va = 0;
   uint32_t seg_dwords = 0, pos = 0, resume = 0;
+  // Like a PBDMA, the engine fetches a segment's last kFetchDwords ahead of executing them
+  // and then moves GP_GET past the entry: a channel waiting on an acquire near a segment's
+  // end has GP_GET past it (as an H200 showed). The fetched words run from here.
+  bool fetched = false;
+  uint32_t fetched_from = 0;
+  std::vector<uint32_t> fetch;
   Group sub_group[8] = {};
   bool sub_bound[8] = {};
   std::vector<uint32_t> regs[8];  // method values by subchannel
@@ -204,15 +212,16 @@ bool Engine::step(Channel& c) {
         }
         const GpfifoEntry e =
             decode_gpfifo(load<uint64_t>(mem_, c.d.gpfifo_va + uint64_t(c.gp_get) * 8));
+        c.entry = c.gp_get;
         c.seg_va = e.address;
         c.seg_dwords = e.dwords;
         c.pos = c.resume = 0;
+        c.fetched = false;
         c.in_segment = true;
       }
       if (exec_segment(c) == Res::Blocked) return progress;
       c.in_segment = false;
-      c.gp_get = (c.gp_get + 1) % c.d.entries;
-      store<uint32_t>(mem_, c.d.userd_va + kGpGet, c.gp_get);
+      if (!c.fetched) fetch_rest(c);  // ended early, or its last method ran past the fetch point
       progress = true;
     }
   } catch (const ChannelError& e) {
@@ -223,14 +232,33 @@ bool Engine::step(Channel& c) {
   return true;
 }
 
+void Engine::fetch_rest(Channel& c) {
+  if (c.pos < c.seg_dwords) {
+    const auto* w = static_cast<const uint32_t*>(
+        mem_.translate(c.seg_va + uint64_t(c.pos) * 4, uint64_t(c.seg_dwords - c.pos) * 4));
+    c.fetch.assign(w, w + (c.seg_dwords - c.pos));
+  } else {
+    c.fetch.clear();
+  }
+  c.fetched_from = c.pos;
+  c.fetched = true;
+  c.gp_get = (c.gp_get + 1) % c.d.entries;
+  store<uint32_t>(mem_, c.d.userd_va + kGpGet, c.gp_get);
+}
+
 Engine::Res Engine::exec_segment(Channel& c) {
   if (c.seg_dwords == 0) return Res::Done;  // a control entry: nothing to fetch
-  const auto* w = static_cast<const uint32_t*>(mem_.translate(c.seg_va, uint64_t(c.seg_dwords) * 4));
+  const auto* mem = static_cast<const uint32_t*>(mem_.translate(c.seg_va, uint64_t(c.seg_dwords) * 4));
+  // Dword i of the segment: from memory until the rest was fetched, then from the fetch.
+  auto at = [&](uint32_t i) {
+    return c.fetched && i >= c.fetched_from ? c.fetch.data() + (i - c.fetched_from) : mem + i;
+  };
   while (c.pos < c.seg_dwords) {
-    const uint32_t header = w[c.pos];
+    if (!c.fetched && c.seg_dwords - c.pos <= kFetchDwords) fetch_rest(c);
+    const uint32_t header = *at(c.pos);
     const MethodHeader h = parse_method_header(header);
     auto where = [&] {
-      return "GPFIFO entry " + std::to_string(c.gp_get) + ", push buffer " + hex(c.seg_va) +
+      return "GPFIFO entry " + std::to_string(c.entry) + ", push buffer " + hex(c.seg_va) +
              " dword " + std::to_string(c.pos);
     };
     try {
@@ -250,12 +278,12 @@ Engine::Res Engine::exec_segment(Channel& c) {
             " data dwords, the segment " + std::to_string(c.seg_dwords - c.pos - 1) + " more");
       if (h.op == uint32_t(SecOp::NonIncMethod) && h.method == COMPUTE_LOAD_INLINE_DATA &&
           c.sub_bound[h.subchannel] && c.sub_group[h.subchannel] == Group::COMPUTE) {
-        inline_data(c, w + c.pos + 1, h.count);  // a QMD's worth in one translation
+        inline_data(c, at(c.pos + 1), h.count);  // a QMD's worth in one translation
         c.pos += 1 + h.count;
         continue;
       }
       for (uint32_t i = c.resume; i < h.count; i++) {
-        if (method(c, h.subchannel, h.method_of(i), w[c.pos + 1 + i]) == Res::Blocked) {
+        if (method(c, h.subchannel, h.method_of(i), *at(c.pos + 1 + i)) == Res::Blocked) {
           c.resume = i;
           return Res::Blocked;
         }
