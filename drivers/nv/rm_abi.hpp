@@ -1025,6 +1025,24 @@ static_assert(offsetof(GrGetInfoParams, grInfoListSize) == 0 &&
               offsetof(GrGetInfoParams, grInfoList) == 8 &&
               offsetof(GrGetInfoParams, grRouteInfo) == 16);
 
+// ctrl2080gr.h: the enabled (not floorswept) GPCs, and each enabled GPC's enabled TPCs; the
+// SMs a GPU runs are the TPCs counted so, times LITTER_NUM_SM_PER_TPC. A GPC that is not
+// enabled reports a TPC mask of 0.
+inline constexpr uint32_t NV2080_CTRL_CMD_GR_GET_GPC_MASK = 0x2080122a;
+inline constexpr uint32_t NV2080_CTRL_CMD_GR_GET_TPC_MASK = 0x2080122b;
+struct GrGetGpcMaskParams {
+  GrRouteInfo grRouteInfo;
+  uint32_t gpcMask;
+};
+static_assert(sizeof(GrGetGpcMaskParams) == 24 && offsetof(GrGetGpcMaskParams, gpcMask) == 16);
+struct GrGetTpcMaskParams {
+  GrRouteInfo grRouteInfo;
+  uint32_t gpcId;
+  uint32_t tpcMask;
+};
+static_assert(sizeof(GrGetTpcMaskParams) == 24 && offsetof(GrGetTpcMaskParams, gpcId) == 16 &&
+              offsetof(GrGetTpcMaskParams, tpcMask) == 20);
+
 // src/common/sdk/nvidia/inc/ctrl/ctrl2080/ctrl2080fb.h (on the subdevice). RAM sizes are in
 // KiB: RAM_SIZE = framebuffer physically present, TOTAL_RAM_SIZE = all video memory for the
 // subdevice (FB plus any dedicated system memory); RAM_SIZE never exceeds TOTAL_RAM_SIZE.

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -160,6 +161,7 @@ class RmDriver final : public DeviceDriver {
   void map_for_gpu(NvHandle mem, uint64_t va, uint64_t size);
   int open_gpu_fd();
   void reserve(uint64_t va, uint64_t size);
+  uint32_t enabled_sms(uint32_t sm_per_tpc, uint32_t die_sms);
   [[noreturn]] void raise_fault(const std::string& what);
 
   std::shared_ptr<os::Kernel> kernel_;
@@ -377,7 +379,7 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   props_.emulated = kernel_->emulated();
   props_.description = gpu_name + " (" + props_.arch + ", RM " + v.versionString + ")";
   props_.timestamp_hz = 1'000'000'000;  // the GPU timer counts nanoseconds
-  props_.compute_units = gr[1].data * gr[2].data * gr[3].data;  // SMs
+  props_.compute_units = enabled_sms(gr[3].data, gr[1].data * gr[2].data * gr[3].data);
   props_.wave_size = 32;
   props_.device_memory_bytes = uint64_t(fb.fbInfoList[0].data) << 10;
   props_.caps = Capabilities{};
@@ -391,6 +393,26 @@ RmDriver::~RmDriver() {
   if (reserve_base_) kernel_->munmap(reinterpret_cast<void*>(reserve_base_), reserve_size_);
   for (int fd : {gpu_fd_, uvm2_, uvm_, ctl_})
     if (fd >= 0) kernel_->close(fd);
+}
+
+// The SMs the GPU runs: enabled TPCs over the enabled GPCs, times SMs per TPC (an H200's
+// die has 144, it runs 132). Where RM refuses the masks, the die's count.
+uint32_t RmDriver::enabled_sms(uint32_t sm_per_tpc, uint32_t die_sms) {
+  try {
+    GrGetGpcMaskParams g{};
+    control(subdevice_, NV2080_CTRL_CMD_GR_GET_GPC_MASK, &g, sizeof(g), "GR_GET_GPC_MASK");
+    uint32_t tpcs = 0;
+    for (uint32_t gpc = 0; gpc < 32; gpc++) {
+      if (!(g.gpcMask >> gpc & 1)) continue;
+      GrGetTpcMaskParams t{};
+      t.gpcId = gpc;
+      control(subdevice_, NV2080_CTRL_CMD_GR_GET_TPC_MASK, &t, sizeof(t), "GR_GET_TPC_MASK");
+      tpcs += uint32_t(std::popcount(t.tpcMask));
+    }
+    return tpcs ? tpcs * sm_per_tpc : die_sms;
+  } catch (const Error&) {
+    return die_sms;
+  }
 }
 
 int RmDriver::open_gpu_fd() {

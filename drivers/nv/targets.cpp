@@ -70,21 +70,23 @@ std::vector<std::byte> cbuf0_driver_words(Gen gen, uint64_t shared_window, uint6
 }
 
 const std::vector<Target>& targets() {
-  // PCI ids: A100-SXM4-80GB 0x20b2, H100 SXM5 80GB 0x2330, B200 0x2901 (pci.ids).
+  // PCI ids: A100-SXM4-80GB 0x20b2, H100 SXM5 80GB 0x2330, B200 0x2901 (pci.ids). Enabled
+  // SMs: 108 of GA100's 128, 132 of GH100's 144, 148 of two GB100 dies' 160 (NVIDIA's
+  // datasheets; the H200, a GH100, ran 132).
   static const std::vector<Target> t = {
       {"sm_80", 80, "NVIDIA A100-SXM4-80GB (emulated)", NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_GA100,
        NV2080_CTRL_MC_ARCH_INFO_IMPLEMENTATION_GA100, 0x20b2,
        {AMPERE_CHANNEL_GPFIFO_A, AMPERE_COMPUTE_A, AMPERE_DMA_COPY_B, TURING_USERMODE_A}, 8, 8,
-       2, 80ull << 30},
+       2, 108, 80ull << 30},
       {"sm_90", 90, "NVIDIA H100 80GB HBM3 (emulated)", NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_GH100,
        NV2080_CTRL_MC_ARCH_INFO_IMPLEMENTATION_GH100, 0x2330,
        {HOPPER_CHANNEL_GPFIFO_A, HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, HOPPER_USERMODE_A}, 8, 9, 2,
-       80ull << 30},
+       132, 80ull << 30},
       {"sm_100", 100, "NVIDIA B200 (emulated)", NV2080_CTRL_MC_ARCH_INFO_ARCHITECTURE_GB100, 0,
        0x2901,
        {BLACKWELL_CHANNEL_GPFIFO_A, BLACKWELL_COMPUTE_A, BLACKWELL_DMA_COPY_A,
         BLACKWELL_USERMODE_A},
-       8, 9, 2, 180ull << 30},
+       8, 10, 2, 148, 180ull << 30},
   };
   return t;
 }

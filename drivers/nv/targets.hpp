@@ -36,7 +36,8 @@ struct Target {
   uint32_t architecture = 0, implementation = 0;  // NV2080_CTRL_CMD_MC_GET_ARCH_INFO
   uint16_t device_id = 0;      // PCI device id
   ClassSet classes;
-  uint32_t gpcs = 0, tpc_per_gpc = 0, sm_per_tpc = 0;
+  uint32_t gpcs = 0, tpc_per_gpc = 0, sm_per_tpc = 0;  // the die's layout (LITTER values)
+  uint32_t enabled_sms = 0;  // what the product runs: the rest are floorswept
   uint64_t vram_bytes = 0;
 };
 const std::vector<Target>& targets();

@@ -74,6 +74,15 @@ TEST(NvDriver, OlderModulesGetTheirOwnLayouts) {
   }
 }
 
+// Compute units are the SMs the product runs (enabled TPCs from RM's GPC and TPC masks), not
+// the die's layout: an H200 (a GH100 die of 144) runs 132.
+TEST(NvDriver, ComputeUnitsAreTheEnabledSms) {
+  for (auto [target, sms] : {std::pair{"sm_80", 108u}, {"sm_90", 132u}, {"sm_100", 148u}}) {
+    SCOPED_TRACE(target);
+    EXPECT_EQ(Device::open(std::string("emu:") + target)->properties().compute_units, sms);
+  }
+}
+
 TEST(NvDriver, RmErrorsNameTheObjectAndTheStatus) {
   auto dev = Device::open("emu:sm_80");  // 80 GiB of video memory
   if (dev->driver().va_size() < (100ull << 30))

@@ -444,6 +444,23 @@ NvStatus RmState::control(Nvos54& c) {
       }
       return NV_OK;
     }
+    case NV2080_CTRL_CMD_GR_GET_GPC_MASK: {
+      GrGetGpcMaskParams* p;
+      if (!on(NV20_SUBDEVICE_0)) return NV_ERR_INVALID_OBJECT_HANDLE;
+      if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+      p->gpcMask = (1u << t_.gpcs) - 1;
+      return NV_OK;
+    }
+    case NV2080_CTRL_CMD_GR_GET_TPC_MASK: {
+      // The enabled TPCs spread evenly over the GPCs, the first GPCs taking one more.
+      GrGetTpcMaskParams* p;
+      if (!on(NV20_SUBDEVICE_0)) return NV_ERR_INVALID_OBJECT_HANDLE;
+      if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+      const uint32_t tpcs = t_.enabled_sms / t_.sm_per_tpc;
+      const uint32_t n = p->gpcId >= t_.gpcs ? 0 : tpcs / t_.gpcs + (p->gpcId < tpcs % t_.gpcs);
+      p->tpcMask = (1u << n) - 1;
+      return NV_OK;
+    }
     case NV2080_CTRL_CMD_FB_GET_INFO_V2: {
       FbGetInfoV2Params* p;
       if (!on(NV20_SUBDEVICE_0)) return NV_ERR_INVALID_OBJECT_HANDLE;
