@@ -28,8 +28,18 @@ echo "== machine: $(uname -r)"
 command -v nvidia-smi >/dev/null && nvidia-smi -L
 ls -l /dev/nvidia* /dev/kfd /dev/dri 2>/dev/null
 
-step 30 "$bin/tools/hcq" ls
+step 30 "$bin/tools/hcq" ls --all
 step 30 "$bin/tools/hcq" info "$dev"
+# The bring-up view of the first GPU on the bus that the device's path opens, and its
+# identifying register (read-only).
+pci=$("$bin/tools/hcq" ls --all 2>/dev/null | awk '$5 ~ /^(RM|KFD|KGSL|msm)/ {print $1; exit}')
+if [ -n "$pci" ]; then
+  step 30 "$bin/tools/hcq" pci "$pci"
+  case $dev in
+    nv:*) step 30 "$bin/tools/hcq" reg "$pci" read NV_PMC_BOOT_0 ;;
+    amd:*) step 30 "$bin/tools/hcq" reg "$pci" read GRBM_STATUS ;;
+  esac
+fi
 step 60 "$bin/tools/hcq" run "$dev"
 HCQ_CAPTURE="$out/run.hcqcap" step 60 "$bin/tools/hcq" run "$dev" --size 1000003
 step 30 "$bin/tools/hcq" dump "$out/run.hcqcap" >"$out/run.dump.txt"
