@@ -25,32 +25,6 @@ namespace {
 
 using namespace hcq;
 
-// Encoding one dispatch: SET_SH_REG program/resources/user data/sizes, DISPATCH_DIRECT and
-// the RELEASE_MEM signal, into a reused command stream.
-void BM_EncodeDispatch(benchmark::State& state) {
-  amd::Pm4Encoder enc(amd::Gen::Gfx11, {0x7f0000001000, 3});
-  amd::AmdKernel k;
-  k.code_va = 0x7f0000100000;
-  k.kd.compute_pgm_rsrc2 = 0x8C;
-  k.kd.kernel_code_properties = 0x9;
-  k.wave_size = 32;
-  enc.prepare(k);  // as program loading does
-  CommandStream cs;
-  cs.reserve(256);
-  std::vector<PatchSite> sites;
-  sites.reserve(64);
-  uint64_t v = 0;
-  for (auto _ : state) {
-    cs.clear();
-    sites.clear();
-    enc.exec(cs, k, 0x7f0000200000, {64, 1, 1}, {256, 1, 1}, sites);
-    enc.signal(cs, 0x7f0000300000, ++v, false, sites);
-    benchmark::DoNotOptimize(cs.data());
-  }
-  state.counters["dwords"] = double(cs.size());
-}
-BENCHMARK(BM_EncodeDispatch);
-
 // The loop shared by the template-encoder benchmarks: prepare once as program loading does,
 // then encode a launch and its signal per iteration.
 template <class Encoder, class Kernel>
@@ -70,6 +44,19 @@ void encode_launches(benchmark::State& state, Encoder& enc, Kernel& k, Dim3 bloc
   }
   state.counters["dwords"] = double(cs.size());
 }
+
+// Encoding one dispatch: SET_SH_REG program/resources/user data/sizes, DISPATCH_DIRECT and
+// the RELEASE_MEM signal, into a reused command stream.
+void BM_EncodeDispatch(benchmark::State& state) {
+  amd::Pm4Encoder enc(amd::Gen::Gfx11, {0x7f0000001000, 3});
+  amd::AmdKernel k;
+  k.code_va = 0x7f0000100000;
+  k.kd.compute_pgm_rsrc2 = 0x8C;
+  k.kd.kernel_code_properties = 0x9;
+  k.wave_size = 32;
+  encode_launches(state, enc, k, {256, 1, 1});
+}
+BENCHMARK(BM_EncodeDispatch);
 
 // Encoding one NVIDIA launch: the inline DMA of the QMD and launch dimensions, SEND_PCAS, the
 // WFI, and the semaphore release that signals it, for each QMD version (arg: 3, 4, 5).
