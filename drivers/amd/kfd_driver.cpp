@@ -104,8 +104,7 @@ class KfdQueue final : public HwQueue {
   KfdQueue(KfdDriver& drv, QueueKind kind);
   ~KfdQueue() override;
   void submit(const uint32_t* words, size_t n) override;
-  void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                       std::span<const uint32_t> after) override;
+  void submit_indirect(uint64_t va, size_t ndwords) override;
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   QueueKind kind() const { return kind_; }
   // The packets around the read pointer (hang_report), empty when the queue is idle.
@@ -669,20 +668,10 @@ void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
   ring_doorbell();
 }
 
-void KfdQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                               std::span<const uint32_t> after) {
-  constexpr size_t kMaxAround = 64;
-  if (before.size() > kMaxAround || after.size() > kMaxAround)
-    throw InvalidInput(name_ + ": at most 64 dwords around an indirect buffer");
-  uint32_t words[2 * kMaxAround + 14] = {};
+void KfdQueue::submit_indirect(uint64_t va, size_t ndwords) {
+  uint32_t words[14] = {};
   size_t n = 0;
-  auto put = [&](std::span<const uint32_t> s) {
-    if (s.empty()) return;  // an empty span may carry a null pointer
-    std::memcpy(words + n, s.data(), s.size() * 4);
-    n += s.size();
-  };
   std::lock_guard lk(mu_);
-  put(before);
   if (kind_ == QueueKind::Compute) {
     Pm4Encoder::indirect_buffer(words + n, va, uint32_t(ndwords));
     n += 4;
@@ -691,9 +680,9 @@ void KfdQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint
     // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
     const uint64_t ring_dw = kRingBytes / 4;
     uint64_t pos = (put_ / 4) % ring_dw;
-    auto pad_at = [&](uint64_t start) { return (8 - (start + n + 6) % 8) % 8; };
+    auto pad_at = [&](uint64_t start) { return (8 - (start + 6) % 8) % 8; };
     uint64_t pad = pad_at(pos);
-    if (pos + n + pad + 6 + after.size() > ring_dw) {  // submit_locked will restart at 0
+    if (pos + pad + 6 > ring_dw) {  // submit_locked will restart at 0
       pos = 0;
       pad = pad_at(0);
     }
@@ -701,7 +690,6 @@ void KfdQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint
     SdmaEncoder::indirect(words + n, va, uint32_t(align_up(ndwords, 8)));
     n += 6;
   }
-  put(after);
   submit_locked(words, n);
 }
 

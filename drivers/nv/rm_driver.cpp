@@ -65,8 +65,7 @@ class Channel final : public HwQueue {
   Channel(RmDriver& drv, QueueKind kind, uint32_t index);
   ~Channel() override;
   void submit(const uint32_t* words, size_t n) override;
-  void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                       std::span<const uint32_t> after) override;
+  void submit_indirect(uint64_t va, size_t ndwords) override;
   // The channel's error notifier: nonzero status once RM (or the emulator) stopped it.
   const Notification& notifier() const { return *static_cast<const Notification*>(notifier_.host); }
   std::string report();
@@ -870,25 +869,15 @@ void Channel::submit(const uint32_t* words, size_t n) {
   kick();
 }
 
-void Channel::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                              std::span<const uint32_t> after) {
+void Channel::submit_indirect(uint64_t va, size_t ndwords) {
   constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
   if (ndwords > kMaxEntryDwords)
     throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
                        " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");
   drv_.check_faults();
   std::lock_guard lk(mu_);
-  if (!before.empty()) {
-    uint64_t b = push_words(before.data(), before.size());
-    add_entry(b, uint32_t(before.size()), push_put_);
-  } else {
-    push_words(nullptr, 0);  // waits for GPFIFO room
-  }
+  push_words(nullptr, 0);  // waits for GPFIFO room
   add_entry(va, uint32_t(ndwords), 0);  // the command buffer runs where it lives
-  if (!after.empty()) {
-    uint64_t a = push_words(after.data(), after.size());
-    add_entry(a, uint32_t(after.size()), push_put_);
-  }
   kick();
 }
 

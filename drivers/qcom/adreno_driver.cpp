@@ -39,8 +39,7 @@ class AdrenoQueue final : public HwQueue {
  public:
   explicit AdrenoQueue(AdrenoDriver& drv);
   void submit(const uint32_t* words, size_t n) override;
-  void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                       std::span<const uint32_t> after) override;
+  void submit_indirect(uint64_t va, size_t ndwords) override;
   std::string report();
   uint32_t last_fence() const { return last_fence_.load(std::memory_order_acquire); }
 
@@ -314,20 +313,12 @@ void AdrenoQueue::submit(const uint32_t* words, size_t n) {
   if (r < 0) drv_.fail("submitting", r);  // after unlocking: the report reads the queue
 }
 
-void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before,
-                                  std::span<const uint32_t> after) {
+void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords) {
   drv_.check_faults();
   int r = 0;
   {
     std::lock_guard lk(mu_);
-    std::vector<IbRef> ibs;
-    auto ring = [&](std::span<const uint32_t> w) {
-      ibs.push_back({put_words(w.data(), w.size()), w.size() * 4});
-    };
-    if (!before.empty()) ring(before);
-    ibs.push_back({va, ndwords * 4});
-    if (!after.empty()) ring(after);
-    r = send(std::move(ibs));
+    r = send({{va, ndwords * 4}});
   }
   if (r < 0) drv_.fail("submitting", r);
 }

@@ -336,10 +336,10 @@ struct Executable::Impl {
   std::vector<InputPatches> inputs;
   std::vector<ScalarPatches> scalars;
   size_t user_inputs = 0;  // inputs [0, user_inputs) are the schedule's; the rest its buffers
-  // Per queue, the commands written into the ring around its command buffer at each run:
-  // the wait for its device timeline's previous value, and (the closing compute queue of
-  // each device) the signal of the next.
-  std::vector<CommandStream> before, after;
+  // Per queue, the patch sites of its first command, the wait for its device timeline's
+  // previous value, and (the closing compute queue of each device) of its last, the signal
+  // of the next: patched in the command buffer at each run, so a submission writes only the
+  // indirect buffer into the ring (one GPFIFO entry on NVIDIA).
   std::vector<std::vector<PatchSite>> timeline_waits, timeline_signals;
   std::vector<Stats> stats;
   // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
@@ -743,17 +743,19 @@ Executable Schedule::compile(const CompileOptions& options) const {
       x.queues.push_back(std::make_unique<CopyQueue>(dev, x.queue_index[q]));
     if (x.used[q] && x.queues[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
   }
-  x.before.resize(nq);
-  x.after.resize(nq);
+  // The sites of a queue's last command that play `role`.
+  auto last_sites = [](const Queue& Q, PatchRole role) {
+    std::vector<PatchSite> out;
+    for (const PatchSite& s : Q.sites_of(Q.commands() - 1))
+      if (s.role == role) out.push_back(s);
+    return out;
+  };
   x.timeline_waits.resize(nq);
   x.timeline_signals.resize(nq);
   for (uint32_t q = 0; q < nq; q++) {
     if (!x.used[q] || x.host_queue[q]) continue;
-    Device& dev = x.device_of(q);
-    std::vector<PatchSite> sites;
-    dev.encoder(x.queue_kind[q]).wait(x.before[q], dev.timeline().signal().va(), 0, sites);
-    for (auto& s : sites)
-      if (s.role == PatchRole::WaitValue) x.timeline_waits[q].push_back(s);
+    x.queues[q]->wait(x.device_of(q).timeline().signal().va(), 0);
+    x.timeline_waits[q] = last_sites(*x.queues[q], PatchRole::WaitValue);
     if (x.queue_kind[q] == QueueKind::Compute)
       static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
   }
@@ -854,11 +856,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
   for (uint32_t q : x.compute_queue) {
     for (uint32_t p = 0; p < nq; p++)
       if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p, x.area_of(q)), count[p] + 1);
-    Device& dev = x.device_of(q);
-    std::vector<PatchSite> sites;
-    dev.encoder(QueueKind::Compute).signal(x.after[q], dev.timeline().signal().va(), 0, true, sites);
-    for (auto& s : sites)
-      if (s.role == PatchRole::SignalValue) x.timeline_signals[q].push_back(s);
+    x.queues[q]->signal_at(x.device_of(q).timeline().signal().va(), 0, true);
+    x.timeline_signals[q] = last_sites(*x.queues[q], PatchRole::SignalValue);
   }
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   for (uint32_t q = 0; q < nq; q++)
@@ -946,24 +945,24 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     x.last_done[d] = next;
     for (uint32_t q = 0; q < nq; q++) {
       if (x.queue_device[q] != d) continue;
-      for (auto& s : x.timeline_waits[q]) x.before[q].patch(s, prev);
-      for (auto& s : x.timeline_signals[q]) x.after[q].patch(s, next);
+      for (auto& s : x.timeline_waits[q]) x.queues[q]->patch_site(s, prev);
+      for (auto& s : x.timeline_signals[q]) x.queues[q]->patch_site(s, next);
     }
   }
-  auto span = [](const CommandStream& c) { return std::span<const uint32_t>(c.data(), c.size()); };
-  std::vector<uint64_t> prev(x.devs.size());
-  for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
   try {
     for (uint32_t q = 0; q < nq; q++)
-      if (x.used[q] && x.queues[q]) x.queues[q]->submit(span(x.before[q]), span(x.after[q]));
+      if (x.used[q] && x.queues[q]) x.queues[q]->submit();
   } catch (...) {
     for (auto* m : locks) m->unlock();
     throw;
   }
   for (auto* m : locks) m->unlock();
   if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end() ||
-      !x.mirrors.empty())
+      !x.mirrors.empty()) {
+    std::vector<uint64_t> prev(x.devs.size());
+    for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
     x.host_thread = std::thread([&x, prev] { x.run_host(prev); });
+  }
   x.ran = true;
   x.last_patches = patches;
   return x.last_done[0];

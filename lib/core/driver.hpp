@@ -127,10 +127,8 @@ class HwQueue {
   virtual ~HwQueue() = default;
   // Copy `n` dwords into the ring and ring the doorbell.
   virtual void submit(const uint32_t* words, size_t n) = 0;
-  // Run a command buffer resident in device memory at `va` (indirect buffer), with `before`
-  // and `after` written into the ring around it; one doorbell for all of it.
-  virtual void submit_indirect(uint64_t va, size_t ndwords, std::span<const uint32_t> before = {},
-                               std::span<const uint32_t> after = {}) = 0;
+  // Run a command buffer resident in device memory at `va` (indirect buffer).
+  virtual void submit_indirect(uint64_t va, size_t ndwords) = 0;
 };
 
 class DeviceDriver {

@@ -105,28 +105,15 @@ void Queue::bind() {
   bound_done_ = true;
 }
 
-void Queue::capture(std::span<const uint32_t> before, std::span<const uint32_t> after) const {
-  std::vector<capture::Segment> segs;
-  if (!before.empty()) segs.push_back({false, 0, {before.begin(), before.end()}});
-  if (bound_done_)
-    segs.push_back({true, bound_.va(), {cs_.data(), cs_.data() + cs_.size()}});
-  else
-    segs.push_back({false, 0, {cs_.data(), cs_.data() + cs_.size()}});
-  if (!after.empty()) segs.push_back({false, 0, {after.begin(), after.end()}});
-  capture::submission(*dev_, kind_, index_, segs);
-}
-
-void Queue::submit(std::span<const uint32_t> before, std::span<const uint32_t> after) {
-  if (!bound_done_)
-    throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
-                       " queue: commands around a submission need a bound recording");
-  if (capture::enabled()) capture(before, after);
-  dev_->hw_queue(kind_, index_).submit_indirect(bound_.va(), cs_.size(), before, after);
+void Queue::capture() const {
+  const capture::Segment seg{bound_done_, bound_done_ ? bound_.va() : 0,
+                             {cs_.data(), cs_.data() + cs_.size()}};
+  capture::submission(*dev_, kind_, index_, {&seg, 1});
 }
 
 void Queue::submit() {
   if (cs_.size() == 0) return;
-  if (capture::enabled()) capture({}, {});
+  if (capture::enabled()) capture();
   HwQueue& hw = dev_->hw_queue(kind_, index_);
   if (bound_done_)
     hw.submit_indirect(bound_.va(), cs_.size());

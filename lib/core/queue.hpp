@@ -47,9 +47,6 @@ class Queue {
   // `dwords` (bind() then copies nothing); more than that still works, through host memory.
   void encode_in_place(uint64_t dwords);
   void submit();
-  // A bound recording, with `before` and `after` (at most 64 dwords each) written into the
-  // ring around it: per-submission commands such as timeline waits and signals.
-  void submit(std::span<const uint32_t> before, std::span<const uint32_t> after);
 
   size_t commands() const { return cmds_.size(); }
   // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);
@@ -82,7 +79,7 @@ class Queue {
   std::vector<PatchSite> sites_;
   std::vector<Recorded> cmds_;
   void check_bindable() const;
-  void capture(std::span<const uint32_t> before, std::span<const uint32_t> after) const;
+  void capture() const;
   Buffer bound_;
   bool bound_done_ = false;
 };

@@ -11,8 +11,7 @@ namespace {
 class NoQueue final : public HwQueue {
  public:
   void submit(const uint32_t*, size_t) override {}
-  void submit_indirect(uint64_t, size_t, std::span<const uint32_t>,
-                       std::span<const uint32_t>) override {}
+  void submit_indirect(uint64_t, size_t) override {}
 };
 
 class NoEncoder final : public Encoder {
