@@ -1,6 +1,7 @@
 #include "batch/batch.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <exception>
 #include <cstdio>
@@ -288,13 +289,21 @@ struct Executable::Impl {
   std::vector<Mirror> mirrors;
   bool pump_mirrors(std::vector<uint64_t>& copied) const;
   std::vector<Buffer> kernargs;  // per device: its launches' arguments
-  struct SitePatch {
-    Queue* queue;
+  // The patch table, flat so a replay reads few cache lines: a target is a site in a
+  // command buffer (a recording not encoded in place has its device copy as a second
+  // target) or a kernel-argument word (a LoHi64 site with the argument's offset added).
+  struct Target {
+    uint32_t* words;
     PatchSite site;
   };
+  std::vector<Target> targets;  // every input's, input after input
+  static void write(const std::vector<Target>& t, uint32_t first, uint32_t count, uint64_t v) {
+    for (const Target* p = t.data() + first; p != t.data() + first + count; ++p)
+      write_site(p->words, p->site, v);
+  }
   struct InputPatches {
-    std::vector<SitePatch> sites;
-    std::vector<std::pair<uint64_t*, uint64_t>> words;  // kernarg word, offset added
+    uint32_t first = 0, count = 0;  // its run of `targets`
+    uint32_t patches = 0;           // the sites and words it patches (devices copies aside)
     uint64_t size;
     Device* device;
     uint64_t bound_va = 0;
@@ -340,7 +349,7 @@ struct Executable::Impl {
   // previous value, and (the closing compute queue of each device) of its last, the signal
   // of the next: patched in the command buffer at each run, so a submission writes only the
   // indirect buffer into the ring (one GPFIFO entry on NVIDIA).
-  std::vector<std::vector<PatchSite>> timeline_waits, timeline_signals;
+  std::vector<std::vector<Target>> timeline_waits, timeline_signals;  // per device
   std::vector<Stats> stats;
   // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
   bool profile = false;
@@ -356,13 +365,17 @@ struct Executable::Impl {
   std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
   bool ran = false;
   size_t last_patches = 0;
+  uint64_t bound_by = 0;  // the executable whose own buffers are patched in (its id_)
 
   ~Impl();
   Device& device_of(uint32_t q) const { return *devs[queue_device[q]]; }
 };
 
 Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
-    : impl_(std::move(impl)), bound_(std::move(bound)) {}
+    : impl_(std::move(impl)), bound_(std::move(bound)) {
+  static std::atomic<uint64_t> executables{0};
+  id_ = ++executables;
+}
 Executable::Executable(Executable&&) noexcept = default;
 Executable& Executable::operator=(Executable&&) noexcept = default;
 Executable::~Executable() = default;
@@ -698,6 +711,10 @@ Executable Schedule::compile(const CompileOptions& options) const {
       std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
     }
   x.inputs.resize(patch_slots);
+  // Per input, what it patches: sites in a queue's recording, kernel-argument words (with
+  // the argument's offset); made into the flat table once the recordings are bound.
+  std::vector<std::vector<std::pair<Queue*, PatchSite>>> input_sites(patch_slots);
+  std::vector<std::vector<std::pair<uint64_t*, uint64_t>>> input_words(patch_slots);
   for (uint32_t s = 0; s < user_slots; s++) {
     x.inputs[s].size = input_sizes_[s];
     x.inputs[s].device = input_devices_[s];
@@ -750,12 +767,11 @@ Executable Schedule::compile(const CompileOptions& options) const {
       if (s.role == role) out.push_back(s);
     return out;
   };
-  x.timeline_waits.resize(nq);
-  x.timeline_signals.resize(nq);
+  std::vector<std::vector<PatchSite>> timeline_waits(nq), timeline_signals(nq);
   for (uint32_t q = 0; q < nq; q++) {
     if (!x.used[q] || x.host_queue[q]) continue;
     x.queues[q]->wait(x.device_of(q).timeline().signal().va(), 0);
-    x.timeline_waits[q] = last_sites(*x.queues[q], PatchRole::WaitValue);
+    timeline_waits[q] = last_sites(*x.queues[q], PatchRole::WaitValue);
     if (x.queue_kind[q] == QueueKind::Compute)
       static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
   }
@@ -788,7 +804,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
         const Arg& arg = c.args[a++];
         std::byte* at = args + ka.offset;
         if (arg.kind_ == Arg::Kind::Buffer)
-          x.inputs[slot_of(arg.mem_)].words.push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
+          input_words[slot_of(arg.mem_)].push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
         else if (arg.kind_ == Arg::Kind::Scalar)
           x.scalars[arg.slot_].at.push_back(at);
         else
@@ -809,7 +825,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
       auto put_address = [&](const KernelArg* a, uint32_t slot, uint64_t off) {
         auto* at = reinterpret_cast<uint64_t*>(args + a->offset);
         if (slot < patch_slots)
-          x.inputs[slot].words.push_back({at, off});
+          input_words[slot].push_back({at, off});
         else
           *at = address(slot, off);
       };
@@ -832,7 +848,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
         if (slot >= patch_slots) continue;  // staging: a fixed address
         PatchSite site = s;
         site.add += dst ? o.dst_offset : o.src_offset;
-        x.inputs[slot].sites.push_back({&kq, site});
+        input_sites[slot].push_back({&kq, site});
       }
     }
     x.stats[o.queue].calls++;
@@ -857,11 +873,34 @@ Executable Schedule::compile(const CompileOptions& options) const {
     for (uint32_t p = 0; p < nq; p++)
       if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p, x.area_of(q)), count[p] + 1);
     x.queues[q]->signal_at(x.device_of(q).timeline().signal().va(), 0, true);
-    x.timeline_signals[q] = last_sites(*x.queues[q], PatchRole::SignalValue);
+    timeline_signals[q] = last_sites(*x.queues[q], PatchRole::SignalValue);
   }
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
+  // 7. The flat patch table, now that every recording sits where it stays.
+  auto add_site = [](std::vector<Executable::Impl::Target>& out, Queue& Q, const PatchSite& s) {
+    auto [words, device_copy] = Q.patch_bases();
+    out.push_back({words, s});
+    if (device_copy) out.push_back({device_copy, s});
+  };
+  for (uint32_t s = 0; s < patch_slots; s++) {
+    auto& in = x.inputs[s];
+    in.first = uint32_t(x.targets.size());
+    for (auto& [Q, site] : input_sites[s]) add_site(x.targets, *Q, site);
+    for (auto& [word, add] : input_words[s])
+      x.targets.push_back({reinterpret_cast<uint32_t*>(word),
+                           offset_site(0, PatchFormat::LoHi64, PatchRole::KernargAddress, add)});
+    in.count = uint32_t(x.targets.size()) - in.first;
+    in.patches = uint32_t(input_sites[s].size() + input_words[s].size());
+  }
+  x.timeline_waits.resize(devs_.size());
+  x.timeline_signals.resize(devs_.size());
+  for (uint32_t q = 0; q < nq; q++) {
+    for (auto& s : timeline_waits[q]) add_site(x.timeline_waits[x.queue_device[q]], *x.queues[q], s);
+    for (auto& s : timeline_signals[q])
+      add_site(x.timeline_signals[x.queue_device[q]], *x.queues[q], s);
+  }
   if (x.profile) {
     x.clock_offset_ns.assign(nq, 0);  // host queues record host time: no offset
     for (uint32_t q = 0; q < nq; q++)
@@ -905,11 +944,14 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     in.bound_host = buf->host();
     if (buf->va() == in.bound_va) return;  // unchanged: nothing to write
     in.bound_va = buf->va();
-    for (auto& s : in.sites) s.queue->patch_site(s.site, in.bound_va);
-    for (auto& [word, add] : in.words) *word = in.bound_va + add;
-    patches += in.sites.size() + in.words.size();
+    Impl::write(x.targets, in.first, in.count, in.bound_va);
+    patches += in.patches;
   };
-  for (size_t i = 0; i < bound_.size(); i++) bind(uint32_t(x.user_inputs + i), bound_[i]);
+  // The schedule's own buffers: already in place when this executable bound them last.
+  if (x.bound_by != id_) {
+    for (size_t i = 0; i < bound_.size(); i++) bind(uint32_t(x.user_inputs + i), bound_[i]);
+    x.bound_by = id_;
+  }
   for (auto& [slot, buf] : b.inputs_) {
     if (slot >= x.user_inputs) throw InvalidInput("batch: binding for an undeclared input");
     bind(slot, buf);
@@ -943,11 +985,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   for (size_t d = 0; d < x.devs.size(); d++) {
     auto [prev, next] = x.devs[d]->timeline().advance();
     x.last_done[d] = next;
-    for (uint32_t q = 0; q < nq; q++) {
-      if (x.queue_device[q] != d) continue;
-      for (auto& s : x.timeline_waits[q]) x.queues[q]->patch_site(s, prev);
-      for (auto& s : x.timeline_signals[q]) x.queues[q]->patch_site(s, next);
-    }
+    Impl::write(x.timeline_waits[d], 0, uint32_t(x.timeline_waits[d].size()), prev);
+    Impl::write(x.timeline_signals[d], 0, uint32_t(x.timeline_signals[d].size()), next);
   }
   try {
     for (uint32_t q = 0; q < nq; q++)

@@ -243,6 +243,7 @@ class Executable {
   // The schedule's own buffers: patched like inputs, so a cached compilation serves other
   // buffers too.
   std::vector<const Buffer*> bound_;
+  uint64_t id_ = 0;  // tells the shared compilation whose buffers it holds (nonzero)
 };
 
 }  // namespace hcq::batch

@@ -55,6 +55,9 @@ class Queue {
     return {sites_.data() + cmds_.at(cmd).first_site, cmds_.at(cmd).sites};
   }
   void patch_site(const PatchSite& site, uint64_t value) { cs_.patch(site, value); }
+  // Where patch_site() writes: the recording's words and, when it was bound apart from
+  // them, its device copy (else null). Fixed once bound.
+  std::pair<uint32_t*, uint32_t*> patch_bases() { return {cs_.data(), cs_.bound()}; }
   const CommandStream& stream() const { return cs_; }
   QueueKind kind() const { return kind_; }
   Device& device() const { return *dev_; }
