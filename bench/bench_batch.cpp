@@ -70,9 +70,11 @@ void BM_BatchCompile(benchmark::State& state) {
 BENCHMARK(BM_BatchCompile)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 // CPU time of run() with `changed` input bindings changed per replay (each input one copy's
-// source); the GPU work of the previous replay is waited for outside the timed region.
+// source); the GPU work of the previous replay is waited for outside the timed region. With
+// `period_us`, each replay starts that long after the previous one (the host thread busy
+// until then), so every schedule size replays after the same gap.
 void replays_changed(benchmark::State& state, const std::string& device, int calls, bool idle,
-                     int changed) {
+                     int changed, int period_us = 0) {
   Fixture f(device);
   if (!f.ok) return state.SkipWithError("no code object for this device");
   Program fill(*f.dev, f.img, "fill_u32"), empty(*f.dev, f.img, "empty");
@@ -86,12 +88,15 @@ void replays_changed(benchmark::State& state, const std::string& device, int cal
     for (int i = 0; i < changed; i++) bind[k].input(b->inputs[size_t(i)], sets[k][size_t(i)]);
   exe.run(bind[1]);
   int k = 0;
+  auto last = std::chrono::steady_clock::now();
   for (auto _ : state) {
     exe.wait();
+    while (std::chrono::steady_clock::now() - last < std::chrono::microseconds(period_us)) {
+    }
     // With idle=1 the emulated GPU's thread has gone back to sleep before the replay, so the
     // figure is the host's own cost without the emulator polling the same cache lines.
     if (idle) std::this_thread::sleep_for(std::chrono::microseconds(500));
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = last = std::chrono::steady_clock::now();
     exe.run(bind[k]);
     auto t1 = std::chrono::steady_clock::now();
     state.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
@@ -107,6 +112,17 @@ void replays_8_changed(benchmark::State& state, const std::string& device) {
 void BM_BatchReplay8Changed(benchmark::State& state) { replays_8_changed(state, "emu:gfx1100"); }
 BENCHMARK(BM_BatchReplay8Changed)
     ->ArgsProduct({{10, 100, 1000, 10000}, {0, 1}})->ArgNames({"calls", "idle"})
+    ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
+
+// Replays every 2 ms, longer than the GPU work of the largest schedule: the figure at 10,000
+// calls above includes the longer gap its GPU work leaves before the replay (the host's
+// caches cool down; 10 calls replayed after a 1 ms gap cost as much), here every size waits
+// alike.
+void BM_BatchReplay8ChangedEvery2ms(benchmark::State& state) {
+  replays_changed(state, "emu:gfx1100", int(state.range(0)), false, 8, 2000);
+}
+BENCHMARK(BM_BatchReplay8ChangedEvery2ms)
+    ->Arg(10)->Arg(100)->Arg(1000)->Arg(10000)->ArgName("calls")
     ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
 
 // The same 1,000-call replay with 1 to 64 bindings changed: the cost follows the bindings.
