@@ -1,0 +1,585 @@
+// Compiling a schedule: queue assignment, dependencies per byte range, encoding every queue
+// once into device memory, and the patch table a run writes.
+#include "batch/executable_impl.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+namespace hcq::batch {
+
+namespace {
+
+// Byte-range dependency tracker for one memory object: segments with their last writer and
+// the readers since.
+struct RangeTracker {
+  struct Seg {
+    uint64_t end;
+    int32_t writer = -1;
+    std::vector<int32_t> readers;
+  };
+  std::map<uint64_t, Seg> segs;
+
+  // Split so that a segment boundary falls at `at` (if a segment spans it).
+  void split(uint64_t at) {
+    auto it = segs.upper_bound(at);
+    if (it == segs.begin()) return;
+    --it;
+    if (it->first < at && at < it->second.end) {
+      Seg tail = it->second;
+      it->second.end = at;
+      segs.emplace(at, std::move(tail));
+    }
+  }
+  // Record call `c` accessing [a, b); add the calls it must follow to `deps`.
+  void access(uint64_t a, uint64_t b, bool write, int32_t c, std::vector<int32_t>& deps) {
+    split(a);
+    split(b);
+    // Fill gaps in [a, b) with fresh segments so every byte is covered.
+    uint64_t pos = a;
+    auto it = segs.lower_bound(a);
+    while (pos < b) {
+      if (it == segs.end() || it->first > pos) {
+        uint64_t gap_end = it == segs.end() ? b : std::min(b, it->first);
+        it = segs.emplace_hint(it, pos, Seg{gap_end, -1, {}});
+      }
+      Seg& s = it->second;
+      if (s.writer >= 0) deps.push_back(s.writer);
+      if (write) {
+        deps.insert(deps.end(), s.readers.begin(), s.readers.end());
+        s.writer = c;
+        s.readers.clear();
+      } else {
+        s.readers.push_back(c);
+      }
+      pos = s.end;
+      ++it;
+    }
+  }
+};
+
+}  // namespace
+
+Executable Schedule::compile() const { return compile(CompileOptions{}); }
+
+namespace {
+// Live compilations by devices and structure.
+std::mutex cache_mu;
+std::map<std::pair<std::vector<Device*>, std::string>, std::weak_ptr<Executable::Impl>> cache;
+}  // namespace
+
+Executable Schedule::compile(const CompileOptions& options) const {
+  // Every buffer bound at recording becomes an input slot after the declared ones, numbered
+  // by first use, so the structure key below does not depend on which buffers they are.
+  std::vector<const Buffer*> bound;
+  std::map<const Buffer*, uint32_t> bound_slot;
+  auto slot_of = [&](const Mem& m) -> uint32_t {
+    if (!m.bound) return uint32_t(m.input);
+    auto [it, fresh] = bound_slot.emplace(m.bound, uint32_t(input_sizes_.size() + bound.size()));
+    if (fresh) bound.push_back(m.bound);
+    return it->second;
+  };
+  auto dev_index = [&](const Device* d) {
+    return uint32_t(std::find(devs_.begin(), devs_.end(), d) - devs_.begin());
+  };
+  std::string key;
+  auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
+  put(options.profile);
+  put(options.copy_queues);
+  for (const Program* k : options.copy_kernels) {
+    put(reinterpret_cast<uintptr_t>(&k->kernel()));
+    put(ours(&k->device()) ? dev_index(&k->device()) : ~size_t{0});
+  }
+  put(input_sizes_.size());
+  for (size_t i = 0; i < input_sizes_.size(); i++) {
+    put(input_sizes_[i]);
+    put(dev_index(input_devices_[i]));
+  }
+  put(scalar_bytes_.size());
+  for (uint32_t s : scalar_bytes_) put(s);
+  for (const Call& c : calls_) {
+    put(c.launch);
+    if (c.launch) {
+      put(reinterpret_cast<uintptr_t>(&c.program->kernel()));
+      for (Dim3 d : {c.grid, c.block})
+        put(uint64_t(d.x) | uint64_t(d.y) << 21 | uint64_t(d.z) << 42);
+      for (const Arg& a : c.args) {
+        put(uint64_t(a.kind_));
+        if (a.kind_ == Arg::Kind::Buffer) {
+          put(slot_of(a.mem_));
+          put(a.offset_);
+        } else if (a.kind_ == Arg::Kind::Scalar) {
+          put(a.slot_);
+        } else {
+          put(a.bytes_.size());
+          key.append(reinterpret_cast<const char*>(a.bytes_.data()), a.bytes_.size());
+        }
+      }
+    } else if (!c.path.empty()) {
+      put(slot_of(c.dst));
+      put(c.dst_offset);
+      put(c.src_offset);
+      put(c.size);
+      put(c.path.size());
+      key.append(c.path);
+    } else {
+      put(slot_of(c.dst));
+      put(c.dst_offset);
+      put(slot_of(c.src));
+      put(c.src_offset);
+      put(c.size);
+    }
+    for (const Access& a : c.accesses) {
+      put(slot_of(a.mem));
+      put(a.offset);
+      put(a.size);
+      put(a.write);
+    }
+  }
+  for (const Buffer* b : bound) {
+    put(b->size());
+    put(dev_index(b->device()));
+  }
+
+  std::lock_guard cache_lock(cache_mu);
+  auto cache_key = std::make_pair(devs_, key);
+  if (auto hit = cache.find(cache_key); hit != cache.end())
+    if (auto impl = hit->second.lock()) return Executable(std::move(impl), std::move(bound));
+
+  auto impl = std::make_shared<Executable::Impl>();
+  Executable::Impl& x = *impl;
+  // Queue layout: per device its compute queue, then up to `copy_queues` copy queues.
+  std::vector<uint32_t> copy_base(devs_.size()), copy_count(devs_.size());
+  std::vector<const Program*> copy_kernel(devs_.size(), nullptr);  // kernel copies per device
+  for (const Program* k : options.copy_kernels) {
+    if (!ours(&k->device()))
+      throw InvalidInput("batch: copy kernel '" + k->kernel().name + "' is loaded on " +
+                         k->device().name() + ", not a schedule device");
+    std::vector<const KernelArg*> a;
+    for (auto& ka : k->kernel().args)
+      if (ka.kind != KernelArg::Kind::Hidden) a.push_back(&ka);
+    // Addresses are 8 bytes and not values (a cubin says only "bytes"), counts 4 bytes.
+    using K = KernelArg::Kind;
+    auto address = [](const KernelArg* x) { return x->size == 8 && x->kind != K::Value; };
+    auto count = [](const KernelArg* x) { return x->size == 4 && x->kind != K::Buffer; };
+    if (a.size() != 4 || !address(a[0]) || !address(a[1]) || !count(a[2]) || !count(a[3]))
+      throw InvalidInput("batch: copy kernel '" + k->kernel().name + "' must take (dst buffer, "
+                         "src buffer, uint32 n, uint32 block)");
+    const size_t d = dev_index(&k->device());
+    if (copy_kernel[d])
+      throw InvalidInput("batch: two copy kernels for " + devs_[d]->name());
+    copy_kernel[d] = k;
+  }
+  for (size_t d = 0; d < devs_.size(); d++) {
+    uint32_t have = devs_[d]->queue_count(QueueKind::Copy);
+    copy_count[d] = options.copy_queues ? std::min(have, options.copy_queues) : have;
+    if (copy_kernel[d]) copy_count[d] = 0;  // copies are launches on the compute queue
+    const bool host = copy_count[d] == 0 && !copy_kernel[d];
+    if (host && !devs_[d]->properties().caps.uma)
+      throw InvalidInput("batch: " + devs_[d]->name() + " has no copy queue to use, and its "
+                         "memory is not the host's (give it a copy kernel)");
+    x.compute_queue.push_back(uint32_t(x.queue_device.size()));
+    x.queue_device.push_back(uint32_t(d));
+    x.queue_kind.push_back(QueueKind::Compute);
+    x.queue_index.push_back(0);
+    x.host_queue.push_back(false);
+    copy_base[d] = uint32_t(x.queue_device.size());
+    if (copy_kernel[d]) continue;  // no copy queue
+    for (uint32_t i = 0; i < std::max(copy_count[d], 1u); i++) {  // a host queue without
+      x.queue_device.push_back(uint32_t(d));                     // a copy engine
+      x.queue_kind.push_back(QueueKind::Copy);
+      x.queue_index.push_back(i);
+      x.host_queue.push_back(host);
+    }
+    copy_count[d] = std::max(copy_count[d], 1u);
+  }
+  // Loads read on the host: a host queue per device that loads, after the others.
+  std::vector<uint32_t> disk_queue(devs_.size(), UINT32_MAX);
+  for (const Call& c : calls_) {
+    if (c.path.empty()) continue;
+    const uint32_t d = uint32_t(dev_index(c.dst.device));
+    if (disk_queue[d] != UINT32_MAX) continue;
+    disk_queue[d] = uint32_t(x.queue_device.size());
+    x.queue_device.push_back(d);
+    x.queue_kind.push_back(QueueKind::Copy);
+    x.queue_index.push_back(copy_count[d]);  // after its copy queues
+    x.host_queue.push_back(true);
+  }
+  // Areas (see Impl::Area): devices that reach host memory share area 0.
+  uint32_t areas = 1;
+  for (Device* d : devs_)
+    x.device_area.push_back(d->properties().caps.host_reachable ? 0 : areas++);
+  // A copy between devices of different areas goes through the staging of both, the host
+  // copying between them on a relay queue (a host queue of the first such copy's source).
+  uint32_t relay_queue = UINT32_MAX;
+  for (const Call& c : calls_) {
+    if (c.launch || !c.path.empty() || relay_queue != UINT32_MAX) continue;
+    const uint32_t sd = dev_index(c.src.device);
+    if (x.device_area[sd] == x.device_area[dev_index(c.dst.device)]) continue;
+    relay_queue = uint32_t(x.queue_device.size());
+    x.queue_device.push_back(sd);
+    x.queue_kind.push_back(QueueKind::Copy);
+    x.queue_index.push_back(copy_count[sd] + (disk_queue[sd] != UINT32_MAX));
+    x.host_queue.push_back(true);
+  }
+  const uint32_t nq = uint32_t(x.queue_device.size());
+  const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
+  x.devs = devs_;
+  for (Device* d : devs_) x.submit_locks.push_back(&d->submit_mutex());
+  std::sort(x.submit_locks.begin(), x.submit_locks.end());
+  x.user_inputs = user_slots;
+  x.stats.resize(nq);
+  x.last_done.assign(devs_.size(), 0);
+
+  // 1. Ops: each call on its queue; a copy between devices becomes two ops around a staging
+  // range (a memory slot of its own, after the patchable ones).
+  struct Op {
+    size_t call;
+    uint32_t queue;
+    bool launch;
+    uint32_t dst_slot = 0, src_slot = 0;
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::string name;
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
+    std::string path = {};  // a file read on the host (src_offset: in the file)
+  };
+  std::vector<Op> ops;
+  std::vector<uint64_t> staging_bytes(areas, 0);
+  auto stage = [&](uint32_t area, uint64_t size) {  // a new staging slot in `area`
+    x.staging.push_back({area, staging_bytes[area]});
+    staging_bytes[area] += (size + 255) / 256 * 256;
+    return patch_slots + uint32_t(x.staging.size() - 1);
+  };
+  for (size_t i = 0; i < calls_.size(); i++) {
+    const Call& c = calls_[i];
+    if (c.launch) {
+      Op o{i, x.compute_queue[dev_index(&c.program->device())], true, 0, 0, 0, 0, 0, {}, {}};
+      o.name = c.program->kernel().name;
+      for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
+      ops.push_back(std::move(o));
+      continue;
+    }
+    if (!c.path.empty()) {  // a load: the host reads into staging, a copy takes it from there
+      const uint32_t dd = dev_index(c.dst.device);
+      const uint32_t st = stage(x.device_area[dd], c.size);
+      const std::string name = "read " + std::to_string(c.size) + " bytes of " + c.path;
+      Op rd{i, disk_queue[dd], false, st, st, 0, c.src_offset, c.size, name, {}};
+      rd.accesses = {{st, 0, c.size, true}};
+      rd.path = c.path;
+      const uint32_t q = copy_kernel[dd] ? x.compute_queue[dd] : copy_base[dd];
+      Op in{i, q, false, slot_of(c.dst), st, c.dst_offset, 0, c.size,
+            "copy " + std::to_string(c.size) + " bytes from staging", {}};
+      in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
+      ops.push_back(std::move(rd));
+      ops.push_back(std::move(in));
+      continue;
+    }
+    // Within a device: its first copy queue. Between devices: the copy queue of the peer
+    // distance on both sides, so all-to-all traffic spreads over the copy engines.
+    const uint32_t dd = dev_index(c.dst.device), sd = dev_index(c.src.device);
+    const uint32_t D = uint32_t(devs_.size());
+    const uint32_t lane = dd == sd ? 0 : ((dd + D - sd) % D) - 1;
+    auto queue_for = [&](uint32_t d) {
+      return copy_kernel[d] ? x.compute_queue[d] : copy_base[d] + lane % copy_count[d];
+    };
+    uint32_t dq = queue_for(dd), sq = queue_for(sd);
+    std::string name = "copy " + std::to_string(c.size) + " bytes";
+    if ((copy_kernel[dd] || copy_kernel[sd]) && c.size >= (1ull << 32))
+      throw InvalidInput("batch: call " + std::to_string(i) + " copies " + std::to_string(c.size) +
+                         " bytes, more than a copy kernel's 32-bit count");
+    if (dq == sq) {
+      Op o{i, dq, false, slot_of(c.dst), slot_of(c.src), c.dst_offset, c.src_offset, c.size, name, {}};
+      o.accesses = {{o.src_slot, c.src_offset, c.size, false}, {o.dst_slot, c.dst_offset, c.size, true}};
+      ops.push_back(std::move(o));
+      continue;
+    }
+    uint32_t st = stage(x.device_area[sd], c.size);
+    Op out{i, sq, false, st, slot_of(c.src), 0, c.src_offset, c.size, name + " to staging", {}};
+    out.accesses = {{out.src_slot, c.src_offset, c.size, false}, {st, 0, c.size, true}};
+    ops.push_back(std::move(out));
+    if (x.device_area[sd] != x.device_area[dd]) {  // the host carries it between the areas
+      const uint32_t to = stage(x.device_area[dd], c.size);
+      Op relay{i, relay_queue, false, to, st, 0, 0, c.size, name + " between staging areas", {}};
+      relay.accesses = {{st, 0, c.size, false}, {to, 0, c.size, true}};
+      ops.push_back(std::move(relay));
+      st = to;
+    }
+    Op in{i, dq, false, slot_of(c.dst), st, c.dst_offset, 0, c.size, name + " from staging", {}};
+    in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
+    ops.push_back(std::move(in));
+  }
+  const size_t n = ops.size();
+
+  // 2. Position of each op on its queue, and the ops it must follow.
+  std::vector<uint32_t> pos(n), count(nq, 0);
+  std::map<uint32_t, RangeTracker> trackers;
+  std::vector<std::vector<int32_t>> deps(n);
+  for (size_t i = 0; i < n; i++) {
+    pos[i] = ++count[ops[i].queue];
+    for (auto& [slot, off, size, write] : ops[i].accesses)
+      trackers[slot].access(off, off + size, write, int32_t(i), deps[i]);
+  }
+  // 3. One wait per producer queue, for the latest value needed; the producers signal.
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> waits(n);  // (queue, value)
+  std::vector<bool> signals(n, false);
+  std::vector<uint32_t> waited(size_t(nq) * nq, 0);  // [consumer * nq + producer]
+  for (size_t i = 0; i < n; i++) {
+    std::map<uint32_t, int32_t> latest;  // producer queue -> latest op needed
+    for (int32_t d : deps[i]) {
+      uint32_t pq = ops[size_t(d)].queue;
+      if (pq == ops[i].queue) continue;  // same-queue order stands
+      auto [it, fresh] = latest.emplace(pq, d);
+      if (!fresh && pos[size_t(d)] > pos[size_t(it->second)]) it->second = d;
+    }
+    for (auto& [pq, d] : latest) {
+      uint32_t& w = waited[size_t(ops[i].queue) * nq + pq];
+      if (pos[size_t(d)] <= w) continue;  // an earlier wait on that queue covers it
+      w = pos[size_t(d)];
+      waits[i].push_back({pq, w});
+      signals[size_t(d)] = true;
+      x.edges.push_back({size_t(d), i});
+    }
+  }
+
+  // 4. Memory: per area, signals, staging and timestamps (see Impl::Area); kernel arguments
+  // per device (values written now, buffers and scalars patched).
+  x.patch_slots = patch_slots;
+  x.profile = options.profile;
+  x.areas.resize(areas);
+  for (uint32_t a = 0; a < areas; a++) {
+    std::vector<Device*> in;
+    for (size_t d = 0; d < devs_.size(); d++)
+      if (x.device_area[d] == a) in.push_back(devs_[d]);
+    if (in.empty()) continue;  // no device reaches host memory: area 0 goes unused
+    x.areas[a].sync = SharedHostMemory(in, uint64_t(nq) * 16);
+    if (staging_bytes[a]) x.areas[a].staging = SharedHostMemory(in, staging_bytes[a]);
+    if (x.profile) x.areas[a].timestamps = SharedHostMemory(in, std::max<size_t>(n, 1) * 32);
+  }
+  std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
+  // The program an op launches: its own, or its device's copy kernel for a copy on a compute
+  // queue.
+  auto program_of = [&](const Op& o) -> const Program* {
+    if (o.launch) return calls_[o.call].program;
+    return x.queue_kind[o.queue] == QueueKind::Compute ? copy_kernel[x.queue_device[o.queue]]
+                                                       : nullptr;
+  };
+  for (size_t i = 0; i < n; i++)
+    if (const Program* prog = program_of(ops[i])) {
+      const auto& k = prog->kernel();
+      uint64_t align = std::max<uint64_t>(k.kernarg_align, 16);
+      uint64_t& total = karg_bytes[x.queue_device[ops[i].queue]];
+      total = (total + align - 1) / align * align;
+      karg_off[i] = total;
+      total += std::max<uint32_t>(k.kernarg_size, 16);
+    }
+  x.kernargs.resize(devs_.size());
+  for (size_t d = 0; d < devs_.size(); d++)
+    if (karg_bytes[d]) {
+      x.kernargs[d] = devs_[d]->allocate_visible(karg_bytes[d]);
+      std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
+    }
+  x.inputs.resize(patch_slots);
+  // Per input, what it patches: sites in a queue's recording, kernel-argument words (with
+  // the argument's offset); made into the flat table once the recordings are bound.
+  std::vector<std::vector<std::pair<Queue*, PatchSite>>> input_sites(patch_slots);
+  std::vector<std::vector<std::pair<uint64_t*, uint64_t>>> input_words(patch_slots);
+  for (uint32_t s = 0; s < user_slots; s++) {
+    x.inputs[s].size = input_sizes_[s];
+    x.inputs[s].device = input_devices_[s];
+  }
+  for (size_t s = 0; s < bound.size(); s++) {
+    x.inputs[user_slots + s].size = bound[s]->size();
+    x.inputs[user_slots + s].device = bound[s]->device();
+  }
+  x.scalars.resize(scalar_bytes_.size());
+  for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
+  // Queue q's signal as queues of `area` see it: its own slot, or a mirror the host keeps.
+  std::set<std::pair<uint32_t, uint32_t>> mirrored;
+  auto signal_va = [&](uint32_t q, uint32_t area) {
+    if (area != x.area_of(q)) mirrored.insert({q, area});
+    return reinterpret_cast<uint64_t>(x.slot(q, area));
+  };
+  // An address operand: patched for input and bound slots (an offset stands in until the
+  // first run), fixed for staging.
+  auto address = [&](uint32_t slot, uint64_t off) {
+    if (slot < patch_slots) return off;
+    const auto& st = x.staging[slot - patch_slots];
+    return x.areas[st.area].staging.va() + st.offset + off;
+  };
+  auto timestamp_va = [&](size_t op) {
+    return x.areas[x.area_of(ops[op].queue)].timestamps.va() + op * 32;
+  };
+
+  // 5. Encode every queue once, straight into device memory.
+  x.used.assign(nq, false);
+  std::vector<uint64_t> estimate(nq, 64);
+  for (size_t i = 0; i < n; i++) {
+    x.used[ops[i].queue] = true;
+    estimate[ops[i].queue] += ops[i].launch ? 160 : 64 + 8 * (ops[i].size >> 22) + 24 * waits[i].size();
+  }
+  for (uint32_t q : x.compute_queue) x.used[q] = true;  // each device's closer
+  for (uint32_t q = 0; q < nq; q++) {
+    Device& dev = x.device_of(q);
+    if (x.host_queue[q])
+      x.queues.push_back(nullptr);  // its work is done by the host at each run
+    else if (x.queue_kind[q] == QueueKind::Compute)
+      x.queues.push_back(std::make_unique<ComputeQueue>(dev));
+    else
+      x.queues.push_back(std::make_unique<CopyQueue>(dev, x.queue_index[q]));
+    if (x.used[q] && x.queues[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
+  }
+  // The sites of a queue's last command that play `role`.
+  auto last_sites = [](const Queue& Q, PatchRole role) {
+    std::vector<PatchSite> out;
+    for (const PatchSite& s : Q.sites_of(Q.commands() - 1))
+      if (s.role == role) out.push_back(s);
+    return out;
+  };
+  std::vector<std::vector<PatchSite>> timeline_waits(nq), timeline_signals(nq);
+  for (uint32_t q = 0; q < nq; q++) {
+    if (!x.used[q] || x.host_queue[q]) continue;
+    x.queues[q]->wait(x.device_of(q).timeline().signal().va(), 0);
+    timeline_waits[q] = last_sites(*x.queues[q], PatchRole::WaitValue);
+    if (x.queue_kind[q] == QueueKind::Compute)
+      static_cast<ComputeQueue&>(*x.queues[q]).memory_barrier();
+  }
+  for (size_t i = 0; i < n; i++) {
+    const Op& o = ops[i];
+    if (x.host_queue[o.queue]) {
+      x.host_ops.push_back({o.queue, o.dst_slot, o.src_slot, o.dst_offset, o.src_offset, o.size,
+                            waits[i], signals[i] ? pos[i] : 0, i, o.path});
+      for (uint32_t slot : {o.dst_slot, o.src_slot})
+        if (slot < patch_slots) x.inputs[slot].host_copied = true;
+      x.stats[o.queue].waits += waits[i].size();
+      x.stats[o.queue].calls++;
+      x.stats[o.queue].signals += signals[i];
+      x.ops.push_back({o.call, o.queue, o.name});
+      continue;
+    }
+    Queue& Q = *x.queues[o.queue];
+    for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq, x.area_of(o.queue)), value);
+    x.stats[o.queue].waits += waits[i].size();
+    if (x.profile) Q.timestamp_at(timestamp_va(i));  // two 16-byte records per op
+    if (o.launch) {
+      const Call& c = calls_[o.call];
+      const uint32_t d = x.queue_device[o.queue];
+      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+      const auto& init = c.program->kernel().kernarg_init;
+      std::copy(init.begin(), init.begin() + std::min<size_t>(init.size(), c.program->kernel().kernarg_size), args);
+      size_t a = 0;
+      for (auto& ka : c.program->kernel().args) {
+        if (ka.kind == KernelArg::Kind::Hidden) continue;
+        const Arg& arg = c.args[a++];
+        std::byte* at = args + ka.offset;
+        if (arg.kind_ == Arg::Kind::Buffer)
+          input_words[slot_of(arg.mem_)].push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
+        else if (arg.kind_ == Arg::Kind::Scalar)
+          x.scalars[arg.slot_].at.push_back(at);
+        else
+          std::memcpy(at, arg.bytes_.data(), arg.bytes_.size());
+      }
+      auto& cq = static_cast<ComputeQueue&>(Q);
+      cq.memory_barrier();
+      cq.exec(*c.program, x.kernargs[d].va() + karg_off[i], c.grid, c.block);
+    } else if (const Program* kp = program_of(o)) {  // a kernel copy
+      const uint32_t d = x.queue_device[o.queue];
+      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+      const KernelObject& k = kp->kernel();
+      std::copy(k.kernarg_init.begin(),
+                k.kernarg_init.begin() + std::min<size_t>(k.kernarg_init.size(), k.kernarg_size), args);
+      std::vector<const KernelArg*> ka;
+      for (auto& a : k.args)
+        if (a.kind != KernelArg::Kind::Hidden) ka.push_back(&a);
+      auto put_address = [&](const KernelArg* a, uint32_t slot, uint64_t off) {
+        auto* at = reinterpret_cast<uint64_t*>(args + a->offset);
+        if (slot < patch_slots)
+          input_words[slot].push_back({at, off});
+        else
+          *at = address(slot, off);
+      };
+      put_address(ka[0], o.dst_slot, o.dst_offset);
+      put_address(ka[1], o.src_slot, o.src_offset);
+      constexpr uint32_t kBlock = 256;
+      const uint32_t bytes = uint32_t(o.size);
+      std::memcpy(args + ka[2]->offset, &bytes, 4);
+      std::memcpy(args + ka[3]->offset, &kBlock, 4);
+      auto& cq = static_cast<ComputeQueue&>(Q);
+      cq.memory_barrier();
+      cq.exec(*kp, x.kernargs[d].va() + karg_off[i], {uint32_t((o.size + kBlock - 1) / kBlock), 1, 1},
+              {kBlock, 1, 1});
+    } else {
+      auto& kq = static_cast<CopyQueue&>(Q);
+      kq.copy(address(o.dst_slot, o.dst_offset), address(o.src_slot, o.src_offset), o.size);
+      for (auto& s : kq.sites_of(kq.commands() - 1)) {
+        bool dst = s.role == PatchRole::CopyDst;
+        uint32_t slot = dst ? o.dst_slot : o.src_slot;
+        if (slot >= patch_slots) continue;  // staging: a fixed address
+        PatchSite site = s;
+        site.add += dst ? o.dst_offset : o.src_offset;
+        input_sites[slot].push_back({&kq, site});
+      }
+    }
+    x.stats[o.queue].calls++;
+    if (x.profile) Q.timestamp_at(timestamp_va(i) + 16);
+    if (signals[i]) {
+      Q.signal_at(signal_va(o.queue, x.area_of(o.queue)), pos[i], false);
+      x.stats[o.queue].signals++;
+    }
+    x.ops.push_back({o.call, o.queue, o.name});
+  }
+  // 6. Close: every queue reports its end; each device's compute queue waits for all of
+  // them, then advances its device timeline (patched with each run's value).
+  x.host_queue_end.assign(nq, 0);
+  for (uint32_t q = 0; q < nq; q++) {
+    if (!x.used[q]) continue;
+    if (x.host_queue[q])
+      x.host_queue_end[q] = count[q] + 1;
+    else
+      x.queues[q]->signal_at(signal_va(q, x.area_of(q)), count[q] + 1, false);
+  }
+  for (uint32_t q : x.compute_queue) {
+    for (uint32_t p = 0; p < nq; p++)
+      if (p != q && x.used[p]) x.queues[q]->wait(signal_va(p, x.area_of(q)), count[p] + 1);
+    x.queues[q]->signal_at(x.device_of(q).timeline().signal().va(), 0, true);
+    timeline_signals[q] = last_sites(*x.queues[q], PatchRole::SignalValue);
+  }
+  for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
+  for (uint32_t q = 0; q < nq; q++)
+    if (x.used[q] && x.queues[q]) x.queues[q]->bind();
+  // 7. The flat patch table, now that every recording sits where it stays.
+  auto add_site = [](std::vector<Executable::Impl::Target>& out, Queue& Q, const PatchSite& s) {
+    auto [words, device_copy] = Q.patch_bases();
+    out.push_back({words, s});
+    if (device_copy) out.push_back({device_copy, s});
+  };
+  for (uint32_t s = 0; s < patch_slots; s++) {
+    auto& in = x.inputs[s];
+    in.first = uint32_t(x.targets.size());
+    for (auto& [Q, site] : input_sites[s]) add_site(x.targets, *Q, site);
+    for (auto& [word, add] : input_words[s])
+      x.targets.push_back({reinterpret_cast<uint32_t*>(word),
+                           offset_site(0, PatchFormat::LoHi64, PatchRole::KernargAddress, add)});
+    in.count = uint32_t(x.targets.size()) - in.first;
+    in.patches = uint32_t(input_sites[s].size() + input_words[s].size());
+  }
+  x.timeline_waits.resize(devs_.size());
+  x.timeline_signals.resize(devs_.size());
+  for (uint32_t q = 0; q < nq; q++) {
+    for (auto& s : timeline_waits[q]) add_site(x.timeline_waits[x.queue_device[q]], *x.queues[q], s);
+    for (auto& s : timeline_signals[q])
+      add_site(x.timeline_signals[x.queue_device[q]], *x.queues[q], s);
+  }
+  if (x.profile) {
+    x.clock_offset_ns.assign(nq, 0);  // host queues record host time: no offset
+    for (uint32_t q = 0; q < nq; q++)
+      if (x.used[q] && !x.host_queue[q])
+        x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
+  }
+  cache[cache_key] = impl;
+  for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
+    it = it->second.expired() ? cache.erase(it) : std::next(it);
+  return Executable(std::move(impl), std::move(bound));
+}
+
+}  // namespace hcq::batch

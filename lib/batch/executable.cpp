@@ -1,0 +1,264 @@
+// Running a compiled schedule: fence, patch what changed, submit; the host queues and relays.
+#include "batch/executable_impl.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "io/file_load.hpp"
+
+namespace hcq::batch {
+
+Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
+    : impl_(std::move(impl)), bound_(std::move(bound)) {
+  static std::atomic<uint64_t> executables{0};
+  id_ = ++executables;
+}
+Executable::Executable(Executable&&) noexcept = default;
+Executable& Executable::operator=(Executable&&) noexcept = default;
+Executable::~Executable() = default;
+
+Executable::Impl::~Impl() {
+  if (host_thread.joinable()) host_thread.join();
+  if (!ran) return;
+  for (size_t d = 0; d < devs.size(); d++) {
+    try {
+      devs[d]->timeline().wait(last_done[d], std::chrono::milliseconds(2000));
+    } catch (const Error&) {
+      // Destroyed while a run is stuck: the device reports that to its own waiters.
+    }
+  }
+}
+
+uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
+  Impl& x = *impl_;
+  x.report_host_error();  // a host op of the previous run failed and no wait() said so yet
+  // Fence on the previous run: its command buffers and signals are about to be rewritten.
+  if (x.ran)
+    for (size_t d = 0; d < x.devs.size(); d++) {
+      try {
+        x.devs[d]->timeline().wait(x.last_done[d], fence_timeout);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(x.devs[d]->name() + ": batch re-run: the previous run (timeline value " +
+                           std::to_string(x.last_done[d]) + ") has not finished after " +
+                           std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
+      }
+    }
+  if (x.host_thread.joinable()) x.host_thread.join();  // done: the fence above saw its end
+  size_t patches = 0;
+  auto bind = [&](uint32_t slot, const Buffer* buf) {
+    auto& in = x.inputs[slot];
+    if (buf->device() != in.device)
+      throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
+                         buf->device()->name() + ", the schedule has it on " + in.device->name());
+    if (buf->size() < in.size)
+      throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
+                         std::to_string(in.size) + " bytes, the buffer has " +
+                         std::to_string(buf->size()));
+    if (in.host_copied && !buf->host())
+      throw InvalidInput("batch: input " + std::to_string(slot) + " is copied on the host (" +
+                         in.device->name() + " has no copy engine), but the CPU cannot see it");
+    in.bound_host = buf->host();
+    if (buf->va() == in.bound_va) return;  // unchanged: nothing to write
+    in.bound_va = buf->va();
+    Impl::write(x.targets, in.first, in.count, in.bound_va);
+    patches += in.patches;
+  };
+  // The schedule's own buffers: already in place when this executable bound them last.
+  if (x.bound_by != id_) {
+    for (size_t i = 0; i < bound_.size(); i++) bind(uint32_t(x.user_inputs + i), bound_[i]);
+    x.bound_by = id_;
+  }
+  for (auto& [slot, buf] : b.inputs_) {
+    if (slot >= x.user_inputs) throw InvalidInput("batch: binding for an undeclared input");
+    bind(slot, buf);
+  }
+  for (auto& [slot, bits] : b.scalars_) {
+    if (slot >= x.scalars.size()) throw InvalidInput("batch: binding for an undeclared scalar");
+    auto& sc = x.scalars[slot];
+    if (sc.set && sc.value == bits) continue;
+    sc.set = true;
+    sc.value = bits;
+    for (std::byte* at : sc.at) std::memcpy(at, &bits, sc.bytes);
+    patches += sc.at.size();
+  }
+  if (!x.ran) {  // the first run binds everything
+    for (size_t s = 0; s < x.user_inputs; s++)
+      if (!x.inputs[s].bound_va)
+        throw InvalidInput("batch: input " + std::to_string(s) + " is not bound");
+    for (size_t s = 0; s < x.scalars.size(); s++)
+      if (!x.scalars[s].set)
+        throw InvalidInput("batch: scalar " + std::to_string(s) + " is not set");
+  }
+  // Re-arm: the queues' signals count from zero again in every run.
+  const uint32_t nq = uint32_t(x.queues.size());
+  for (uint32_t a = 0; a < x.areas.size(); a++)
+    if (x.areas[a].sync.host())
+      for (uint32_t q = 0; q < nq; q++) __atomic_store_n(x.slot(q, a), 0, __ATOMIC_RELAXED);
+  // Submit under every device's submission lock, taken in one order (no deadlock with
+  // another multi-device run).
+  const auto& locks = x.submit_locks;
+  for (auto* m : locks) m->lock();
+  for (size_t d = 0; d < x.devs.size(); d++) {
+    auto [prev, next] = x.devs[d]->timeline().advance();
+    x.last_done[d] = next;
+    Impl::write(x.timeline_waits[d], 0, uint32_t(x.timeline_waits[d].size()), prev);
+    Impl::write(x.timeline_signals[d], 0, uint32_t(x.timeline_signals[d].size()), next);
+  }
+  try {
+    for (uint32_t q = 0; q < nq; q++)
+      if (x.used[q] && x.queues[q]) x.queues[q]->submit();
+  } catch (...) {
+    for (auto* m : locks) m->unlock();
+    throw;
+  }
+  for (auto* m : locks) m->unlock();
+  if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end() ||
+      !x.mirrors.empty()) {
+    std::vector<uint64_t> prev(x.devs.size());
+    for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
+    x.host_thread = std::thread([&x, prev] { x.run_host(prev); });
+  }
+  x.ran = true;
+  x.last_patches = patches;
+  return x.last_done[0];
+}
+
+void Executable::wait(std::chrono::milliseconds timeout) const {
+  if (!impl_->ran) return;
+  for (size_t d = 0; d < impl_->devs.size(); d++) {
+    try {
+      impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
+    } catch (const TimeoutError&) {
+      impl_->report_host_error();
+      throw;
+    }
+  }
+  impl_->report_host_error();
+}
+
+void Executable::Impl::report_host_error() {
+  std::exception_ptr e;
+  {
+    std::lock_guard lk(host_mu);
+    std::swap(e, host_error);
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+// Copies each mirrored signal's new value into its mirror; true once every one has relayed
+// its queue's end value. `copied`: the value each last relayed.
+bool Executable::Impl::pump_mirrors(std::vector<uint64_t>& copied) const {
+  bool done = true;
+  for (size_t m = 0; m < mirrors.size(); m++) {
+    const Mirror& mi = mirrors[m];
+    const uint64_t v = __atomic_load_n(home_slot(mi.queue), __ATOMIC_ACQUIRE);
+    if (v != copied[m]) __atomic_store_n(slot(mi.queue, mi.area), copied[m] = v, __ATOMIC_RELEASE);
+    done &= v >= mi.end;
+  }
+  return done;
+}
+
+// A run's host queues: wait for the device timelines' previous values, then each host op in
+// schedule order waits for its producers, copies, and signals; each host queue ends by
+// signalling its end value, which the device's closing queue waits for. Meanwhile, and until
+// every mirrored signal has passed its end, the host relays signals between areas.
+void Executable::Impl::run_host(std::vector<uint64_t> prev) {
+  std::vector<uint64_t> copied(mirrors.size(), 0);
+  using clock = std::chrono::steady_clock;
+  try {
+    for (size_t d = 0; d < devs.size(); d++) {
+      bool has = false;
+      for (size_t q = 0; q < host_queue.size(); q++) has |= host_queue[q] && queue_device[q] == d && used[q];
+      if (has) devs[d]->timeline().wait(prev[d]);
+    }
+    auto host_of = [&](uint32_t slot, uint64_t off) -> char* {
+      if (slot < patch_slots) return static_cast<char*>(inputs[slot].bound_host) + off;
+      const StagingSlot& st = staging[slot - patch_slots];
+      return reinterpret_cast<char*>(areas[st.area].staging.host()) + st.offset + off;
+    };
+    auto now_ticks = [&](uint32_t q) {
+      const double hz = double(device_of(q).properties().timestamp_hz);
+      const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       clock::now().time_since_epoch())
+                                       .count());
+      return uint64_t(double(ns) * hz / 1e9);
+    };
+    for (const HostOp& h : host_ops) {
+      for (auto& [pq, value] : h.waits) {
+        const auto deadline = clock::now() + std::chrono::seconds(10);
+        while (__atomic_load_n(home_slot(pq), __ATOMIC_ACQUIRE) < value) {
+          if (clock::now() > deadline)
+            throw TimeoutError("batch: a host copy waited 10 s for queue " + std::to_string(pq) +
+                               " to reach " + std::to_string(value));
+          pump_mirrors(copied);
+          std::this_thread::sleep_for(std::chrono::microseconds(5));
+        }
+      }
+      auto* ts = profile ? reinterpret_cast<uint64_t*>(areas[area_of(h.queue)].timestamps.host())
+                         : nullptr;
+      if (ts) ts[h.op * 4 + 1] = now_ticks(h.queue);
+      if (h.path.empty())
+        std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
+      else
+        io::read_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size,
+                       "batch: load of " + h.path);
+      if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
+      if (h.signal) __atomic_store_n(home_slot(h.queue), uint64_t(h.signal), __ATOMIC_RELEASE);
+      pump_mirrors(copied);
+    }
+  } catch (const Error&) {
+    // Reported by the next wait() or run(). The host queues still signal their ends below,
+    // so the GPU queues waiting on them finish the run and the devices stay usable.
+    std::lock_guard lk(host_mu);
+    host_error = std::current_exception();
+  }
+  for (size_t q = 0; q < host_queue.size(); q++)
+    if (host_queue[q] && used[q])
+      __atomic_store_n(home_slot(uint32_t(q)), uint64_t(host_queue_end[q]), __ATOMIC_RELEASE);
+  // Relay until every mirrored queue has ended; give up after 10 s without progress (a
+  // faulted or hung device: its waiters hear of that from the device).
+  auto last_progress = clock::now();
+  for (std::vector<uint64_t> before = copied; !pump_mirrors(copied); before = copied) {
+    if (copied != before) last_progress = clock::now();
+    if (clock::now() - last_progress > std::chrono::seconds(10)) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  }
+}
+
+std::vector<std::pair<Device*, uint64_t>> Executable::points() const {
+  std::vector<std::pair<Device*, uint64_t>> out;
+  for (size_t d = 0; d < impl_->devs.size(); d++)
+    out.push_back({impl_->devs[d], impl_->last_done[d]});
+  return out;
+}
+
+size_t Executable::last_patch_count() const { return impl_->last_patches; }
+
+Executable::Stats Executable::stats(QueueKind k) const {
+  Stats s;
+  for (size_t q = 0; q < impl_->stats.size(); q++) {
+    if (impl_->queue_kind[q] != k) continue;
+    s.calls += impl_->stats[q].calls;
+    s.waits += impl_->stats[q].waits;
+    s.signals += impl_->stats[q].signals;
+  }
+  return s;
+}
+
+Executable::Stats Executable::stats(const Device& dev, QueueKind k) const {
+  for (size_t d = 0; d < impl_->devs.size(); d++) {
+    if (impl_->devs[d] != &dev) continue;
+    Stats s;
+    for (size_t q = 0; q < impl_->stats.size(); q++) {
+      if (impl_->queue_device[q] != d || impl_->queue_kind[q] != k) continue;
+      s.calls += impl_->stats[q].calls;
+      s.waits += impl_->stats[q].waits;
+      s.signals += impl_->stats[q].signals;
+    }
+    return s;
+  }
+  throw InvalidInput("batch: " + dev.name() + " is not one of the schedule's devices");
+}
+
+}  // namespace hcq::batch

@@ -1,0 +1,181 @@
+// Internal to lib/batch: what compile() builds and run() replays. Not installed.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "batch/batch.hpp"
+#include "core/error.hpp"
+
+namespace hcq::batch {
+
+// Page-aligned host memory mapped for several devices at its own address (KFD userptr):
+// the queues' signals and the staging area of copies between devices live there. A device
+// that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
+// same CPU and GPU address, and the others map that. A device that cannot reach host memory
+// at all allocates its own CPU-visible memory (compile gives it a memory area of its own).
+class SharedHostMemory {
+ public:
+  SharedHostMemory() = default;
+  SharedHostMemory(const std::vector<Device*>& devs, uint64_t bytes) {
+    bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
+    Device* owner = nullptr;
+    for (Device* d : devs)
+      if ((!d->properties().caps.map_host || !d->properties().caps.host_reachable) && !owner)
+        owner = d;
+    if (owner) {
+      owned_ = owner->allocate_visible(bytes_);
+      mem_ = static_cast<std::byte*>(owned_.host());
+      if (reinterpret_cast<uint64_t>(mem_) != owned_.va())
+        throw InvalidInput("batch: " + owner->name() + " cannot map host memory, and the memory "
+                           "it shares with the CPU is not at the same CPU and GPU address");
+    } else {
+      mem_ = static_cast<std::byte*>(std::aligned_alloc(4096, bytes_));
+      if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
+    }
+    std::memset(mem_, 0, bytes_);
+    for (Device* d : devs)
+      if (d != owner) maps_.push_back(d->map_host(mem_, bytes_));
+  }
+  SharedHostMemory(SharedHostMemory&& o) noexcept { *this = std::move(o); }
+  SharedHostMemory& operator=(SharedHostMemory&& o) noexcept {
+    std::swap(mem_, o.mem_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(maps_, o.maps_);
+    std::swap(owned_, o.owned_);
+    return *this;
+  }
+  ~SharedHostMemory() {
+    maps_.clear();  // unmap from the devices before the memory goes
+    if (!owned_) std::free(mem_);
+  }
+  std::byte* host() const { return mem_; }
+  uint64_t va() const { return reinterpret_cast<uint64_t>(mem_); }
+
+ private:
+  std::byte* mem_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::vector<Buffer> maps_;
+  Buffer owned_;  // the memory itself, when a device allocated it
+};
+
+struct Executable::Impl {
+  std::vector<Device*> devs;
+  // Queues in device order: each device's compute queue, then its copy queues.
+  std::vector<std::unique_ptr<Queue>> queues;
+  std::vector<uint32_t> queue_device;  // per queue: index into devs
+  std::vector<QueueKind> queue_kind;
+  std::vector<uint32_t> queue_index;   // per queue: which queue of that kind on its device
+  std::vector<uint32_t> compute_queue; // per device
+  std::vector<bool> used;
+  // Memory areas: area 0 is host memory that every device reaching it maps; a device that
+  // cannot reach host memory has an area of its own (its CPU-visible memory). An area holds
+  // a 16-byte slot per queue (the queue's signal where its device lives, elsewhere a mirror
+  // the host relays), the staging of the ops there, and their timestamps.
+  struct Area {
+    SharedHostMemory sync, staging, timestamps;
+  };
+  std::vector<Area> areas;
+  std::vector<uint32_t> device_area;  // per device
+  uint32_t area_of(uint32_t q) const { return device_area[queue_device[q]]; }
+  uint64_t* slot(uint32_t q, uint32_t area) const {
+    return reinterpret_cast<uint64_t*>(areas[area].sync.host() + uint64_t(q) * 16);
+  }
+  uint64_t* home_slot(uint32_t q) const { return slot(q, area_of(q)); }
+  // Signals a queue's consumers in another area wait on: the host copies the queue's value
+  // into that area's slot for it until the queue's end value has passed.
+  struct Mirror {
+    uint32_t queue, area;
+    uint64_t end;
+  };
+  std::vector<Mirror> mirrors;
+  bool pump_mirrors(std::vector<uint64_t>& copied) const;
+  std::vector<Buffer> kernargs;  // per device: its launches' arguments
+  // The patch table, flat so a replay reads few cache lines: a target is a site in a
+  // command buffer (a recording not encoded in place has its device copy as a second
+  // target) or a kernel-argument word (a LoHi64 site with the argument's offset added).
+  struct Target {
+    uint32_t* words;
+    PatchSite site;
+  };
+  std::vector<Target> targets;  // every input's, input after input
+  static void write(const std::vector<Target>& t, uint32_t first, uint32_t count, uint64_t v) {
+    for (const Target* p = t.data() + first; p != t.data() + first + count; ++p)
+      write_site(p->words, p->site, v);
+  }
+  struct InputPatches {
+    uint32_t first = 0, count = 0;  // its run of `targets`
+    uint32_t patches = 0;           // the sites and words it patches (devices copies aside)
+    uint64_t size;
+    Device* device;
+    uint64_t bound_va = 0;
+    void* bound_host = nullptr;
+    bool host_copied = false;  // a host copy reads or writes it: the CPU must see it
+  };
+  // Copies on devices without a copy engine run on the host, in a host queue per such device
+  // (a queue with no command buffer: a thread at each run waits for its producers' signals,
+  // copies, and signals like a GPU queue).
+  struct HostOp {
+    uint32_t queue;
+    uint32_t dst_slot, src_slot;
+    uint64_t dst_offset, src_offset, size;
+    std::vector<std::pair<uint32_t, uint32_t>> waits;  // (queue, value)
+    uint32_t signal = 0;                                // value to signal, 0 for none
+    size_t op;                                          // for profiling records
+    std::string path = {};  // a file read (src_offset: in the file) instead of a copy
+  };
+  std::vector<bool> host_queue;            // per queue
+  std::vector<HostOp> host_ops;            // in schedule order
+  std::vector<uint32_t> host_queue_end;    // per queue: the value its end signals
+  struct StagingSlot {
+    uint32_t area;
+    uint64_t offset;
+  };
+  std::vector<StagingSlot> staging;        // per staging slot
+  uint32_t patch_slots = 0;
+  std::thread host_thread;
+  std::exception_ptr host_error;  // a failed host op of the last run, until reported
+  void report_host_error();
+  std::mutex host_mu;
+  void run_host(std::vector<uint64_t> prev);
+  struct ScalarPatches {
+    std::vector<std::byte*> at;
+    uint32_t bytes;
+    uint64_t value = 0;
+    bool set = false;
+  };
+  std::vector<InputPatches> inputs;
+  std::vector<ScalarPatches> scalars;
+  size_t user_inputs = 0;  // inputs [0, user_inputs) are the schedule's; the rest its buffers
+  // Per queue, the patch sites of its first command, the wait for its device timeline's
+  // previous value, and (the closing compute queue of each device) of its last, the signal
+  // of the next: patched in the command buffer at each run, so a submission writes only the
+  // indirect buffer into the ring (one GPFIFO entry on NVIDIA).
+  std::vector<std::vector<Target>> timeline_waits, timeline_signals;  // per device
+  std::vector<Stats> stats;
+  // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
+  bool profile = false;
+  struct OpInfo {
+    size_t call;
+    uint32_t queue;
+    std::string name;
+  };
+  std::vector<OpInfo> ops;
+  std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
+  std::vector<int64_t> clock_offset_ns;          // per queue
+  std::vector<uint64_t> last_done;               // per device
+  std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
+  bool ran = false;
+  size_t last_patches = 0;
+  uint64_t bound_by = 0;  // the executable whose own buffers are patched in (its id_)
+
+  ~Impl();
+  Device& device_of(uint32_t q) const { return *devs[queue_device[q]]; }
+};
+
+}  // namespace hcq::batch

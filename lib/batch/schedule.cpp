@@ -1,0 +1,140 @@
+// Recording a schedule: launches, copies and loads with the ranges they read and write.
+#include "batch/batch.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace hcq::batch {
+
+Schedule::Schedule(std::vector<Device*> devices) : devs_(std::move(devices)) {
+  if (devs_.empty()) throw InvalidInput("batch: a schedule needs a device");
+  for (size_t i = 0; i < devs_.size(); i++)
+    for (size_t j = 0; j < i; j++)
+      if (devs_[i] == devs_[j]) throw InvalidInput("batch: a device is listed twice");
+}
+
+bool Schedule::ours(const Device* d) const {
+  return std::find(devs_.begin(), devs_.end(), d) != devs_.end();
+}
+
+Mem Schedule::input(Device& dev, uint64_t size) {
+  if (size == 0) throw InvalidInput("batch: an input must have a size");
+  if (!ours(&dev)) throw InvalidInput("batch: input on " + dev.name() + ", not a schedule device");
+  input_sizes_.push_back(size);
+  input_devices_.push_back(&dev);
+  return {nullptr, int32_t(input_sizes_.size() - 1), size, &dev};
+}
+
+void Schedule::check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const {
+  if (m.bound) {
+    if (!ours(m.bound->device()))
+      throw InvalidInput("batch: " + what + " uses a buffer of " + m.bound->device()->name() +
+                         ", which is not one of the schedule's devices");
+  } else if (m.input < 0 || size_t(m.input) >= input_sizes_.size()) {
+    throw InvalidInput("batch: " + what + " uses an input this schedule did not declare");
+  }
+  if (off > m.size || size > m.size - off)
+    throw InvalidInput("batch: " + what + ": range [" + std::to_string(off) + ", " +
+                       std::to_string(off) + "+" + std::to_string(size) +
+                       ") is outside the buffer of " + std::to_string(m.size) + " bytes");
+}
+
+size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg> args,
+                        std::vector<Access> accesses) {
+  const std::string what = "launch #" + std::to_string(calls_.size()) + " ('" +
+                           p.kernel().name + "')";
+  if (!ours(&p.device()))
+    throw InvalidInput("batch: " + what + " was loaded on " + p.device().name() +
+                       ", which is not one of the schedule's devices");
+  if (grid.count() == 0 || block.count() == 0)
+    throw InvalidInput("batch: " + what + " has an empty grid or workgroup");
+  std::vector<const KernelArg*> want;
+  for (auto& a : p.kernel().args)
+    if (a.kind != KernelArg::Kind::Hidden) want.push_back(&a);
+  if (want.size() != args.size())
+    throw InvalidInput("batch: " + what + " takes " + std::to_string(want.size()) +
+                       " arguments, " + std::to_string(args.size()) + " given");
+  for (size_t i = 0; i < args.size(); i++) {
+    bool is_buf = args[i].kind_ == Arg::Kind::Buffer;
+    std::string which = what + " argument " + std::to_string(i);
+    if (want[i]->kind != KernelArg::Kind::Bytes && is_buf != (want[i]->kind == KernelArg::Kind::Buffer))
+      throw InvalidInput("batch: " + which + (is_buf ? " is a value" : " is a buffer") +
+                         " in the kernel");
+    if (is_buf) {
+      if (want[i]->size != 8) throw InvalidInput("batch: " + which + " is " + std::to_string(want[i]->size) + " bytes, not an address");
+      check(args[i].mem_, args[i].offset_, 0, which);
+    } else {
+      if (args[i].kind_ == Arg::Kind::Scalar &&
+          (args[i].slot_ >= scalar_bytes_.size() ||
+           scalar_bytes_[args[i].slot_] != args[i].bytes_.size()))
+        throw InvalidInput("batch: " + which + " uses an undeclared scalar");
+      if (args[i].bytes_.size() != want[i]->size)
+        throw InvalidInput("batch: " + which + " is " + std::to_string(want[i]->size) +
+                           " bytes, got " + std::to_string(args[i].bytes_.size()));
+    }
+  }
+  if (accesses.empty()) {
+    // From the metadata: const buffers are read, the rest read and written, each from the
+    // argument's offset to the end of its buffer.
+    for (size_t i = 0; i < args.size(); i++) {
+      const Arg& a = args[i];
+      if (a.kind_ != Arg::Kind::Buffer) continue;
+      bool read_only = want[i]->access == KernelArg::Access::ReadOnly;
+      accesses.push_back({a.mem_, a.offset_, a.mem_.size - a.offset_, !read_only});
+    }
+  }
+  for (auto& a : accesses) {
+    check(a.mem, a.offset, a.size, what);
+    if (a.mem.device != &p.device())
+      throw InvalidInput("batch: " + what + " on " + p.device().name() + " uses memory of " +
+                         a.mem.device->name() + "; copy it over first");
+  }
+  Call c;
+  c.launch = true;
+  c.program = &p;
+  c.grid = grid;
+  c.block = block;
+  c.args = std::move(args);
+  c.accesses = std::move(accesses);
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
+size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset, uint64_t size) {
+  const std::string what = "copy #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " copies 0 bytes");
+  check(dst, dst_offset, size, what + " destination");
+  check(src, src_offset, size, what + " source");
+  Call c;
+  c.launch = false;
+  c.dst = dst;
+  c.src = src;
+  c.dst_offset = dst_offset;
+  c.src_offset = src_offset;
+  c.size = size;
+  c.accesses = {Access::read(src, src_offset, size), Access::written(dst, dst_offset, size)};
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
+size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uint64_t file_offset,
+                      uint64_t size) {
+  const std::string what = "load #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " reads 0 bytes");
+  if (path.empty()) throw InvalidInput("batch: " + what + " names no file");
+  check(dst, dst_offset, size, what + " destination");
+  Call c;
+  c.launch = false;
+  c.dst = dst;
+  c.dst_offset = dst_offset;
+  c.src_offset = file_offset;
+  c.size = size;
+  c.path = path;
+  c.accesses = {Access::written(dst, dst_offset, size)};
+  calls_.push_back(std::move(c));
+  return calls_.size() - 1;
+}
+
+}  // namespace hcq::batch
