@@ -66,6 +66,12 @@ class Channel final : public HwQueue {
   ~Channel() override;
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  // submit_indirect in two steps, for several channels at once (RmDriver::submit_indirect):
+  // the entry and GP_PUT, then (after one ordering read on the BAR1 path) the doorbell.
+  void stage_indirect(uint64_t va, size_t ndwords);
+  void ring_doorbell();
+  // Read GP_PUT back through BAR1: no write on that path before it is still on its way.
+  void order_writes() const { (void)__atomic_load_n(&userd_->GPPut, __ATOMIC_ACQUIRE); }
   // The channel's error notifier: nonzero status once RM (or the emulator) stopped it.
   const Notification& notifier() const { return *static_cast<const Notification*>(notifier_.host); }
   std::string report();
@@ -83,6 +89,7 @@ class Channel final : public HwQueue {
   void retire();
   uint64_t push_words(const uint32_t* w, size_t n);  // into the push ring: its GPU address
   void add_entry(uint64_t va, uint32_t dwords, uint64_t push_end);
+  void put_gp_put();  // publish the entries written (GP_PUT), ordered after them
   void kick();
 
   RmDriver& drv_;
@@ -115,6 +122,7 @@ class RmDriver final : public DeviceDriver {
   Allocation map_user(void* host, uint64_t size) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
+  void submit_indirect(std::span<const IndirectRun> runs) override;
   std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
@@ -674,6 +682,16 @@ std::unique_ptr<HwQueue> RmDriver::create_queue(QueueKind kind) {
   return std::make_unique<Channel>(*this, kind, index);
 }
 
+void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
+  if (runs.empty()) return;
+  // Every queue of this device is one of its channels.
+  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->stage_indirect(r.va, r.ndwords);
+  // One read orders every GP_PUT and entry written above (all through BAR1) before the
+  // doorbells; a channel another thread submits to in between is covered by its own read.
+  static_cast<Channel*>(runs.back().queue)->order_writes();
+  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->ring_doorbell();
+}
+
 std::unique_ptr<Encoder> RmDriver::encoder(QueueKind kind) {
   if (kind == QueueKind::Compute) return std::make_unique<ComputeEncoder>(qmd_);
   return std::make_unique<CopyEncoder>();
@@ -844,7 +862,7 @@ void Channel::add_entry(uint64_t va, uint32_t dwords, uint64_t push_end) {
   put_seq_++;
 }
 
-void Channel::kick() {
+void Channel::put_gp_put() {
   // Entries, then GP_PUT, must be visible before the doorbell.
   __atomic_store_n(&userd_->GPPut, uint32_t(put_seq_ % kGpfifoEntries), __ATOMIC_RELEASE);
 #if defined(__x86_64__)
@@ -852,12 +870,18 @@ void Channel::kick() {
 #else
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
+}
+
+void Channel::ring_doorbell() { drv_.ring_doorbell(token_); }
+
+void Channel::kick() {
+  put_gp_put();
   // USERD and the ring are video memory written through BAR1, the doorbell a register in
   // another BAR: writes on two paths may land in either order, and a doorbell ahead of its
   // GP_PUT wakes an engine that finds nothing and sleeps on. A read on the BAR1 path cannot
   // pass the writes before it (nouveau reads its channel control page back the same way).
-  (void)__atomic_load_n(&userd_->GPPut, __ATOMIC_ACQUIRE);
-  drv_.ring_doorbell(token_);
+  order_writes();
+  ring_doorbell();
 }
 
 void Channel::submit(const uint32_t* words, size_t n) {
@@ -870,6 +894,12 @@ void Channel::submit(const uint32_t* words, size_t n) {
 }
 
 void Channel::submit_indirect(uint64_t va, size_t ndwords) {
+  stage_indirect(va, ndwords);
+  order_writes();
+  ring_doorbell();
+}
+
+void Channel::stage_indirect(uint64_t va, size_t ndwords) {
   constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
   if (ndwords > kMaxEntryDwords)
     throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
@@ -878,7 +908,7 @@ void Channel::submit_indirect(uint64_t va, size_t ndwords) {
   std::lock_guard lk(mu_);
   push_words(nullptr, 0);  // waits for GPFIFO room
   add_entry(va, uint32_t(ndwords), 0);  // the command buffer runs where it lives
-  kick();
+  put_gp_put();
 }
 
 std::string Channel::report() {

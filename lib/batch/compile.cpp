@@ -565,7 +565,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   x.timeline_waits.resize(devs_.size());
   x.timeline_signals.resize(devs_.size());
+  x.device_queues.resize(devs_.size());
   for (uint32_t q = 0; q < nq; q++) {
+    if (x.used[q] && x.queues[q]) x.device_queues[x.queue_device[q]].push_back(x.queues[q].get());
     for (auto& s : timeline_waits[q]) add_site(x.timeline_waits[x.queue_device[q]], *x.queues[q], s);
     for (auto& s : timeline_signals[q])
       add_site(x.timeline_signals[x.queue_device[q]], *x.queues[q], s);

@@ -106,8 +106,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     Impl::write(x.timeline_signals[d], 0, uint32_t(x.timeline_signals[d].size()), next);
   }
   try {
-    for (uint32_t q = 0; q < nq; q++)
-      if (x.used[q] && x.queues[q]) x.queues[q]->submit();
+    for (auto& queues : x.device_queues) Queue::submit_together(queues);
   } catch (...) {
     for (auto* m : locks) m->unlock();
     throw;

@@ -157,6 +157,7 @@ struct Executable::Impl {
   // of the next: patched in the command buffer at each run, so a submission writes only the
   // indirect buffer into the ring (one GPFIFO entry on NVIDIA).
   std::vector<std::vector<Target>> timeline_waits, timeline_signals;  // per device
+  std::vector<std::vector<Queue*>> device_queues;  // per device: its used queues, submitted together
   std::vector<Stats> stats;
   // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
   bool profile = false;

@@ -131,6 +131,13 @@ class HwQueue {
   virtual void submit_indirect(uint64_t va, size_t ndwords) = 0;
 };
 
+// A command buffer for one of a device's queues (DeviceDriver::submit_indirect).
+struct IndirectRun {
+  HwQueue* queue;
+  uint64_t va;
+  size_t ndwords;
+};
+
 class DeviceDriver {
  public:
   virtual ~DeviceDriver() = default;
@@ -148,6 +155,12 @@ class DeviceDriver {
 
   virtual std::unique_ptr<HwQueue> create_queue(QueueKind kind) = 0;
   virtual std::unique_ptr<Encoder> encoder(QueueKind kind) = 0;
+  // Command buffers for several of the device's queues together: a driver whose
+  // doorbells need an ordering read first (NVIDIA: GP_PUT read back through BAR1) pays it
+  // once for all of them.
+  virtual void submit_indirect(std::span<const IndirectRun> runs) {
+    for (const IndirectRun& r : runs) r.queue->submit_indirect(r.va, r.ndwords);
+  }
 
   // Load a code object (the device's native format) into device memory.
   virtual std::unique_ptr<ProgramImage> load_program(Device& dev,

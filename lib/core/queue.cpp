@@ -111,6 +111,30 @@ void Queue::capture() const {
   capture::submission(*dev_, kind_, index_, {&seg, 1});
 }
 
+void Queue::submit_together(std::span<Queue* const> queues) {
+  if (queues.empty()) return;
+  Device& dev = *queues.front()->dev_;
+  for (const Queue* q : queues) {
+    if (q->dev_ != &dev)
+      throw InvalidInput(dev.name() + ": queues submitted together must be of one device, not also of " + q->dev_->name());
+    if (!q->bound_done_)
+      throw InvalidInput(dev.name() + ": " + to_string(q->kind_) +
+                         " queue: submitting together needs bound recordings");
+  }
+  IndirectRun runs[16];  // a device has a handful of queues; more go in several calls
+  size_t n = 0;
+  for (Queue* q : queues) {
+    if (q->cs_.size() == 0) continue;
+    if (capture::enabled()) q->capture();
+    runs[n++] = {&dev.hw_queue(q->kind_, q->index_), q->bound_.va(), q->cs_.size()};
+    if (n == std::size(runs)) {
+      dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
+      n = 0;
+    }
+  }
+  if (n) dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
+}
+
 void Queue::submit() {
   if (cs_.size() == 0) return;
   if (capture::enabled()) capture();

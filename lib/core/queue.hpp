@@ -47,6 +47,10 @@ class Queue {
   // `dwords` (bind() then copies nothing); more than that still works, through host memory.
   void encode_in_place(uint64_t dwords);
   void submit();
+  // Bound recordings of one device's queues submitted together, in one driver call: a
+  // driver that orders its doorbells with a read (NVIDIA) reads once for all of them.
+  // Throws InvalidInput, submitting nothing, for a recording not bound or of another device.
+  static void submit_together(std::span<Queue* const> queues);
 
   size_t commands() const { return cmds_.size(); }
   // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);

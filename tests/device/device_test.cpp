@@ -484,6 +484,67 @@ TEST_P(EmulatedDevice, BoundRecordingsResubmitWithPatchedValues) {
   EXPECT_THROW(q.update_signal(0, std::nullopt, 3), InvalidInput);  // command 0 is a copy
 }
 
+TEST_P(EmulatedDevice, BoundRecordingsOfSeveralQueuesSubmitTogether) {
+  REQUIRE_COPY_ENGINE();
+  REQUIRE_KERNELS(img);
+  Program fill(*dev_, img, "fill_u32");
+  const uint32_t n = 256;
+  auto in = pattern(n * 4, 3);
+  Buffer src = dev_->allocate(n * 4), copied = dev_->allocate(n * 4), filled = dev_->allocate(n * 4);
+  dev_->copy_in(src, 0, in.data(), in.size());
+  dev_->synchronize();
+  Buffer args = dev_->allocate_visible(4096);
+  fill.fill_args(KernelArgs().buffer(filled).value(9u).value(n).value(64u), args.host());
+  Signal s = dev_->new_signal(), t = dev_->new_signal();
+  ComputeQueue cq(*dev_);
+  cq.memory_barrier().exec(fill, args.va(), {n / 64, 1, 1}, {64, 1, 1}).signal(s, 1);
+  CopyQueue kq(*dev_);
+  kq.copy(copied.va(), src.va(), n * 4).signal(t, 1);
+  cq.bind();
+  kq.bind();
+  Queue* both[] = {&cq, &kq};
+  Queue::submit_together(both);
+  s.wait(1);
+  t.wait(1);
+  std::vector<uint32_t> f(n);
+  std::vector<uint8_t> c(n * 4);
+  dev_->copy_out(f.data(), filled, 0, n * 4);
+  dev_->copy_out(c.data(), copied, 0, n * 4);
+  EXPECT_EQ(f, std::vector<uint32_t>(n, 9u));
+  EXPECT_EQ(c, in);
+  // Again, patched: both queues run their new values.
+  cq.update_signal(2, std::nullopt, 2);
+  kq.update_signal(1, std::nullopt, 2);
+  Queue::submit_together(both);
+  s.wait(2);
+  t.wait(2);
+
+  CopyQueue unbound(*dev_);
+  unbound.copy(copied.va(), src.va(), 4).signal(t, 3);
+  Queue* with_unbound[] = {&kq, &unbound};
+  auto message_of = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const InvalidInput& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const std::string name = device_name(GetParam());
+  EXPECT_EQ(message_of([&] { Queue::submit_together(with_unbound); }),
+            name + ": copy queue: submitting together needs bound recordings");
+  auto other = Device::open(device_name(GetParam()));
+  CopyQueue elsewhere(*other);
+  elsewhere.copy(copied.va(), src.va(), 4);
+  elsewhere.bind();
+  Queue* two_devices[] = {&cq, &elsewhere};
+  EXPECT_EQ(message_of([&] { Queue::submit_together(two_devices); }),
+            name + ": queues submitted together must be of one device, not also of " + name);
+  // Neither call submitted anything: the signals stay where the second submission left them.
+  EXPECT_EQ(s.value(), 2u);
+  EXPECT_EQ(t.value(), 2u);
+}
+
 TEST_P(EmulatedDevice, ComputeRecordingBoundAndPatchedLaunchSize) {
   REQUIRE_KERNELS(img);
   Program fill(*dev_, img, "fill_u32");
