@@ -11,7 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <deque>
+#include <array>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -115,19 +115,23 @@ class KfdQueue final : public HwQueue {
   void submit_locked(const uint32_t* words, size_t n);
   void ring_doorbell();
   void remember_start(uint64_t at);
+  // What a submission reads and writes first, together in the object's first cache line.
   KfdDriver& drv_;
   QueueKind kind_;
-  std::string name_;
-  uint32_t queue_id_ = 0;
   uint32_t* ring_ = nullptr;
-  uint64_t ring_va_ = 0;
-  uint64_t* rptr_ = nullptr;
   uint64_t* wptr_ = nullptr;
   volatile uint64_t* doorbell_ = nullptr;
   uint64_t put_ = 0;  // PM4: dwords, SDMA: bytes (KFD's units for each queue type)
   uint64_t rptr_seen_ = 0;  // the read pointer as last read
-  std::deque<uint64_t> starts_;  // where recent submissions begin (queue units), for reports
   std::mutex mu_;
+  uint64_t* rptr_ = nullptr;
+  uint64_t ring_va_ = 0;
+  uint32_t queue_id_ = 0;
+  std::string name_;
+  // Where the last submissions begin (queue units), for reports: starts_[n % kStarts].
+  static constexpr size_t kStarts = 64;
+  std::array<uint64_t, kStarts> starts_{};
+  uint64_t nstarts_ = 0;
 };
 
 class KfdDriver final : public DeviceDriver {
@@ -527,13 +531,13 @@ KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind) : drv_(drv), kind_(kind) {
   ring_ = static_cast<uint32_t*>(ring.host);
   ring_va_ = ring.va;
   rptr_ = static_cast<uint64_t*>(ptrs.host);
-  wptr_ = rptr_ + 1;
+  wptr_ = rptr_ + 8;  // a cache line of its own: the GPU writes the read pointer meanwhile
   *rptr_ = *wptr_ = 0;
   kfd_ioctl_create_queue_args q{};
   q.ring_base_address = ring.va;
   q.ring_size = uint32_t(kRingBytes);
   q.read_pointer_address = ptrs.va;
-  q.write_pointer_address = ptrs.va + 8;
+  q.write_pointer_address = ptrs.va + 64;
   q.gpu_id = drv.gpu_id();
   q.queue_percentage = 100;
   q.queue_priority = 7;
@@ -589,10 +593,7 @@ void KfdQueue::wait_for_space(uint64_t needed) {
   }
 }
 
-void KfdQueue::remember_start(uint64_t at) {
-  starts_.push_back(at);
-  if (starts_.size() > 64) starts_.pop_front();
-}
+void KfdQueue::remember_start(uint64_t at) { starts_[nstarts_++ % kStarts] = at; }
 
 std::string KfdQueue::report(Gen gen) {
   std::lock_guard lk(mu_);
@@ -602,9 +603,9 @@ std::string KfdQueue::report(Gen gen) {
   const bool pm4 = kind_ == QueueKind::Compute;
   const uint64_t unit = pm4 ? 1 : 4;  // queue units per dword
   uint64_t start = r;
-  for (auto it = starts_.rbegin(); it != starts_.rend(); ++it)
-    if (*it <= r) {
-      start = *it;
+  for (uint64_t i = nstarts_; i > 0 && i + kStarts > nstarts_; i--)  // newest first
+    if (starts_[(i - 1) % kStarts] <= r) {
+      start = starts_[(i - 1) % kStarts];
       break;
     }
   const uint64_t ring_dw = kRingBytes / 4;

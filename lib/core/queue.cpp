@@ -126,7 +126,7 @@ void Queue::submit_together(std::span<Queue* const> queues) {
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
     if (capture::enabled()) q->capture();
-    runs[n++] = {&dev.hw_queue(q->kind_, q->index_), q->bound_.va(), q->cs_.size()};
+    runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
     if (n == std::size(runs)) {
       dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
       n = 0;
@@ -135,14 +135,18 @@ void Queue::submit_together(std::span<Queue* const> queues) {
   if (n) dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
 }
 
+HwQueue& Queue::hw() {
+  if (!hw_) hw_ = &dev_->hw_queue(kind_, index_);
+  return *hw_;
+}
+
 void Queue::submit() {
   if (cs_.size() == 0) return;
   if (capture::enabled()) capture();
-  HwQueue& hw = dev_->hw_queue(kind_, index_);
   if (bound_done_)
-    hw.submit_indirect(bound_.va(), cs_.size());
+    hw().submit_indirect(bound_.va(), cs_.size());
   else
-    hw.submit(cs_.data(), cs_.size());
+    hw().submit(cs_.data(), cs_.size());
 }
 
 ComputeQueue& ComputeQueue::memory_barrier() {

@@ -89,6 +89,8 @@ class Queue {
   void capture() const;
   Buffer bound_;
   bool bound_done_ = false;
+  HwQueue& hw();  // the device's queue this records for, looked up once
+  HwQueue* hw_ = nullptr;
 };
 
 class ComputeQueue : public Queue {
