@@ -85,6 +85,7 @@ class Arg {
  private:
   friend class Schedule;
   friend class Executable;
+  friend class Compiler;
   enum class Kind : uint8_t { Buffer, Value, Scalar };
   Kind kind_ = Kind::Value;
   Mem mem_;
@@ -115,6 +116,7 @@ class Bindings {
 };
 
 class Executable;
+class Compiler;
 
 class Schedule {
  public:
@@ -169,6 +171,7 @@ class Schedule {
 
  private:
   friend class Executable;
+  friend class Compiler;
   struct Call {
     bool launch;
     const Program* program = nullptr;
@@ -236,7 +239,7 @@ class Executable {
   struct Impl;  // opaque: the compiled command buffers and patch table
 
  private:
-  friend class Schedule;
+  friend class Compiler;
   Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound);
   // Compiled command buffers, shared by every executable of the same structure.
   std::shared_ptr<Impl> impl_;

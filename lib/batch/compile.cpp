@@ -59,37 +59,185 @@ struct RangeTracker {
   }
 };
 
-}  // namespace
-
-Executable Schedule::compile() const { return compile(CompileOptions{}); }
-
-namespace {
 // Live compilations by devices and structure.
 std::mutex cache_mu;
 std::map<std::pair<std::vector<Device*>, std::string>, std::weak_ptr<Executable::Impl>> cache;
+
 }  // namespace
 
-Executable Schedule::compile(const CompileOptions& options) const {
+// compile() in stages, each leaving in members what the later ones read.
+class Compiler {
+ public:
+  Compiler(const Schedule& s, const Schedule::CompileOptions& options)
+      : s_(s), options(options), devs_(s.devs_), input_sizes_(s.input_sizes_),
+        input_devices_(s.input_devices_), scalar_bytes_(s.scalar_bytes_), calls_(s.calls_) {}
+
+  Executable compile() {
+    const std::string key = structure_key();
+    std::lock_guard cache_lock(cache_mu);
+    auto cache_key = std::make_pair(devs_, key);
+    if (auto hit = cache.find(cache_key); hit != cache.end())
+      if (auto shared = hit->second.lock()) return Executable(std::move(shared), std::move(bound));
+    lay_out_queues();
+    make_ops();
+    order_ops();
+    allocate_memory();
+    encode();
+    close_queues();
+    build_patch_table();
+    cache[cache_key] = impl;
+    for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
+      it = it->second.expired() ? cache.erase(it) : std::next(it);
+    return Executable(std::move(impl), std::move(bound));
+  }
+
+ private:
+  using Call = Schedule::Call;
+  // What identifies compilations that can be shared: calls, programs, sizes, ranges,
+  // constant arguments, options; buffers bound at recording only by size and device.
+  std::string structure_key();
+  // Queues per device: the compute queue, then up to `copy_queues` copy queues (host queues
+  // where the device has no copy engine), a host queue for loads, one to relay between
+  // memory areas; the areas.
+  void lay_out_queues();
+  // 1. Ops: each call on its queue; a copy between devices becomes two ops around a staging
+  // range (a memory slot of its own, after the patchable ones).
+  void make_ops();
+  // 2. Position of each op on its queue and the ops it must follow; 3. one wait per producer
+  // queue, for the latest value needed; the producers signal.
+  void order_ops();
+  // 4. Memory: per area, signals, staging and timestamps (see Impl::Area); kernel arguments
+  // per device (values written now, buffers and scalars patched).
+  void allocate_memory();
+  // 5. Encode every queue once, straight into device memory.
+  void encode();
+  // Op i: a launch, a copy by the device's copy kernel, a copy on a copy queue.
+  void encode_launch(ComputeQueue& cq, size_t i);
+  void encode_kernel_copy(ComputeQueue& cq, const Program& kernel, size_t i);
+  void encode_copy(CopyQueue& kq, size_t i);
+  // 6. Close: every queue reports its end; each device's compute queue waits for all of
+  // them, then advances its device timeline (patched with each run's value).
+  void close_queues();
+  // 7. The flat patch table, now that every recording sits where it stays.
+  void build_patch_table();
+
   // Every buffer bound at recording becomes an input slot after the declared ones, numbered
-  // by first use, so the structure key below does not depend on which buffers they are.
-  std::vector<const Buffer*> bound;
-  std::map<const Buffer*, uint32_t> bound_slot;
-  auto slot_of = [&](const Mem& m) -> uint32_t {
+  // by first use, so the structure key does not depend on which buffers they are.
+  uint32_t slot_of(const Mem& m) {
     if (!m.bound) return uint32_t(m.input);
     auto [it, fresh] = bound_slot.emplace(m.bound, uint32_t(input_sizes_.size() + bound.size()));
     if (fresh) bound.push_back(m.bound);
     return it->second;
-  };
-  auto dev_index = [&](const Device* d) {
+  }
+  uint32_t dev_index(const Device* d) const {
     return uint32_t(std::find(devs_.begin(), devs_.end(), d) - devs_.begin());
+  }
+  // A new staging slot in `area`.
+  uint32_t stage(uint32_t area, uint64_t size) {
+    x.staging.push_back({area, staging_bytes[area]});
+    staging_bytes[area] += (size + 255) / 256 * 256;
+    return patch_slots + uint32_t(x.staging.size() - 1);
+  }
+  struct Op;
+  // The program an op launches: its own, or its device's copy kernel for a copy on a compute
+  // queue.
+  const Program* program_of(const Op& o) const;
+  // Queue q's signal as queues of `area` see it: its own slot, or a mirror the host keeps.
+  uint64_t signal_va(uint32_t q, uint32_t area) {
+    if (area != x.area_of(q)) mirrored.insert({q, area});
+    return reinterpret_cast<uint64_t>(x.slot(q, area));
+  }
+  // An address operand: patched for input and bound slots (an offset stands in until the
+  // first run), fixed for staging.
+  uint64_t address(uint32_t slot, uint64_t off) const {
+    if (slot < patch_slots) return off;
+    const auto& st = x.staging[slot - patch_slots];
+    return x.areas[st.area].staging.va() + st.offset + off;
+  }
+  uint64_t timestamp_va(size_t op) const;
+  // The sites of a queue's last command that play `role`.
+  static std::vector<PatchSite> last_sites(const Queue& Q, PatchRole role) {
+    std::vector<PatchSite> out;
+    for (const PatchSite& s : Q.sites_of(Q.commands() - 1))
+      if (s.role == role) out.push_back(s);
+    return out;
+  }
+  static void add_site(std::vector<Executable::Impl::Target>& out, Queue& Q, const PatchSite& s) {
+    auto [words, device_copy] = Q.patch_bases();
+    out.push_back({words, s});
+    if (device_copy) out.push_back({device_copy, s});
+  }
+
+  const Schedule& s_;
+  const Schedule::CompileOptions& options;
+  const std::vector<Device*>& devs_;
+  const std::vector<uint64_t>& input_sizes_;
+  const std::vector<Device*>& input_devices_;
+  const std::vector<uint32_t>& scalar_bytes_;
+  const std::vector<Call>& calls_;
+
+  std::shared_ptr<Executable::Impl> impl = std::make_shared<Executable::Impl>();
+  Executable::Impl& x = *impl;
+  std::vector<const Buffer*> bound;
+  std::map<const Buffer*, uint32_t> bound_slot;
+  // Queue layout.
+  std::vector<uint32_t> copy_base, copy_count;   // per device: its first copy queue, how many
+  std::vector<const Program*> copy_kernel;       // per device: its copy kernel, if any
+  std::vector<uint32_t> disk_queue;              // per device: its host queue for loads
+  uint32_t relay_queue = UINT32_MAX, areas = 1, nq = 0, user_slots = 0, patch_slots = 0;
+  // Ops.
+  struct Op {
+    size_t call;
+    uint32_t queue;
+    bool launch;
+    uint32_t dst_slot = 0, src_slot = 0;
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::string name;
+    std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
+    std::string path = {};  // a file read on the host (src_offset: in the file)
   };
+  std::vector<Op> ops;
+  size_t n = 0;
+  std::vector<uint64_t> staging_bytes;  // per area
+  // Order: per op its position on its queue, its waits (queue, value), whether it signals;
+  // per queue how many ops.
+  std::vector<uint32_t> pos, count;
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> waits;
+  std::vector<bool> signals;
+  // Memory and encoding.
+  std::vector<uint64_t> karg_off;  // per op: its kernel arguments in its device's block
+  // Per input, what it patches: sites in a queue's recording, kernel-argument words (with
+  // the argument's offset); made into the flat table once the recordings are bound.
+  std::vector<std::vector<std::pair<Queue*, PatchSite>>> input_sites;
+  std::vector<std::vector<std::pair<uint64_t*, uint64_t>>> input_words;
+  std::set<std::pair<uint32_t, uint32_t>> mirrored;  // (queue, area)
+  std::vector<std::vector<PatchSite>> timeline_waits, timeline_signals;  // per queue
+};
+
+const Program* Compiler::program_of(const Op& o) const {
+  if (o.launch) return calls_[o.call].program;
+  return x.queue_kind[o.queue] == QueueKind::Compute ? copy_kernel[x.queue_device[o.queue]]
+                                                     : nullptr;
+}
+
+uint64_t Compiler::timestamp_va(size_t op) const {
+  return x.areas[x.area_of(ops[op].queue)].timestamps.va() + op * 32;
+}
+
+Executable Schedule::compile() const { return compile(CompileOptions{}); }
+
+Executable Schedule::compile(const CompileOptions& options) const {
+  return Compiler(*this, options).compile();
+}
+
+std::string Compiler::structure_key() {
   std::string key;
   auto put = [&](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), 8); };
   put(options.profile);
   put(options.copy_queues);
   for (const Program* k : options.copy_kernels) {
     put(reinterpret_cast<uintptr_t>(&k->kernel()));
-    put(ours(&k->device()) ? dev_index(&k->device()) : ~size_t{0});
+    put(s_.ours(&k->device()) ? dev_index(&k->device()) : ~size_t{0});
   }
   put(input_sizes_.size());
   for (size_t i = 0; i < input_sizes_.size(); i++) {
@@ -141,19 +289,16 @@ Executable Schedule::compile(const CompileOptions& options) const {
     put(b->size());
     put(dev_index(b->device()));
   }
+  return key;
+}
 
-  std::lock_guard cache_lock(cache_mu);
-  auto cache_key = std::make_pair(devs_, key);
-  if (auto hit = cache.find(cache_key); hit != cache.end())
-    if (auto impl = hit->second.lock()) return Executable(std::move(impl), std::move(bound));
-
-  auto impl = std::make_shared<Executable::Impl>();
-  Executable::Impl& x = *impl;
+void Compiler::lay_out_queues() {
   // Queue layout: per device its compute queue, then up to `copy_queues` copy queues.
-  std::vector<uint32_t> copy_base(devs_.size()), copy_count(devs_.size());
-  std::vector<const Program*> copy_kernel(devs_.size(), nullptr);  // kernel copies per device
+  copy_base.assign(devs_.size(), 0);
+  copy_count.assign(devs_.size(), 0);
+  copy_kernel.assign(devs_.size(), nullptr);
   for (const Program* k : options.copy_kernels) {
-    if (!ours(&k->device()))
+    if (!s_.ours(&k->device()))
       throw InvalidInput("batch: copy kernel '" + k->kernel().name + "' is loaded on " +
                          k->device().name() + ", not a schedule device");
     std::vector<const KernelArg*> a;
@@ -195,7 +340,7 @@ Executable Schedule::compile(const CompileOptions& options) const {
     copy_count[d] = std::max(copy_count[d], 1u);
   }
   // Loads read on the host: a host queue per device that loads, after the others.
-  std::vector<uint32_t> disk_queue(devs_.size(), UINT32_MAX);
+  disk_queue.assign(devs_.size(), UINT32_MAX);
   for (const Call& c : calls_) {
     if (c.path.empty()) continue;
     const uint32_t d = uint32_t(dev_index(c.dst.device));
@@ -207,12 +352,12 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.host_queue.push_back(true);
   }
   // Areas (see Impl::Area): devices that reach host memory share area 0.
-  uint32_t areas = 1;
+  areas = 1;
   for (Device* d : devs_)
     x.device_area.push_back(d->properties().caps.host_reachable ? 0 : areas++);
   // A copy between devices of different areas goes through the staging of both, the host
   // copying between them on a relay queue (a host queue of the first such copy's source).
-  uint32_t relay_queue = UINT32_MAX;
+  relay_queue = UINT32_MAX;
   for (const Call& c : calls_) {
     if (c.launch || !c.path.empty() || relay_queue != UINT32_MAX) continue;
     const uint32_t sd = dev_index(c.src.device);
@@ -223,34 +368,19 @@ Executable Schedule::compile(const CompileOptions& options) const {
     x.queue_index.push_back(copy_count[sd] + (disk_queue[sd] != UINT32_MAX));
     x.host_queue.push_back(true);
   }
-  const uint32_t nq = uint32_t(x.queue_device.size());
-  const uint32_t user_slots = uint32_t(input_sizes_.size()), patch_slots = user_slots + uint32_t(bound.size());
+  nq = uint32_t(x.queue_device.size());
+  user_slots = uint32_t(input_sizes_.size());
+  patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
   for (Device* d : devs_) x.submit_locks.push_back(&d->submit_mutex());
   std::sort(x.submit_locks.begin(), x.submit_locks.end());
   x.user_inputs = user_slots;
   x.stats.resize(nq);
   x.last_done.assign(devs_.size(), 0);
+}
 
-  // 1. Ops: each call on its queue; a copy between devices becomes two ops around a staging
-  // range (a memory slot of its own, after the patchable ones).
-  struct Op {
-    size_t call;
-    uint32_t queue;
-    bool launch;
-    uint32_t dst_slot = 0, src_slot = 0;
-    uint64_t dst_offset = 0, src_offset = 0, size = 0;
-    std::string name;
-    std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
-    std::string path = {};  // a file read on the host (src_offset: in the file)
-  };
-  std::vector<Op> ops;
-  std::vector<uint64_t> staging_bytes(areas, 0);
-  auto stage = [&](uint32_t area, uint64_t size) {  // a new staging slot in `area`
-    x.staging.push_back({area, staging_bytes[area]});
-    staging_bytes[area] += (size + 255) / 256 * 256;
-    return patch_slots + uint32_t(x.staging.size() - 1);
-  };
+void Compiler::make_ops() {
+  staging_bytes.assign(areas, 0);
   for (size_t i = 0; i < calls_.size(); i++) {
     const Call& c = calls_[i];
     if (c.launch) {
@@ -309,10 +439,12 @@ Executable Schedule::compile(const CompileOptions& options) const {
     in.accesses = {{st, 0, c.size, false}, {in.dst_slot, c.dst_offset, c.size, true}};
     ops.push_back(std::move(in));
   }
-  const size_t n = ops.size();
+  n = ops.size();
+}
 
-  // 2. Position of each op on its queue, and the ops it must follow.
-  std::vector<uint32_t> pos(n), count(nq, 0);
+void Compiler::order_ops() {
+  pos.assign(n, 0);
+  count.assign(nq, 0);
   std::map<uint32_t, RangeTracker> trackers;
   std::vector<std::vector<int32_t>> deps(n);
   for (size_t i = 0; i < n; i++) {
@@ -321,8 +453,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
       trackers[slot].access(off, off + size, write, int32_t(i), deps[i]);
   }
   // 3. One wait per producer queue, for the latest value needed; the producers signal.
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> waits(n);  // (queue, value)
-  std::vector<bool> signals(n, false);
+  waits.assign(n, {});
+  signals.assign(n, false);
   std::vector<uint32_t> waited(size_t(nq) * nq, 0);  // [consumer * nq + producer]
   for (size_t i = 0; i < n; i++) {
     std::map<uint32_t, int32_t> latest;  // producer queue -> latest op needed
@@ -341,9 +473,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
       x.edges.push_back({size_t(d), i});
     }
   }
+}
 
-  // 4. Memory: per area, signals, staging and timestamps (see Impl::Area); kernel arguments
-  // per device (values written now, buffers and scalars patched).
+void Compiler::allocate_memory() {
   x.patch_slots = patch_slots;
   x.profile = options.profile;
   x.areas.resize(areas);
@@ -356,14 +488,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
     if (staging_bytes[a]) x.areas[a].staging = SharedHostMemory(in, staging_bytes[a]);
     if (x.profile) x.areas[a].timestamps = SharedHostMemory(in, std::max<size_t>(n, 1) * 32);
   }
-  std::vector<uint64_t> karg_off(n, 0), karg_bytes(devs_.size(), 0);
-  // The program an op launches: its own, or its device's copy kernel for a copy on a compute
-  // queue.
-  auto program_of = [&](const Op& o) -> const Program* {
-    if (o.launch) return calls_[o.call].program;
-    return x.queue_kind[o.queue] == QueueKind::Compute ? copy_kernel[x.queue_device[o.queue]]
-                                                       : nullptr;
-  };
+  karg_off.assign(n, 0);
+  std::vector<uint64_t> karg_bytes(devs_.size(), 0);
   for (size_t i = 0; i < n; i++)
     if (const Program* prog = program_of(ops[i])) {
       const auto& k = prog->kernel();
@@ -380,10 +506,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
       std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
     }
   x.inputs.resize(patch_slots);
-  // Per input, what it patches: sites in a queue's recording, kernel-argument words (with
-  // the argument's offset); made into the flat table once the recordings are bound.
-  std::vector<std::vector<std::pair<Queue*, PatchSite>>> input_sites(patch_slots);
-  std::vector<std::vector<std::pair<uint64_t*, uint64_t>>> input_words(patch_slots);
+  input_sites.assign(patch_slots, {});
+  input_words.assign(patch_slots, {});
   for (uint32_t s = 0; s < user_slots; s++) {
     x.inputs[s].size = input_sizes_[s];
     x.inputs[s].device = input_devices_[s];
@@ -394,24 +518,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
   }
   x.scalars.resize(scalar_bytes_.size());
   for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
-  // Queue q's signal as queues of `area` see it: its own slot, or a mirror the host keeps.
-  std::set<std::pair<uint32_t, uint32_t>> mirrored;
-  auto signal_va = [&](uint32_t q, uint32_t area) {
-    if (area != x.area_of(q)) mirrored.insert({q, area});
-    return reinterpret_cast<uint64_t>(x.slot(q, area));
-  };
-  // An address operand: patched for input and bound slots (an offset stands in until the
-  // first run), fixed for staging.
-  auto address = [&](uint32_t slot, uint64_t off) {
-    if (slot < patch_slots) return off;
-    const auto& st = x.staging[slot - patch_slots];
-    return x.areas[st.area].staging.va() + st.offset + off;
-  };
-  auto timestamp_va = [&](size_t op) {
-    return x.areas[x.area_of(ops[op].queue)].timestamps.va() + op * 32;
-  };
+}
 
-  // 5. Encode every queue once, straight into device memory.
+void Compiler::encode() {
   x.used.assign(nq, false);
   std::vector<uint64_t> estimate(nq, 64);
   for (size_t i = 0; i < n; i++) {
@@ -429,14 +538,8 @@ Executable Schedule::compile(const CompileOptions& options) const {
       x.queues.push_back(std::make_unique<CopyQueue>(dev, x.queue_index[q]));
     if (x.used[q] && x.queues[q]) x.queues[q]->encode_in_place(estimate[q] + 24 * nq);
   }
-  // The sites of a queue's last command that play `role`.
-  auto last_sites = [](const Queue& Q, PatchRole role) {
-    std::vector<PatchSite> out;
-    for (const PatchSite& s : Q.sites_of(Q.commands() - 1))
-      if (s.role == role) out.push_back(s);
-    return out;
-  };
-  std::vector<std::vector<PatchSite>> timeline_waits(nq), timeline_signals(nq);
+  timeline_waits.assign(nq, {});
+  timeline_signals.assign(nq, {});
   for (uint32_t q = 0; q < nq; q++) {
     if (!x.used[q] || x.host_queue[q]) continue;
     x.queues[q]->wait(x.device_of(q).timeline().signal().va(), 0);
@@ -461,65 +564,12 @@ Executable Schedule::compile(const CompileOptions& options) const {
     for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq, x.area_of(o.queue)), value);
     x.stats[o.queue].waits += waits[i].size();
     if (x.profile) Q.timestamp_at(timestamp_va(i));  // two 16-byte records per op
-    if (o.launch) {
-      const Call& c = calls_[o.call];
-      const uint32_t d = x.queue_device[o.queue];
-      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
-      const auto& init = c.program->kernel().kernarg_init;
-      std::copy(init.begin(), init.begin() + std::min<size_t>(init.size(), c.program->kernel().kernarg_size), args);
-      size_t a = 0;
-      for (auto& ka : c.program->kernel().args) {
-        if (ka.kind == KernelArg::Kind::Hidden) continue;
-        const Arg& arg = c.args[a++];
-        std::byte* at = args + ka.offset;
-        if (arg.kind_ == Arg::Kind::Buffer)
-          input_words[slot_of(arg.mem_)].push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
-        else if (arg.kind_ == Arg::Kind::Scalar)
-          x.scalars[arg.slot_].at.push_back(at);
-        else
-          std::memcpy(at, arg.bytes_.data(), arg.bytes_.size());
-      }
-      auto& cq = static_cast<ComputeQueue&>(Q);
-      cq.memory_barrier();
-      cq.exec(*c.program, x.kernargs[d].va() + karg_off[i], c.grid, c.block);
-    } else if (const Program* kp = program_of(o)) {  // a kernel copy
-      const uint32_t d = x.queue_device[o.queue];
-      auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
-      const KernelObject& k = kp->kernel();
-      std::copy(k.kernarg_init.begin(),
-                k.kernarg_init.begin() + std::min<size_t>(k.kernarg_init.size(), k.kernarg_size), args);
-      std::vector<const KernelArg*> ka;
-      for (auto& a : k.args)
-        if (a.kind != KernelArg::Kind::Hidden) ka.push_back(&a);
-      auto put_address = [&](const KernelArg* a, uint32_t slot, uint64_t off) {
-        auto* at = reinterpret_cast<uint64_t*>(args + a->offset);
-        if (slot < patch_slots)
-          input_words[slot].push_back({at, off});
-        else
-          *at = address(slot, off);
-      };
-      put_address(ka[0], o.dst_slot, o.dst_offset);
-      put_address(ka[1], o.src_slot, o.src_offset);
-      constexpr uint32_t kBlock = 256;
-      const uint32_t bytes = uint32_t(o.size);
-      std::memcpy(args + ka[2]->offset, &bytes, 4);
-      std::memcpy(args + ka[3]->offset, &kBlock, 4);
-      auto& cq = static_cast<ComputeQueue&>(Q);
-      cq.memory_barrier();
-      cq.exec(*kp, x.kernargs[d].va() + karg_off[i], {uint32_t((o.size + kBlock - 1) / kBlock), 1, 1},
-              {kBlock, 1, 1});
-    } else {
-      auto& kq = static_cast<CopyQueue&>(Q);
-      kq.copy(address(o.dst_slot, o.dst_offset), address(o.src_slot, o.src_offset), o.size);
-      for (auto& s : kq.sites_of(kq.commands() - 1)) {
-        bool dst = s.role == PatchRole::CopyDst;
-        uint32_t slot = dst ? o.dst_slot : o.src_slot;
-        if (slot >= patch_slots) continue;  // staging: a fixed address
-        PatchSite site = s;
-        site.add += dst ? o.dst_offset : o.src_offset;
-        input_sites[slot].push_back({&kq, site});
-      }
-    }
+    if (o.launch)
+      encode_launch(static_cast<ComputeQueue&>(Q), i);
+    else if (const Program* kp = program_of(o))
+      encode_kernel_copy(static_cast<ComputeQueue&>(Q), *kp, i);
+    else
+      encode_copy(static_cast<CopyQueue&>(Q), i);
     x.stats[o.queue].calls++;
     if (x.profile) Q.timestamp_at(timestamp_va(i) + 16);
     if (signals[i]) {
@@ -528,8 +578,73 @@ Executable Schedule::compile(const CompileOptions& options) const {
     }
     x.ops.push_back({o.call, o.queue, o.name});
   }
-  // 6. Close: every queue reports its end; each device's compute queue waits for all of
-  // them, then advances its device timeline (patched with each run's value).
+}
+
+void Compiler::encode_launch(ComputeQueue& cq, size_t i) {
+  const Op& o = ops[i];
+  const Call& c = calls_[o.call];
+  const uint32_t d = x.queue_device[o.queue];
+  auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+  const auto& init = c.program->kernel().kernarg_init;
+  std::copy(init.begin(), init.begin() + std::min<size_t>(init.size(), c.program->kernel().kernarg_size), args);
+  size_t a = 0;
+  for (auto& ka : c.program->kernel().args) {
+    if (ka.kind == KernelArg::Kind::Hidden) continue;
+    const Arg& arg = c.args[a++];
+    std::byte* at = args + ka.offset;
+    if (arg.kind_ == Arg::Kind::Buffer)
+      input_words[slot_of(arg.mem_)].push_back({reinterpret_cast<uint64_t*>(at), arg.offset_});
+    else if (arg.kind_ == Arg::Kind::Scalar)
+      x.scalars[arg.slot_].at.push_back(at);
+    else
+      std::memcpy(at, arg.bytes_.data(), arg.bytes_.size());
+  }
+  cq.memory_barrier();
+  cq.exec(*c.program, x.kernargs[d].va() + karg_off[i], c.grid, c.block);
+}
+
+void Compiler::encode_kernel_copy(ComputeQueue& cq, const Program& kernel, size_t i) {
+  const Op& o = ops[i];
+  const uint32_t d = x.queue_device[o.queue];
+  auto* args = static_cast<std::byte*>(x.kernargs[d].host()) + karg_off[i];
+  const KernelObject& k = kernel.kernel();
+  std::copy(k.kernarg_init.begin(),
+            k.kernarg_init.begin() + std::min<size_t>(k.kernarg_init.size(), k.kernarg_size), args);
+  std::vector<const KernelArg*> ka;
+  for (auto& a : k.args)
+    if (a.kind != KernelArg::Kind::Hidden) ka.push_back(&a);
+  auto put_address = [&](const KernelArg* a, uint32_t slot, uint64_t off) {
+    auto* at = reinterpret_cast<uint64_t*>(args + a->offset);
+    if (slot < patch_slots)
+      input_words[slot].push_back({at, off});
+    else
+      *at = address(slot, off);
+  };
+  put_address(ka[0], o.dst_slot, o.dst_offset);
+  put_address(ka[1], o.src_slot, o.src_offset);
+  constexpr uint32_t kBlock = 256;
+  const uint32_t bytes = uint32_t(o.size);
+  std::memcpy(args + ka[2]->offset, &bytes, 4);
+  std::memcpy(args + ka[3]->offset, &kBlock, 4);
+  cq.memory_barrier();
+  cq.exec(kernel, x.kernargs[d].va() + karg_off[i], {uint32_t((o.size + kBlock - 1) / kBlock), 1, 1},
+          {kBlock, 1, 1});
+}
+
+void Compiler::encode_copy(CopyQueue& kq, size_t i) {
+  const Op& o = ops[i];
+  kq.copy(address(o.dst_slot, o.dst_offset), address(o.src_slot, o.src_offset), o.size);
+  for (auto& s : kq.sites_of(kq.commands() - 1)) {
+    bool dst = s.role == PatchRole::CopyDst;
+    uint32_t slot = dst ? o.dst_slot : o.src_slot;
+    if (slot >= patch_slots) continue;  // staging: a fixed address
+    PatchSite site = s;
+    site.add += dst ? o.dst_offset : o.src_offset;
+    input_sites[slot].push_back({&kq, site});
+  }
+}
+
+void Compiler::close_queues() {
   x.host_queue_end.assign(nq, 0);
   for (uint32_t q = 0; q < nq; q++) {
     if (!x.used[q]) continue;
@@ -547,12 +662,9 @@ Executable Schedule::compile(const CompileOptions& options) const {
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
-  // 7. The flat patch table, now that every recording sits where it stays.
-  auto add_site = [](std::vector<Executable::Impl::Target>& out, Queue& Q, const PatchSite& s) {
-    auto [words, device_copy] = Q.patch_bases();
-    out.push_back({words, s});
-    if (device_copy) out.push_back({device_copy, s});
-  };
+}
+
+void Compiler::build_patch_table() {
   for (uint32_t s = 0; s < patch_slots; s++) {
     auto& in = x.inputs[s];
     in.first = uint32_t(x.targets.size());
@@ -578,10 +690,6 @@ Executable Schedule::compile(const CompileOptions& options) const {
       if (x.used[q] && !x.host_queue[q])
         x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
   }
-  cache[cache_key] = impl;
-  for (auto it = cache.begin(); it != cache.end();)  // forget compilations no one holds
-    it = it->second.expired() ? cache.erase(it) : std::next(it);
-  return Executable(std::move(impl), std::move(bound));
 }
 
 }  // namespace hcq::batch
