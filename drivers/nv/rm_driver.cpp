@@ -67,7 +67,8 @@ class Channel final : public HwQueue {
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
   // submit_indirect in two steps, for several channels at once (RmDriver::submit_indirect):
-  // the entry and GP_PUT, then (after one ordering read on the BAR1 path) the doorbell.
+  // the entry and GP_PUT (the caller checked for faults), then (after one ordering read on
+  // the BAR1 path) the doorbell.
   void stage_indirect(uint64_t va, size_t ndwords);
   void ring_doorbell();
   // Read GP_PUT back through BAR1: no write on that path before it is still on its way.
@@ -684,6 +685,7 @@ std::unique_ptr<HwQueue> RmDriver::create_queue(QueueKind kind) {
 
 void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
   if (runs.empty()) return;
+  check_faults();  // once for all: it looks at every channel's error notifier
   // Every queue of this device is one of its channels.
   for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->stage_indirect(r.va, r.ndwords);
   // One read orders every GP_PUT and entry written above (all through BAR1) before the
@@ -894,6 +896,7 @@ void Channel::submit(const uint32_t* words, size_t n) {
 }
 
 void Channel::submit_indirect(uint64_t va, size_t ndwords) {
+  drv_.check_faults();
   stage_indirect(va, ndwords);
   order_writes();
   ring_doorbell();
@@ -904,7 +907,6 @@ void Channel::stage_indirect(uint64_t va, size_t ndwords) {
   if (ndwords > kMaxEntryDwords)
     throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
                        " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");
-  drv_.check_faults();
   std::lock_guard lk(mu_);
   push_words(nullptr, 0);  // waits for GPFIFO room
   add_entry(va, uint32_t(ndwords), 0);  // the command buffer runs where it lives
