@@ -525,7 +525,10 @@ void Compiler::encode() {
   std::vector<uint64_t> estimate(nq, 64);
   for (size_t i = 0; i < n; i++) {
     x.used[ops[i].queue] = true;
-    estimate[ops[i].queue] += ops[i].launch ? 160 : 64 + 8 * (ops[i].size >> 22) + 24 * waits[i].size();
+    // Dwords: a launch (a kernel copy too) or a copy (one packet per 4 MiB chunk), its waits,
+    // timestamps and signal; room to spare, so the recording stays where it was encoded.
+    estimate[ops[i].queue] += (program_of(ops[i]) ? 160 : 64 + 8 * (ops[i].size >> 22)) +
+                              24 * waits[i].size() + (x.profile ? 32 : 0) + (signals[i] ? 16 : 0);
   }
   for (uint32_t q : x.compute_queue) x.used[q] = true;  // each device's closer
   for (uint32_t q = 0; q < nq; q++) {

@@ -459,29 +459,49 @@ TEST_P(EmulatedDevice, HostMemoryIsUnmappedForADeviceThatCannotReachIt) {
   expect_fault(s, "GPU memory fault at " + hex(addr) + " (page not present)");
 }
 
+// Plain, and encoded in place into storage it outgrows (bind() then moves the words to host
+// memory and runs a device copy of them, which every patch must reach too).
 TEST_P(EmulatedDevice, BoundRecordingsResubmitWithPatchedValues) {
   REQUIRE_COPY_ENGINE();
-  auto in = pattern(256, 1);
-  Buffer src = dev_->allocate(256), d1 = dev_->allocate(256), d2 = dev_->allocate(256);
-  dev_->copy_in(src, 0, in.data(), 256);
-  dev_->synchronize();
-  Signal s = dev_->new_signal();
-  CopyQueue q(*dev_);
-  q.copy(d1.va(), src.va(), 256);
-  q.signal(s, 1);
-  q.bind();
-  q.submit();
-  s.wait(1);
-  q.update_copy(0, d2.va(), std::nullopt);
-  q.update_signal(1, std::nullopt, 2);
-  q.submit();
-  s.wait(2);
-  std::vector<uint8_t> o1(256), o2(256);
-  dev_->copy_out(o1.data(), d1, 0, 256);
-  dev_->copy_out(o2.data(), d2, 0, 256);
-  EXPECT_EQ(o1, in);
-  EXPECT_EQ(o2, in);
-  EXPECT_THROW(q.update_signal(0, std::nullopt, 3), InvalidInput);  // command 0 is a copy
+  for (bool outgrow : {false, true}) {
+    SCOPED_TRACE(outgrow ? "outgrown in-place storage" : "plain");
+    auto in = pattern(256, 1);
+    Buffer src = dev_->allocate(256), d1 = dev_->allocate(256), d2 = dev_->allocate(256);
+    dev_->copy_in(src, 0, in.data(), 256);
+    dev_->synchronize();
+    Signal s = dev_->new_signal();
+    CopyQueue q(*dev_);
+    if (outgrow) q.encode_in_place(8);  // room for less than a copy and a signal
+    auto in_place = q.patch_bases().first;
+    q.copy(d1.va(), src.va(), 256);
+    q.signal(s, 1);
+    q.bind();
+    auto [words, device_copy] = q.patch_bases();
+    auto same_words = [&, words = words, device_copy = device_copy] {
+      const size_t n = q.stream().size();
+      return std::equal(words, words + n, device_copy);
+    };
+    if (outgrow) {
+      EXPECT_NE(words, in_place);
+      ASSERT_NE(device_copy, nullptr);
+      EXPECT_TRUE(same_words());
+    }
+    q.submit();
+    s.wait(1);
+    q.update_copy(0, d2.va(), std::nullopt);
+    q.update_signal(1, std::nullopt, 2);
+    if (outgrow) {
+      EXPECT_TRUE(same_words());
+    }
+    q.submit();
+    s.wait(2);
+    std::vector<uint8_t> o1(256), o2(256);
+    dev_->copy_out(o1.data(), d1, 0, 256);
+    dev_->copy_out(o2.data(), d2, 0, 256);
+    EXPECT_EQ(o1, in);
+    EXPECT_EQ(o2, in);
+    EXPECT_THROW(q.update_signal(0, std::nullopt, 3), InvalidInput);  // command 0 is a copy
+  }
 }
 
 TEST_P(EmulatedDevice, BoundRecordingsOfSeveralQueuesSubmitTogether) {
