@@ -19,7 +19,14 @@ Executable& Executable::operator=(Executable&&) noexcept = default;
 Executable::~Executable() = default;
 
 Executable::Impl::~Impl() {
-  if (host_thread.joinable()) host_thread.join();
+  if (host.thread.joinable()) {
+    {
+      std::lock_guard lk(host.mu);
+      host.stop = true;
+    }
+    host.cv.notify_all();
+    host.thread.join();
+  }
   if (!ran) return;
   for (size_t d = 0; d < devs.size(); d++) {
     try {
@@ -44,7 +51,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
                            std::to_string(fence_timeout.count()) + " ms (" + e.what() + ")");
       }
     }
-  if (x.host_thread.joinable()) x.host_thread.join();  // done: the fence above saw its end
+  x.wait_host_idle();  // done or nearly: the fence above saw its queues end
   size_t patches = 0;
   auto bind = [&](uint32_t slot, const Buffer* buf) {
     auto& in = x.inputs[slot];
@@ -116,7 +123,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       !x.mirrors.empty()) {
     std::vector<uint64_t> prev(x.devs.size());
     for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
-    x.host_thread = std::thread([&x, prev] { x.run_host(prev); });
+    x.start_host(std::move(prev));
   }
   x.ran = true;
   x.last_patches = patches;
@@ -162,7 +169,40 @@ bool Executable::Impl::pump_mirrors(std::vector<uint64_t>& copied) const {
 // schedule order waits for its producers, copies, and signals; each host queue ends by
 // signalling its end value, which the device's closing queue waits for. Meanwhile, and until
 // every mirrored signal has passed its end, the host relays signals between areas.
-void Executable::Impl::run_host(std::vector<uint64_t> prev) {
+void Executable::Impl::start_host(std::vector<uint64_t> prev) {
+  {
+    std::lock_guard lk(host.mu);
+    host.prev = std::move(prev);
+    host.pending = true;
+  }
+  if (!host.thread.joinable())
+    host.thread = std::thread([this] { host_loop(); });
+  else
+    host.cv.notify_all();
+}
+
+void Executable::Impl::wait_host_idle() {
+  std::unique_lock lk(host.mu);
+  host.cv.wait(lk, [&] { return !host.pending && !host.busy; });
+}
+
+void Executable::Impl::host_loop() {
+  std::unique_lock lk(host.mu);
+  for (;;) {
+    host.cv.wait(lk, [&] { return host.pending || host.stop; });
+    if (!host.pending) return;  // stopping, nothing left to run
+    host.pending = false;
+    host.busy = true;
+    const std::vector<uint64_t> prev = host.prev;
+    lk.unlock();
+    run_host(prev);
+    lk.lock();
+    host.busy = false;
+    host.cv.notify_all();
+  }
+}
+
+void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
   std::vector<uint64_t> copied(mirrors.size(), 0);
   using clock = std::chrono::steady_clock;
   try {

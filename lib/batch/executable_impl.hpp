@@ -1,6 +1,7 @@
 // Internal to lib/batch: what compile() builds and run() replays. Not installed.
 #pragma once
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -138,11 +139,22 @@ struct Executable::Impl {
   };
   std::vector<StagingSlot> staging;        // per staging slot
   uint32_t patch_slots = 0;
-  std::thread host_thread;
   std::exception_ptr host_error;  // a failed host op of the last run, until reported
   void report_host_error();
   std::mutex host_mu;
-  void run_host(std::vector<uint64_t> prev);
+  void run_host(const std::vector<uint64_t>& prev);
+  // The host queues' thread: started by the first run that needs it, then woken per run
+  // (starting a thread per run cost more than the rest of a replay).
+  struct HostWorker {
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool pending = false, busy = false, stop = false;
+    std::vector<uint64_t> prev;  // per device: the timeline value before the run
+  } host;
+  void start_host(std::vector<uint64_t> prev);
+  void wait_host_idle();
+  void host_loop();
   struct ScalarPatches {
     std::vector<std::byte*> at;
     uint32_t bytes;
