@@ -114,6 +114,10 @@ void Queue::capture() const {
 void Queue::submit_together(std::span<Queue* const> queues) {
   if (queues.empty()) return;
   Device& dev = *queues.front()->dev_;
+  IndirectRun runs[16];  // a device has a handful of queues
+  if (queues.size() > std::size(runs))
+    throw InvalidInput(dev.name() + ": at most " + std::to_string(std::size(runs)) +
+                       " queues submitted together, not " + std::to_string(queues.size()));
   for (const Queue* q : queues) {
     if (q->dev_ != &dev)
       throw InvalidInput(dev.name() + ": queues submitted together must be of one device, not also of " + q->dev_->name());
@@ -121,16 +125,11 @@ void Queue::submit_together(std::span<Queue* const> queues) {
       throw InvalidInput(dev.name() + ": " + to_string(q->kind_) +
                          " queue: submitting together needs bound recordings");
   }
-  IndirectRun runs[16];  // a device has a handful of queues; more go in several calls
   size_t n = 0;
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
     if (capture::enabled()) q->capture();
     runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
-    if (n == std::size(runs)) {
-      dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
-      n = 0;
-    }
   }
   if (n) dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
 }

@@ -49,7 +49,8 @@ class Queue {
   void submit();
   // Bound recordings of one device's queues submitted together, in one driver call: a
   // driver that orders its doorbells with a read (NVIDIA) reads once for all of them.
-  // Throws InvalidInput, submitting nothing, for a recording not bound or of another device.
+  // Throws InvalidInput, submitting nothing, for a recording not bound or of another device,
+  // or more than 16 queues.
   static void submit_together(std::span<Queue* const> queues);
 
   size_t commands() const { return cmds_.size(); }

@@ -560,7 +560,10 @@ TEST_P(EmulatedDevice, BoundRecordingsOfSeveralQueuesSubmitTogether) {
   Queue* two_devices[] = {&cq, &elsewhere};
   EXPECT_EQ(message_of([&] { Queue::submit_together(two_devices); }),
             name + ": queues submitted together must be of one device, not also of " + name);
-  // Neither call submitted anything: the signals stay where the second submission left them.
+  std::vector<Queue*> seventeen(17, &cq);
+  EXPECT_EQ(message_of([&] { Queue::submit_together(seventeen); }),
+            name + ": at most 16 queues submitted together, not 17");
+  // No failed call submitted anything: the signals stay where the second submission left them.
   EXPECT_EQ(s.value(), 2u);
   EXPECT_EQ(t.value(), 2u);
 }
