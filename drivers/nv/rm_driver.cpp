@@ -86,7 +86,7 @@ class Channel final : public HwQueue {
     uint64_t push_end = 0;  // push-buffer ring position it frees when done (0: not in it)
   };
   uint32_t gp_get() const { return __atomic_load_n(&userd_->GPGet, __ATOMIC_ACQUIRE); }
-  uint64_t completed();
+  uint64_t completed();  // reads GP_GET: through BAR1 on a real GPU, about a microsecond
   void retire();
   uint64_t push_words(const uint32_t* w, size_t n);  // into the push ring: its GPU address
   void add_entry(uint64_t va, uint32_t dwords, uint64_t push_end);
@@ -102,6 +102,7 @@ class Channel final : public HwQueue {
   Userd* userd_ = nullptr;
   void* channel_va_ = nullptr;  // UVM_REGISTER_CHANNEL's range
   uint64_t put_seq_ = 0;      // GPFIFO entries written
+  uint64_t done_seen_ = 0;    // entries completed as retire() last read them
   uint64_t push_put_ = 0, push_done_ = 0;  // push ring bytes, monotonic
   std::deque<Segment> inflight_;
   // The last entries the GPU finished: a channel error found after GP_GET passed the bad
@@ -817,7 +818,7 @@ uint64_t Channel::completed() {
 }
 
 void Channel::retire() {
-  const uint64_t done = completed();
+  const uint64_t done = done_seen_ = completed();
   constexpr size_t kRetiredKept = 3;
   while (!inflight_.empty() && inflight_.front().seq < done) {
     if (inflight_.front().push_end) push_done_ = inflight_.front().push_end;
@@ -836,11 +837,13 @@ uint64_t Channel::push_words(const uint32_t* w, size_t n) {
   uint64_t pos = push_put_ % kPushBytes;
   const uint64_t pad = pos + bytes > kPushBytes ? kPushBytes - pos : 0;
   auto start = std::chrono::steady_clock::now();
+  // Room is judged from what retire() last read; GP_GET is read again only when that says
+  // the push ring or the GPFIFO may be full (a read of it is a round trip over PCIe).
   while (push_put_ + pad + bytes - push_done_ > kPushBytes ||
-         put_seq_ - completed() + 3 >= kGpfifoEntries) {
+         put_seq_ - done_seen_ + 3 >= kGpfifoEntries) {
     retire();
     if (push_put_ + pad + bytes - push_done_ <= kPushBytes &&
-        put_seq_ - completed() + 3 < kGpfifoEntries)
+        put_seq_ - done_seen_ + 3 < kGpfifoEntries)
       break;
     drv_.check_faults();
     if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
