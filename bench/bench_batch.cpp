@@ -125,6 +125,25 @@ BENCHMARK(BM_BatchReplay8ChangedEvery2ms)
     ->Arg(10)->Arg(100)->Arg(1000)->Arg(10000)->ArgName("calls")
     ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
 
+// Wall time of a 10-call replay and its wait, on a UMA device whose copies are host copies
+// (their thread waits for the GPU's producers and the GPU for them).
+void BM_BatchRunAndWaitHostCopies(benchmark::State& state) {
+  Fixture f("emu:a660");
+  if (!f.ok) return state.SkipWithError("no a660 code object");
+  Program fill(*f.dev, f.img, "fill_u32"), empty(*f.dev, f.img, "empty");
+  auto b = build(f, fill, empty, 10, false, 2);
+  batch::Executable exe = b->schedule.compile();
+  std::vector<Buffer> in;
+  for (int i = 0; i < 2; i++) in.push_back(f.dev->allocate(4096));
+  batch::Bindings bind;
+  for (int i = 0; i < 2; i++) bind.input(b->inputs[size_t(i)], in[size_t(i)]);
+  for (auto _ : state) {
+    exe.run(bind);
+    exe.wait();
+  }
+}
+BENCHMARK(BM_BatchRunAndWaitHostCopies)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // The same 1,000-call replay with 1 to 64 bindings changed: the cost follows the bindings.
 void BM_BatchReplayChangedBindings(benchmark::State& state) {
   replays_changed(state, "emu:gfx1100", 1000, false, int(state.range(0)));
