@@ -8,10 +8,10 @@
 #include <libdrm/drm.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <array>
 #include <map>
 #include <mutex>
 #include <sstream>

@@ -4,8 +4,8 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -65,10 +65,12 @@ class Channel final : public HwQueue {
   Channel(RmDriver& drv, QueueKind kind, uint32_t index);
   ~Channel() override;
   void submit(const uint32_t* words, size_t n) override;
+  // Through RmDriver::submit_indirect, as one of several channels.
   void submit_indirect(uint64_t va, size_t ndwords) override;
-  // submit_indirect in two steps, for several channels at once (RmDriver::submit_indirect):
-  // the entry and GP_PUT (the caller checked for faults), then (after one ordering read on
-  // the BAR1 path) the doorbell.
+  // RmDriver::submit_indirect's steps: an entry (of a size check_entry() allowed) and
+  // GP_PUT, with faults checked by the caller; then, after one ordering read on the BAR1
+  // path, the doorbell.
+  void check_entry(size_t ndwords) const;
   void stage_indirect(uint64_t va, size_t ndwords);
   void ring_doorbell();
   // Read GP_PUT back through BAR1: no write on that path before it is still on its way.
@@ -687,7 +689,9 @@ std::unique_ptr<HwQueue> RmDriver::create_queue(QueueKind kind) {
 void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
   if (runs.empty()) return;
   check_faults();  // once for all: it looks at every channel's error notifier
-  // Every queue of this device is one of its channels.
+  // Every queue of this device is one of its channels. Every entry is checked before any is
+  // written, so a refused run leaves nothing half submitted.
+  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->check_entry(r.ndwords);
   for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->stage_indirect(r.va, r.ndwords);
   // One read orders every GP_PUT and entry written above (all through BAR1) before the
   // doorbells; a channel another thread submits to in between is covered by its own read.
@@ -899,17 +903,18 @@ void Channel::submit(const uint32_t* words, size_t n) {
 }
 
 void Channel::submit_indirect(uint64_t va, size_t ndwords) {
-  drv_.check_faults();
-  stage_indirect(va, ndwords);
-  order_writes();
-  ring_doorbell();
+  const IndirectRun run{this, va, ndwords};
+  drv_.submit_indirect({&run, 1});
 }
 
-void Channel::stage_indirect(uint64_t va, size_t ndwords) {
+void Channel::check_entry(size_t ndwords) const {
   constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
   if (ndwords > kMaxEntryDwords)
     throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
                        " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");
+}
+
+void Channel::stage_indirect(uint64_t va, size_t ndwords) {
   std::lock_guard lk(mu_);
   push_words(nullptr, 0);  // waits for GPFIFO room
   add_entry(va, uint32_t(ndwords), 0);  // the command buffer runs where it lives

@@ -172,15 +172,15 @@ class Schedule {
  private:
   friend class Executable;
   friend class Compiler;
-  struct Call {
-    bool launch;
+  struct Call {  // every member defaulted: calls are made with designated initializers
+    bool launch = false;
     const Program* program = nullptr;
-    Dim3 grid, block;
-    std::vector<Arg> args;
-    Mem dst, src;
+    Dim3 grid = {}, block = {};
+    std::vector<Arg> args = {};
+    Mem dst = {}, src = {};
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
-    std::string path;  // a load: the file, src_offset its offset
-    std::vector<Access> accesses;
+    std::string path = {};  // a load: the file, src_offset its offset
+    std::vector<Access> accesses = {};
   };
   void check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const;
   bool ours(const Device* d) const;

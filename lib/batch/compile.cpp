@@ -663,6 +663,8 @@ void Compiler::close_queues() {
     timeline_signals[q] = last_sites(*x.queues[q], PatchRole::SignalValue);
   }
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
+  x.host_work = !x.mirrors.empty() ||
+                std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end();
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
 }

@@ -119,8 +119,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     throw;
   }
   for (auto* m : locks) m->unlock();
-  if (std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end() ||
-      !x.mirrors.empty()) {
+  if (x.host_work) {
     std::vector<uint64_t> prev(x.devs.size());
     for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
     x.start_host(std::move(prev));
@@ -182,6 +181,7 @@ void Executable::Impl::start_host(std::vector<uint64_t> prev) {
 }
 
 void Executable::Impl::wait_host_idle() {
+  if (!host.thread.joinable()) return;  // no host work (only run(), on one thread, starts it)
   std::unique_lock lk(host.mu);
   host.cv.wait(lk, [&] { return !host.pending && !host.busy; });
 }

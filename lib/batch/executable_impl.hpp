@@ -95,6 +95,7 @@ struct Executable::Impl {
     uint64_t end;
   };
   std::vector<Mirror> mirrors;
+  bool host_work = false;  // host queues or mirrors: each run wakes the host thread
   bool pump_mirrors(std::vector<uint64_t>& copied) const;
   std::vector<Buffer> kernargs;  // per device: its launches' arguments
   // The patch table, flat so a replay reads few cache lines: a target is a site in a

@@ -91,14 +91,12 @@ size_t Schedule::launch(const Program& p, Dim3 grid, Dim3 block, std::vector<Arg
       throw InvalidInput("batch: " + what + " on " + p.device().name() + " uses memory of " +
                          a.mem.device->name() + "; copy it over first");
   }
-  Call c;
-  c.launch = true;
-  c.program = &p;
-  c.grid = grid;
-  c.block = block;
-  c.args = std::move(args);
-  c.accesses = std::move(accesses);
-  calls_.push_back(std::move(c));
+  calls_.push_back({.launch = true,
+                    .program = &p,
+                    .grid = grid,
+                    .block = block,
+                    .args = std::move(args),
+                    .accesses = std::move(accesses)});
   return calls_.size() - 1;
 }
 
@@ -107,15 +105,14 @@ size_t Schedule::copy(Mem dst, uint64_t dst_offset, Mem src, uint64_t src_offset
   if (size == 0) throw InvalidInput("batch: " + what + " copies 0 bytes");
   check(dst, dst_offset, size, what + " destination");
   check(src, src_offset, size, what + " source");
-  Call c;
-  c.launch = false;
-  c.dst = dst;
-  c.src = src;
-  c.dst_offset = dst_offset;
-  c.src_offset = src_offset;
-  c.size = size;
-  c.accesses = {Access::read(src, src_offset, size), Access::written(dst, dst_offset, size)};
-  calls_.push_back(std::move(c));
+  calls_.push_back({.launch = false,
+                    .dst = dst,
+                    .src = src,
+                    .dst_offset = dst_offset,
+                    .src_offset = src_offset,
+                    .size = size,
+                    .accesses = {Access::read(src, src_offset, size),
+                                 Access::written(dst, dst_offset, size)}});
   return calls_.size() - 1;
 }
 
@@ -125,15 +122,13 @@ size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uin
   if (size == 0) throw InvalidInput("batch: " + what + " reads 0 bytes");
   if (path.empty()) throw InvalidInput("batch: " + what + " names no file");
   check(dst, dst_offset, size, what + " destination");
-  Call c;
-  c.launch = false;
-  c.dst = dst;
-  c.dst_offset = dst_offset;
-  c.src_offset = file_offset;
-  c.size = size;
-  c.path = path;
-  c.accesses = {Access::written(dst, dst_offset, size)};
-  calls_.push_back(std::move(c));
+  calls_.push_back({.launch = false,
+                    .dst = dst,
+                    .dst_offset = dst_offset,
+                    .src_offset = file_offset,
+                    .size = size,
+                    .path = path,
+                    .accesses = {Access::written(dst, dst_offset, size)}});
   return calls_.size() - 1;
 }
 

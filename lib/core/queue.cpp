@@ -120,7 +120,8 @@ void Queue::submit_together(std::span<Queue* const> queues) {
                        " queues submitted together, not " + std::to_string(queues.size()));
   for (const Queue* q : queues) {
     if (q->dev_ != &dev)
-      throw InvalidInput(dev.name() + ": queues submitted together must be of one device, not also of " + q->dev_->name());
+      throw InvalidInput(dev.name() + ": queues submitted together must be of one device, " +
+                         "not also of " + q->dev_->name());
     if (!q->bound_done_)
       throw InvalidInput(dev.name() + ": " + to_string(q->kind_) +
                          " queue: submitting together needs bound recordings");

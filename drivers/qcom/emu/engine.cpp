@@ -356,12 +356,13 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
             "source addresses)");
       const bool wide = CP_MEM_TO_MEM_DOUBLE.get(p);
       const uint32_t size = wide ? 8 : 4;
+      const Field* negate[] = {&CP_MEM_TO_MEM_NEG_A, &CP_MEM_TO_MEM_NEG_B, &CP_MEM_TO_MEM_NEG_C};
       uint64_t sum = 0;
       for (uint32_t i = 0; 4 + 2 * i + 1 <= n; i++) {
         const void* from = mem_.translate(addr(4 + 2 * i), size);
         uint64_t v = wide ? __atomic_load_n(static_cast<const uint64_t*>(from), __ATOMIC_ACQUIRE)
                           : __atomic_load_n(static_cast<const uint32_t*>(from), __ATOMIC_ACQUIRE);
-        if (i < 3 && (p[1] >> i & 1)) v = 0 - v;  // NEG_A, NEG_B, NEG_C: bits 0, 1, 2
+        if (i < 3 && negate[i]->get(p)) v = 0 - v;
         sum += v;
       }
       if (wide)
