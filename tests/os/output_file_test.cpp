@@ -1,0 +1,109 @@
+// OutputFile: no symlink followed, no foreign file truncated, every write and the close checked.
+#include "os/output_file.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace fs = std::filesystem;
+using hcq::os::OutputFile;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/hcq_output_file_XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(OutputFile, CreatesTruncatesAndWritesOwnFile) {
+  TempDir d;
+  auto p = d.path / "out.bin";
+  std::ofstream(p) << "old contents that are longer";
+  auto f = OutputFile::create(p.string());
+  f.write("new");
+  f.close();
+  EXPECT_EQ(slurp(p), "new");
+  EXPECT_EQ(f.bytes_written(), 3u);
+}
+
+TEST(OutputFile, RefusesASymlinkAndLeavesItsTargetAlone) {
+  TempDir d;
+  auto target = d.path / "precious";
+  std::ofstream(target) << "keep me";
+  fs::create_symlink(target, d.path / "link");
+  try {
+    OutputFile::create((d.path / "link").string());
+    FAIL() << "a symlink was followed";
+  } catch (const hcq::OsError& e) {
+    EXPECT_EQ(e.err(), ELOOP);
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(target), "keep me");
+}
+
+TEST(OutputFile, RefusesAFileWithSeveralLinks) {
+  TempDir d;
+  auto target = d.path / "precious";
+  std::ofstream(target) << "keep me";
+  fs::create_hard_link(target, d.path / "hard");
+  EXPECT_THROW(OutputFile::create((d.path / "hard").string()), hcq::OsError);
+  EXPECT_EQ(slurp(target), "keep me");
+}
+
+TEST(OutputFile, RefusesAnotherUsersFile) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  TempDir d;
+  auto target = d.path / "theirs";
+  std::ofstream(target) << "keep me";
+  ASSERT_EQ(::chown(target.c_str(), 65534, 65534), 0);
+  try {
+    OutputFile::create(target.string());
+    FAIL() << "another user's file was truncated";
+  } catch (const hcq::OsError& e) {
+    EXPECT_NE(std::string(e.what()).find("owned by uid 65534"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(target), "keep me");
+}
+
+TEST(OutputFile, RefusesADirectoryAndAMissingDirectory) {
+  TempDir d;
+  EXPECT_THROW(OutputFile::create(d.path.string()), hcq::OsError);
+  EXPECT_THROW(OutputFile::create((d.path / "missing" / "x").string()), hcq::OsError);
+  EXPECT_THROW(OutputFile::create(""), hcq::InvalidInput);
+}
+
+TEST(OutputFile, AFullDeviceIsAnErrorNamingThePath) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  auto f = OutputFile::create("/dev/full");
+  try {
+    f.write("x");
+    FAIL() << "a write to /dev/full succeeded";
+  } catch (const hcq::OsError& e) {
+    EXPECT_EQ(e.err(), ENOSPC);
+    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OutputFile, WriteAfterCloseIsAnError) {
+  TempDir d;
+  auto f = OutputFile::create((d.path / "x").string());
+  f.close();
+  EXPECT_THROW(f.write("x"), hcq::Error);
+}
+
+}  // namespace
