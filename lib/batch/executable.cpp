@@ -5,9 +5,25 @@
 #include <atomic>
 #include <chrono>
 
+#include "core/capture.hpp"
 #include "io/file_load.hpp"
 
 namespace hcq::batch {
+namespace {
+
+// Every device's submission lock, taken in the one order compile() sorted them into (no
+// deadlock with another multi-device run), released on the way out.
+struct LockAll {
+  explicit LockAll(const std::vector<std::mutex*>& m) : mutexes(m) {
+    for (auto* mu : mutexes) mu->lock();
+  }
+  ~LockAll() {
+    for (auto* mu : mutexes) mu->unlock();
+  }
+  const std::vector<std::mutex*>& mutexes;
+};
+
+}  // namespace
 
 Executable::Executable(std::shared_ptr<Impl> impl, std::vector<const Buffer*> bound)
     : impl_(std::move(impl)), bound_(std::move(bound)) {
@@ -39,6 +55,9 @@ Executable::Impl::~Impl() {
 
 uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_timeout) {
   Impl& x = *impl_;
+  // One run of a compilation at a time: runs rewrite the same command buffers, signals and
+  // patch table, each after fencing on the one before.
+  std::lock_guard run_lock(x.run_mu);
   x.report_host_error();  // a host op of the previous run failed and no wait() said so yet
   // Fence on the previous run: its command buffers and signals are about to be rewritten.
   if (x.ran)
@@ -102,38 +121,51 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   for (uint32_t a = 0; a < x.areas.size(); a++)
     if (x.areas[a].sync.host())
       for (uint32_t q = 0; q < nq; q++) __atomic_store_n(x.slot(q, a), 0, __ATOMIC_RELAXED);
-  // Submit under every device's submission lock, taken in one order (no deadlock with
-  // another multi-device run).
-  const auto& locks = x.submit_locks;
-  for (auto* m : locks) m->lock();
-  for (size_t d = 0; d < x.devs.size(); d++) {
-    auto [prev, next] = x.devs[d]->timeline().advance();
-    x.last_done[d] = next;
-    Impl::write(x.timeline_waits[d], 0, uint32_t(x.timeline_waits[d].size()), prev);
-    Impl::write(x.timeline_signals[d], 0, uint32_t(x.timeline_signals[d].size()), next);
+  // Submit under every device's submission lock.
+  std::vector<uint64_t> done(x.devs.size());
+  {
+    LockAll locks(x.submit_locks);
+    // Each device's next timeline value; a failed submission gives them all back.
+    std::vector<Timeline::Reservation> values;
+    values.reserve(x.devs.size());
+    for (size_t d = 0; d < x.devs.size(); d++) {
+      const auto& r = values.emplace_back(x.devs[d]->timeline().reserve());
+      done[d] = r.next;
+      Impl::write(x.timeline_waits[d], 0, uint32_t(x.timeline_waits[d].size()), r.prev);
+      Impl::write(x.timeline_signals[d], 0, uint32_t(x.timeline_signals[d].size()), r.next);
+    }
+    // Every device's queues go into the capture before any is submitted: a capture that
+    // fails then submits nothing, where a device submitted alone would wait for the others.
+    if (capture::enabled())
+      for (auto& queues : x.device_queues)
+        for (Queue* q : queues) q->record_capture();
+    for (auto& queues : x.device_queues) Queue::submit_together(queues, /*capture=*/false);
+    for (auto& r : values) r.commit();
   }
-  try {
-    for (auto& queues : x.device_queues) Queue::submit_together(queues);
-  } catch (...) {
-    for (auto* m : locks) m->unlock();
-    throw;
+  {
+    std::lock_guard lk(x.state_mu);
+    x.last_done = done;
+    x.ran = true;
+    x.last_patches = patches;
   }
-  for (auto* m : locks) m->unlock();
   if (x.host_work) {
     std::vector<uint64_t> prev(x.devs.size());
-    for (size_t d = 0; d < x.devs.size(); d++) prev[d] = x.last_done[d] - 1;
+    for (size_t d = 0; d < x.devs.size(); d++) prev[d] = done[d] - 1;
     x.start_host(std::move(prev));
   }
-  x.ran = true;
-  x.last_patches = patches;
-  return x.last_done[0];
+  return done[0];
+}
+
+std::vector<uint64_t> Executable::Impl::last_run() const {
+  std::lock_guard lk(state_mu);
+  return ran ? last_done : std::vector<uint64_t>{};
 }
 
 void Executable::wait(std::chrono::milliseconds timeout) const {
-  if (!impl_->ran) return;
-  for (size_t d = 0; d < impl_->devs.size(); d++) {
+  const std::vector<uint64_t> last = impl_->last_run();
+  for (size_t d = 0; d < last.size(); d++) {
     try {
-      impl_->devs[d]->timeline().wait(impl_->last_done[d], timeout);
+      impl_->devs[d]->timeline().wait(last[d], timeout);
     } catch (const TimeoutError&) {
       impl_->report_host_error();
       throw;
@@ -267,12 +299,16 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
 
 std::vector<std::pair<Device*, uint64_t>> Executable::points() const {
   std::vector<std::pair<Device*, uint64_t>> out;
+  std::lock_guard lk(impl_->state_mu);
   for (size_t d = 0; d < impl_->devs.size(); d++)
     out.push_back({impl_->devs[d], impl_->last_done[d]});
   return out;
 }
 
-size_t Executable::last_patch_count() const { return impl_->last_patches; }
+size_t Executable::last_patch_count() const {
+  std::lock_guard lk(impl_->state_mu);
+  return impl_->last_patches;
+}
 
 Executable::Stats Executable::stats(QueueKind k) const {
   Stats s;

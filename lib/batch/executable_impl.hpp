@@ -182,6 +182,9 @@ struct Executable::Impl {
   std::vector<OpInfo> ops;
   std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
   std::vector<int64_t> clock_offset_ns;          // per queue
+  std::mutex run_mu;    // held by run() from its fence to its submission
+  mutable std::mutex state_mu;  // last_done and ran, which wait() and points() read during a run
+  std::vector<uint64_t> last_run() const;  // last_done, or empty before the first run
   std::vector<uint64_t> last_done;               // per device
   std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
   bool ran = false;

@@ -9,7 +9,7 @@ namespace hcq::batch {
 std::vector<Executable::CallTime> Executable::profile() const {
   const Impl& x = *impl_;
   if (!x.profile) throw InvalidInput("batch: profile() needs a schedule compiled with profile");
-  if (!x.ran) throw InvalidInput("batch: profile() before the first run");
+  if (x.last_run().empty()) throw InvalidInput("batch: profile() before the first run");
   wait();
   std::vector<CallTime> out;
   for (size_t i = 0; i < x.ops.size(); i++) {

@@ -98,6 +98,13 @@ void TaggedRing::retire_front() {
 }
 
 uint64_t TaggedRing::allocate(uint64_t size, uint64_t align, uint64_t tag) {
+  if (auto off = try_allocate(size, align, tag, false)) return *off;
+  throw Error("ring of " + std::to_string(capacity_) + " bytes: a chunk of " +
+              std::to_string(size) + " bytes would overwrite one the host still holds");
+}
+
+std::optional<uint64_t> TaggedRing::try_allocate(uint64_t size, uint64_t align, uint64_t tag,
+                                                 bool hold) {
   if (size == 0 || size > capacity_)
     throw InvalidInput("ring of " + std::to_string(capacity_) + " bytes cannot hold a chunk of " +
                        std::to_string(size) + " bytes");
@@ -105,7 +112,10 @@ uint64_t TaggedRing::allocate(uint64_t size, uint64_t align, uint64_t tag) {
   uint64_t off = align_up(head_, align);
   if (off + size > capacity_) {
     // Wrap: chunks in the skipped tail are older than anything at the start; retire them.
-    while (!live_.empty() && live_.front().offset >= head_) retire_front();
+    while (!live_.empty() && live_.front().offset >= head_) {
+      if (live_.front().held) return std::nullopt;
+      retire_front();
+    }
     off = 0;
   }
   // Live chunks lie in ring order starting just past head: retire from the oldest until
@@ -114,11 +124,21 @@ uint64_t TaggedRing::allocate(uint64_t size, uint64_t align, uint64_t tag) {
     const Chunk& c = live_.front();
     bool overlaps = c.offset < off + size && off < c.offset + c.size;
     if (!overlaps) break;
+    if (c.held) return std::nullopt;
     retire_front();
   }
-  live_.push_back({off, size, tag});
+  live_.push_back({off, size, tag, hold});
   head_ = off + size;
   return off;
+}
+
+void TaggedRing::release(uint64_t offset) {
+  for (Chunk& c : live_)
+    if (c.offset == offset && c.held) {
+      c.held = false;
+      return;
+    }
+  throw InvalidInput("ring: no held chunk at offset " + std::to_string(offset));
 }
 
 }  // namespace hcq

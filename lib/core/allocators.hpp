@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -99,19 +100,28 @@ class SizeCache {
 };
 
 // A wrap-around ring of `capacity` bytes. Each chunk is tagged with the timeline value after
-// which the device no longer reads it; handing out a chunk that overlaps a live one first
-// waits (through `wait_until`) for that chunk's tag.
+// which the device no longer uses it; handing out a chunk that overlaps a live one first
+// waits (through `wait_until`) for that chunk's tag. A chunk may also be held by the host
+// (a copy-out's data not yet read): it is not handed out again until release().
+// Not thread-safe: the owner serialises every call.
 class TaggedRing {
  public:
   TaggedRing(uint64_t capacity, std::function<void(uint64_t tag)> wait_until);
   // Offset of a chunk of `size` bytes aligned to `align`, freed once the timeline reaches `tag`.
+  // Throws Error when it would need a held chunk back (use try_allocate with holds).
   uint64_t allocate(uint64_t size, uint64_t align, uint64_t tag);
+  // The same, also held when `hold`; nullopt when the chunk would overlap a held one (the
+  // caller releases what it holds, then asks again).
+  std::optional<uint64_t> try_allocate(uint64_t size, uint64_t align, uint64_t tag, bool hold);
+  // The host is done with the held chunk at `offset` (InvalidInput when none is held there).
+  void release(uint64_t offset);
   uint64_t capacity() const { return capacity_; }
   size_t live_chunks() const { return live_.size(); }
 
  private:
   struct Chunk {
     uint64_t offset, size, tag;
+    bool held;
   };
   void retire_front();
   uint64_t capacity_, head_ = 0;

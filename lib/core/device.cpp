@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -341,11 +343,12 @@ int64_t Device::clock_offset_ns(QueueKind kind) {
     uint64_t t0, t1, done;
     {
       std::lock_guard lk(submit_mu_);
-      auto [prev, next] = timeline_.advance();
-      q.wait(timeline_.signal(), prev).timestamp(s).signal(timeline_.signal(), next);
+      auto r = timeline_.reserve();
+      q.wait(timeline_.signal(), r.prev).timestamp(s).signal(timeline_.signal(), r.next);
       t0 = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
       q.submit();
-      done = next;
+      r.commit();
+      done = r.next;
     }
     timeline_.wait(done);
     t1 = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -404,48 +407,64 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
     to_device ? std::memcpy(d, h, size) : std::memcpy(h, d, size);
     return;
   }
+  // One staged copy at a time: a copy-out holds its staging chunks until the host has read
+  // them, and a copy that held chunks while it waited for the submission lock would deadlock
+  // with one that holds the lock while it waits for those chunks.
+  std::lock_guard staging_lock(staging_mu_);
   const uint64_t chunk = std::min(opt_.staging_chunk_bytes, opt_.staging_ring_bytes / 2);
-  struct Pending {
-    uint64_t tag;
-    char* staging;
+  struct Pending {  // a copy-out chunk the host has not read yet
+    uint64_t tag, offset;
     char* host;
     uint64_t size;
   };
-  std::vector<Pending> pending;  // copy-out chunks waiting to be read by the host
-  size_t first_pending = 0;
-  const size_t max_pending = std::max<uint64_t>(1, opt_.staging_ring_bytes / chunk - 1);
-  auto drain_one = [&] {
-    Pending& p = pending[first_pending++];
-    timeline_.wait(p.tag);
-    std::memcpy(p.host, p.staging, p.size);
+  std::deque<Pending> pending;
+  auto release = [&](const Pending& p) {
+    std::lock_guard rl(ring_mu_);
+    staging_ring_->release(p.offset);
   };
-  for (uint64_t done = 0; done < size;) {
-    uint64_t n = std::min(chunk, size - done);
-    if (!to_device && pending.size() - first_pending >= max_pending) drain_one();
-    {
+  auto drain_one = [&] {
+    Pending p = pending.front();
+    timeline_.wait(p.tag);
+    std::memcpy(p.host, static_cast<char*>(staging_mem_.host()) + p.offset, p.size);
+    pending.pop_front();
+    release(p);
+  };
+  try {
+    for (uint64_t done = 0; done < size;) {
+      uint64_t n = std::min(chunk, size - done);
       std::lock_guard lk(submit_mu_);
-      auto [prev, next] = timeline_.advance();
-      uint64_t soff;
-      {
-        std::lock_guard rl(ring_mu_);
-        soff = staging_ring_->allocate(n, 256, next);
+      auto r = timeline_.reserve();
+      std::optional<uint64_t> soff;
+      for (;;) {
+        {
+          std::lock_guard rl(ring_mu_);
+          soff = staging_ring_->try_allocate(n, 256, r.next, !to_device);
+        }
+        if (soff) break;
+        if (pending.empty()) throw Error(name() + ": staging ring full of chunks nobody holds");
+        drain_one();  // the ring wants back a chunk of ours not yet read out
       }
-      char* staging = static_cast<char*>(staging_mem_.host()) + soff;
-      uint64_t staging_va = staging_mem_.va() + soff;
+      if (!to_device) pending.push_back({r.next, *soff, h + done, n});
+      char* staging = static_cast<char*>(staging_mem_.host()) + *soff;
+      uint64_t staging_va = staging_mem_.va() + *soff;
       if (to_device) std::memcpy(staging, h + done, n);
       CopyQueue q(*this);
-      q.wait(timeline_.signal(), prev);
+      q.wait(timeline_.signal(), r.prev);
       if (to_device)
         q.copy(buf.va() + off + done, staging_va, n);
       else
         q.copy(staging_va, buf.va() + off + done, n);
-      q.signal(timeline_.signal(), next);
+      q.signal(timeline_.signal(), r.next);
       q.submit();
-      if (!to_device) pending.push_back({next, staging, h + done, n});
+      r.commit();
+      done += n;
     }
-    done += n;
+    while (!pending.empty()) drain_one();
+  } catch (...) {
+    // Give the held chunks back; their tags still keep them from a copy the GPU has queued.
+    for (const Pending& p : pending) release(p);
+    throw;
   }
-  while (first_pending < pending.size()) drain_one();
 }
 
 void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
@@ -476,12 +495,13 @@ void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uin
     throw InvalidInput(name() + ": copy between buffers the CPU cannot see needs a copy engine, "
                                 "and this device has none");
   std::lock_guard lk(submit_mu_);
-  auto [prev, next] = timeline_.advance();
+  auto r = timeline_.reserve();
   CopyQueue q(*this);
-  q.wait(timeline_.signal(), prev);
+  q.wait(timeline_.signal(), r.prev);
   q.copy(dst.va() + dst_offset, src.va() + src_offset, size);
-  q.signal(timeline_.signal(), next);
+  q.signal(timeline_.signal(), r.next);
   q.submit();
+  r.commit();
 }
 
 }  // namespace hcq

@@ -86,12 +86,36 @@ class Signal {
 // The device timeline: one signal, monotonic; each submission waits for the previous value
 // and signals the next. Values are full 64-bit everywhere (hardware waits included), so
 // crossing 2^31 or 2^32 changes nothing.
+//
+// Thread safety: reserve() and last() only under the device's submit_mutex(); signal() and
+// wait() from any thread.
 class Timeline {
  public:
   const Signal& signal() const { return signal_; }
   uint64_t last() const { return last_; }   // the value the newest submission signals
-  // Reserve the next value: returns {value to wait for, value to signal}.
-  std::pair<uint64_t, uint64_t> advance() { uint64_t prev = last_++; return {prev, last_}; }
+
+  // The next value, reserved for one submission: it waits for `prev` and signals `next`.
+  // A reservation destroyed without commit() (the submission threw before it reached the
+  // GPU) gives its value back, so no later wait hangs on a value nothing will signal.
+  class Reservation {
+   public:
+    Reservation(Reservation&& o) noexcept : prev(o.prev), next(o.next), tl_(o.tl_) {
+      o.tl_ = nullptr;
+    }
+    Reservation& operator=(Reservation&&) = delete;
+    ~Reservation() {
+      if (tl_ && tl_->last_ == next) tl_->last_ = prev;
+    }
+    void commit() { tl_ = nullptr; }
+    const uint64_t prev, next;
+
+   private:
+    friend class Timeline;
+    Reservation(Timeline* tl, uint64_t p) : prev(p), next(p + 1), tl_(tl) {}
+    Timeline* tl_;
+  };
+  // Call under the device's submit_mutex(), and commit() once the submission is made.
+  Reservation reserve() { return Reservation(this, last_++); }
   void wait(uint64_t v, std::chrono::milliseconds timeout = Signal::kDefaultTimeout) const {
     signal_.wait(v, timeout);
   }
@@ -211,6 +235,7 @@ class Device {
   std::unique_ptr<Encoder> encoders_[2];
   std::mutex submit_mu_;
   Timeline timeline_;
+  std::mutex staging_mu_;  // held for a whole staged copy (see staged_copy)
   std::mutex ring_mu_;
   Buffer kernarg_mem_, staging_mem_;
   std::unique_ptr<TaggedRing> kernarg_ring_, staging_ring_;

@@ -74,18 +74,19 @@ std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 bl
   {
     std::lock_guard lk(dev_->submit_mutex());
     auto& tl = dev_->timeline();
-    auto [prev, next] = tl.advance();
-    auto [va, host] = dev_->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, next);
+    auto r = tl.reserve();
+    auto [va, host] = dev_->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, r.next);
     std::memcpy(host, laid.data(), kernel_->kernarg_size);
     ComputeQueue q(*dev_);
-    q.wait(tl.signal(), prev);
+    q.wait(tl.signal(), r.prev);
     q.memory_barrier();
     if (wait) q.timestamp(start);
     q.exec(*this, va, grid, block);
     if (wait) q.timestamp(end);
-    q.signal(tl.signal(), next);
+    q.signal(tl.signal(), r.next);
     q.submit();
-    done = next;
+    r.commit();
+    done = r.next;
   }
   if (!wait) return std::nullopt;
   dev_->timeline().wait(done, timeout);

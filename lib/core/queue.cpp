@@ -105,13 +105,13 @@ void Queue::bind() {
   bound_done_ = true;
 }
 
-void Queue::capture() const {
+void Queue::record_capture() const {
   const capture::Segment seg{bound_done_, bound_done_ ? bound_.va() : 0,
                              {cs_.data(), cs_.data() + cs_.size()}};
   capture::submission(*dev_, kind_, index_, {&seg, 1});
 }
 
-void Queue::submit_together(std::span<Queue* const> queues) {
+void Queue::submit_together(std::span<Queue* const> queues, bool capture) {
   if (queues.empty()) return;
   Device& dev = *queues.front()->dev_;
   IndirectRun runs[16];  // a device has a handful of queues
@@ -129,7 +129,7 @@ void Queue::submit_together(std::span<Queue* const> queues) {
   size_t n = 0;
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
-    if (capture::enabled()) q->capture();
+    if (capture && capture::enabled()) q->record_capture();
     runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
   }
   if (n) dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
@@ -142,7 +142,7 @@ HwQueue& Queue::hw() {
 
 void Queue::submit() {
   if (cs_.size() == 0) return;
-  if (capture::enabled()) capture();
+  if (capture::enabled()) record_capture();
   if (bound_done_)
     hw().submit_indirect(bound_.va(), cs_.size());
   else

@@ -51,7 +51,11 @@ class Queue {
   // driver that orders its doorbells with a read (NVIDIA) reads once for all of them.
   // Throws InvalidInput, submitting nothing, for a recording not bound or of another device,
   // or more than 16 queues.
-  static void submit_together(std::span<Queue* const> queues);
+  // capture=false: the caller put them in the capture already (record_capture()).
+  static void submit_together(std::span<Queue* const> queues, bool capture = true);
+  // Record the submission in the capture (HCQ_CAPTURE) without submitting; throws OsError
+  // when the capture file cannot be written.
+  void record_capture() const;
 
   size_t commands() const { return cmds_.size(); }
   // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);
@@ -87,7 +91,6 @@ class Queue {
   std::vector<PatchSite> sites_;
   std::vector<Recorded> cmds_;
   void check_bindable() const;
-  void capture() const;
   Buffer bound_;
   bool bound_done_ = false;
   HwQueue& hw();  // the device's queue this records for, looked up once

@@ -258,14 +258,15 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
                   " of " + std::to_string(lead + n) + " bytes (did the file shrink?)";
       } else if (staged && error.empty()) {
         std::lock_guard lk(dev.submit_mutex());
-        auto [prev, next] = dev.timeline().advance();
+        auto r = dev.timeline().reserve();
         CopyQueue q(dev);
-        q.wait(dev.timeline().signal(), prev);
+        q.wait(dev.timeline().signal(), r.prev);
         q.copy(dst.va() + dst_offset + c * chunk, staging.va() + slot * stride + lead, n);
-        q.signal(dev.timeline().signal(), next);
+        q.signal(dev.timeline().signal(), r.next);
         q.submit();
-        slot_free_at[slot] = next;
-        result.done = next;
+        r.commit();
+        slot_free_at[slot] = r.next;
+        result.done = r.next;
       }
       free_slots.push_back(slot);
       if (error.empty() && issued < chunks) issue();

@@ -1,0 +1,151 @@
+// Device operations from several threads at once, and a failed submission, on every emulated
+// target: what Device's header promises may be called concurrently is called so here, and
+// every result is checked byte for byte.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "common/hardware_devices.hpp"
+#include "core/hcq.hpp"
+#include "kernels.hpp"
+
+namespace hcq {
+namespace {
+
+using testing_support::device_name;
+
+class Concurrency : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { kernels::register_cpu_implementations(); }
+  std::shared_ptr<const ProgramImage> kernels_for(Device& dev) {
+    auto image = kernels::code_object(dev.properties().arch);
+    if (image.empty()) return nullptr;
+    return dev.driver().load_program(dev, image);
+  }
+};
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = uint8_t(rng());
+  return v;
+}
+
+// Eight threads round-trip their own bytes through one device's staging ring, small enough
+// that every copy wraps it several times: a copy-out slot must not be handed to another copy
+// before its host read is done.
+TEST_P(Concurrency, EightThreadsOfStagedCopiesGetTheirOwnBytes) {
+  Device::Options opt;
+  opt.staging_ring_bytes = 256 << 10;
+  opt.staging_chunk_bytes = 32 << 10;
+  auto dev = Device::open(device_name(GetParam()), opt);
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 8; t++)
+    threads.emplace_back([&, t] {
+      try {
+        std::mt19937 rng(t);
+        Buffer b = dev->allocate(600 << 10);
+        for (uint32_t iter = 0; iter < 12; iter++) {
+          const size_t n = 1 + rng() % (600 << 10);
+          auto in = pattern(n, t * 1000 + iter);
+          dev->copy_in(b, 0, in.data(), n);
+          std::vector<uint8_t> out(n);
+          dev->copy_out(out.data(), b, 0, n);
+          if (out != in) wrong++;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        errors++;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0) << "round trips that returned other bytes (of 96)";
+  EXPECT_EQ(errors.load(), 0);
+}
+
+// Launches, fills and copies from eight threads, each on its own buffers.
+TEST_P(Concurrency, EightThreadsOfLaunchesAndCopiesGetTheirOwnResults) {
+  Device::Options opt;
+  opt.staging_ring_bytes = 256 << 10;
+  opt.staging_chunk_bytes = 32 << 10;
+  auto dev = Device::open(device_name(GetParam()), opt);
+  auto img = kernels_for(*dev);
+  if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
+  Program fill(*dev, img, "fill_u32");
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 8; t++)
+    threads.emplace_back([&, t] {
+      try {
+        const uint32_t n = 40000, block = 64;
+        Buffer a = dev->allocate(n * 4), c = dev->allocate(n * 4);
+        for (uint32_t iter = 0; iter < 6; iter++) {
+          const uint32_t value = t * 1000 + iter;
+          fill.launch(KernelArgs().buffer(a).value(value).value(n).value(block),
+                      {(n + block - 1) / block, 1, 1}, {block, 1, 1});
+          std::vector<uint32_t> in(n, value + 1), out(n);
+          dev->copy_in(c, 0, in.data(), n * 4);
+          dev->copy_out(out.data(), a, 0, n * 4);
+          for (uint32_t v : out)
+            if (v != value) {
+              wrong++;
+              break;
+            }
+          dev->copy_out(out.data(), c, 0, n * 4);
+          if (out != in) wrong++;
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        errors++;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+// A submission that fails after its timeline value was handed out (here: kernel arguments
+// that cannot fit the argument ring) must not leave that value unsignalled: everything after
+// it would wait for it forever.
+TEST_P(Concurrency, AFailedSubmissionDoesNotLeaveTheDeviceStuck) {
+  Device::Options opt;
+  opt.kernarg_ring_bytes = 8;  // no kernel's arguments fit
+  auto dev = Device::open(device_name(GetParam()), opt);
+  auto img = kernels_for(*dev);
+  if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
+  Program fill(*dev, img, "fill_u32");
+  Buffer b = dev->allocate(4096);
+  const uint64_t before = dev->timeline().last();
+  try {
+    fill.launch(KernelArgs().buffer(b).value(7u).value(1024u).value(64u), {16, 1, 1}, {64, 1, 1});
+    FAIL() << "a launch whose arguments cannot fit the ring succeeded";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("ring of 8 bytes cannot hold a chunk of"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(dev->timeline().last(), before);
+  dev->synchronize(std::chrono::milliseconds(2000));
+  std::vector<uint32_t> in(1024, 5), out(1024);
+  dev->copy_in(b, 0, in.data(), 4096);
+  dev->copy_out(out.data(), b, 0, 4096);
+  EXPECT_EQ(out, in);
+  dev->synchronize(std::chrono::milliseconds(2000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, Concurrency,
+                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "a740", "a660_msm", "a740_msm"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Hardware, Concurrency,
+                         ::testing::ValuesIn(testing_support::devices_from_env("HCQ_TEST_DEVICES")),
+                         [](const auto& info) { return testing_support::test_name(info.param); });
+
+}  // namespace
+}  // namespace hcq
