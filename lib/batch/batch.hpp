@@ -192,6 +192,13 @@ class Schedule {
   std::vector<Call> calls_;
 };
 
+// Thread safety: every member may be called from several threads at once, on one executable
+// or on several. Executables of identical schedules share one compilation (see compile()):
+// runs of a compilation are serialised, each fencing on the run before it (whichever
+// executable or thread made it) before it rewrites the shared command buffers, so a run
+// blocks while the one before it is still on the GPU. wait(), points() and profile() see the
+// compilation's latest run; to wait for your own run, wait for the value run() returned.
+// Schedule is not thread-safe: build one per thread.
 class Executable {
  public:
   Executable(Executable&&) noexcept;

@@ -5,6 +5,11 @@
 //
 // Commands are numbered in recording order from 0; the update_* calls take that number.
 // A bound recording must not be patched while a submission of it may still be running.
+//
+// Thread safety: one Queue object is not thread-safe (record, patch and submit it from one
+// thread at a time); different Queue objects may be used from different threads at once,
+// also on one device and one hardware queue. A recording that waits on and signals the
+// device timeline must take its values under Device::submit_mutex() (Timeline::reserve()).
 #pragma once
 
 #include <cstdint>
