@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 
@@ -13,6 +14,7 @@
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "os/output_file.hpp"
 
 namespace hcq::capture {
 namespace {
@@ -34,14 +36,18 @@ uint64_t content_hash(const void* p, uint64_t n) {
 
 struct Writer {
   std::mutex mu;
-  std::FILE* f = nullptr;
+  os::OutputFile file;  // every write checked: a full disk is an error, not a short capture
+  // Why the capture cannot go on (an open or a write that failed): every later submission
+  // throws it, and nothing more is written after the hole.
+  std::exception_ptr failed;
   Options options;
   std::map<const Device*, uint32_t> devices;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> recorded;  // (device, va) -> content hash
   uint64_t sequence = 0;
-  std::vector<uint8_t> buf;  // the record being built
+  std::vector<uint8_t> buf;  // the record being built: its 16-byte header, then the payload
   std::vector<uint8_t> packed;
 
+  void begin() { buf.assign(16, 0); }
   void put(const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     buf.insert(buf.end(), b, b + n);
@@ -54,27 +60,29 @@ struct Writer {
     put(uint16_t(std::min<size_t>(s.size(), 0xffff)));
     put(s.data(), std::min<size_t>(s.size(), 0xffff));
   }
-  // Header (type, flags, payload length), then the payload built in `buf`, compressed when
-  // asked (its uncompressed length first).
+  // Writes the record built in `buf` (since begin()) in one write: header (type, flags, payload
+  // length), then the payload, compressed when asked (its uncompressed length first).
   void emit(RecordType type) {
+    const uint64_t raw = buf.size() - 16;
+    if (raw > kMaxRecordBytes)  // no reader would take it
+      throw InvalidInput("capture: a record of " + std::to_string(raw) + " bytes, more than the " +
+                         std::to_string(kMaxRecordBytes) + " a record may hold");
     uint32_t head[2] = {uint32_t(type), 0};
-    const uint8_t* data = buf.data();
-    uint64_t len = buf.size();
+    std::vector<uint8_t>* out = &buf;
     if (options.compress) {
-      uLongf packed_len = compressBound(uLong(buf.size()));
-      packed.resize(8 + packed_len);
-      const uint64_t raw = buf.size();
-      std::memcpy(packed.data(), &raw, 8);
-      if (compress2(packed.data() + 8, &packed_len, buf.data(), uLong(buf.size()), 1) == Z_OK) {
+      uLongf packed_len = compressBound(uLong(raw));
+      packed.resize(24 + packed_len);
+      std::memcpy(packed.data() + 16, &raw, 8);
+      if (compress2(packed.data() + 24, &packed_len, buf.data() + 16, uLong(raw), 1) == Z_OK) {
         head[1] = kRecordCompressed;
-        data = packed.data();
-        len = 8 + packed_len;
+        packed.resize(24 + packed_len);
+        out = &packed;
       }
     }
-    std::fwrite(head, sizeof head, 1, f);
-    std::fwrite(&len, sizeof len, 1, f);
-    std::fwrite(data, 1, len, f);
-    buf.clear();
+    const uint64_t len = out->size() - 16;
+    std::memcpy(out->data(), head, 8);
+    std::memcpy(out->data() + 8, &len, 8);
+    file.write(out->data(), out->size());
   }
 };
 
@@ -86,16 +94,79 @@ Writer& writer() {
 std::atomic<int> state{-1};  // -1: environment not read yet, 0: off, 1: on
 
 void open_locked(Writer& w, const std::string& path, const Options& options) {
-  if (w.f) std::fclose(w.f);
-  w.f = std::fopen(path.c_str(), "wb");
-  if (!w.f) throw OsError("capture: cannot create " + path, errno);
+  // No symlink followed and no other user's file truncated (os::OutputFile's rule).
+  os::OutputFile f = os::OutputFile::create(path);
+  uint32_t v[2] = {kVersion, 0};
+  f.write(kMagic, sizeof kMagic);
+  f.write(v, sizeof v);
+  w.file = std::move(f);
+  w.failed = nullptr;
   w.options = options;
   w.devices.clear();
   w.recorded.clear();
   w.sequence = 0;
-  std::fwrite(kMagic, sizeof kMagic, 1, w.f);
-  uint32_t v[2] = {kVersion, 0};
-  std::fwrite(v, sizeof v, 1, w.f);
+}
+
+// Closes the capture; throws OsError when the close fails (after a failure already thrown by
+// a submission, the file is closed without another report).
+void close_locked(Writer& w) {
+  state = 0;
+  w.failed = nullptr;
+  os::OutputFile f = std::move(w.file);
+  f.close();
+}
+
+// Writes the records of one submission: its device's (the first time), the buffers that
+// changed (full mode), the submission's. Each record is one checked write.
+void record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
+                   std::span<const Segment> segments) {
+  auto [it, fresh] = w.devices.emplace(&dev, uint32_t(w.devices.size()));
+  if (fresh) {
+    const auto& p = dev.properties();
+    w.begin();
+    w.put(it->second);
+    w.put_string(p.name);
+    w.put_string(p.vendor);
+    w.put_string(p.arch);
+    w.emit(RecordType::Device);
+  }
+  if (w.options.full)
+    for (const Device::LiveBuffer& b : dev.live_buffers()) {
+      if (!b.host) continue;  // not CPU-visible: cannot be read here
+      const uint64_t h = content_hash(b.host, b.size);
+      auto [at, first] = w.recorded.try_emplace({it->second, b.va}, h);
+      if (!first && at->second == h) continue;
+      at->second = h;
+      // In pieces, each a record under the reader's limit, at consecutive addresses.
+      uint64_t off = 0;
+      do {
+        const uint64_t n = std::min(b.size - off, kMemoryPieceBytes);
+        w.begin();
+        w.put(it->second);
+        w.put(uint32_t(0));
+        w.put(b.va + off);
+        w.put(n);
+        w.put(static_cast<const uint8_t*>(b.host) + off, n);
+        w.emit(RecordType::Memory);
+      } while ((off += kMemoryPieceBytes) < b.size);
+    }
+  w.begin();
+  w.put(it->second);
+  w.put(uint8_t(kind));
+  w.put(uint8_t(queue_index));
+  w.put(uint16_t(0));
+  w.put(w.sequence++);
+  w.put(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
+  w.put(uint32_t(segments.size()));
+  for (const Segment& s : segments) {
+    w.put(uint8_t(s.indirect));
+    w.put(uint8_t(0));
+    w.put(uint16_t(0));
+    w.put(uint32_t(s.words.size()));
+    w.put(s.address);
+    w.put(s.words.data(), s.words.size() * 4);
+  }
+  w.emit(RecordType::Submission);
 }
 
 }  // namespace
@@ -122,6 +193,7 @@ Options parse_spec(const std::string& spec, std::string& path) {
 void start(const std::string& path, const Options& options) {
   Writer& w = writer();
   std::lock_guard lk(w.mu);
+  close_locked(w);
   open_locked(w, path, options);
   state = 1;
 }
@@ -129,9 +201,7 @@ void start(const std::string& path, const Options& options) {
 void stop() {
   Writer& w = writer();
   std::lock_guard lk(w.mu);
-  if (w.f) std::fclose(w.f);
-  w.f = nullptr;
-  state = 0;
+  close_locked(w);
 }
 
 bool enabled() {
@@ -142,9 +212,15 @@ bool enabled() {
   if (state < 0) {
     const char* spec = std::getenv("HCQ_CAPTURE");
     if (spec && *spec) {
-      std::string path;
-      Options o = parse_spec(spec, path);
-      open_locked(w, path, o);
+      // A capture that was asked for and cannot be made fails the submissions (each one says
+      // why) instead of letting the run go on unrecorded.
+      try {
+        std::string path;
+        Options o = parse_spec(spec, path);
+        open_locked(w, path, o);
+      } catch (const Error&) {
+        w.failed = std::current_exception();
+      }
       state = 1;
     } else {
       state = 0;
@@ -157,47 +233,16 @@ void submission(const Device& dev, QueueKind kind, uint32_t queue_index,
                 std::span<const Segment> segments) {
   Writer& w = writer();
   std::lock_guard lk(w.mu);
-  if (!w.f) return;
-  auto [it, fresh] = w.devices.emplace(&dev, uint32_t(w.devices.size()));
-  if (fresh) {
-    const auto& p = dev.properties();
-    w.put(it->second);
-    w.put_string(p.name);
-    w.put_string(p.vendor);
-    w.put_string(p.arch);
-    w.emit(RecordType::Device);
+  if (w.failed) std::rethrow_exception(w.failed);
+  if (!w.file.is_open()) return;
+  try {
+    record_locked(w, dev, kind, queue_index, segments);
+  } catch (...) {
+    // Part of a record may be in the file: nothing more goes after it.
+    w.failed = std::current_exception();
+    w.file = {};
+    throw;
   }
-  if (w.options.full)
-    for (const Device::LiveBuffer& b : dev.live_buffers()) {
-      if (!b.host) continue;  // not CPU-visible: cannot be read here
-      const uint64_t h = content_hash(b.host, b.size);
-      auto [at, first] = w.recorded.try_emplace({it->second, b.va}, h);
-      if (!first && at->second == h) continue;
-      at->second = h;
-      w.put(it->second);
-      w.put(uint32_t(0));
-      w.put(b.va);
-      w.put(b.size);
-      w.put(b.host, b.size);
-      w.emit(RecordType::Memory);
-    }
-  w.put(it->second);
-  w.put(uint8_t(kind));
-  w.put(uint8_t(queue_index));
-  w.put(uint16_t(0));
-  w.put(w.sequence++);
-  w.put(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
-  w.put(uint32_t(segments.size()));
-  for (const Segment& s : segments) {
-    w.put(uint8_t(s.indirect));
-    w.put(uint8_t(0));
-    w.put(uint16_t(0));
-    w.put(uint32_t(s.words.size()));
-    w.put(s.address);
-    w.put(s.words.data(), s.words.size() * 4);
-  }
-  w.emit(RecordType::Submission);
-  std::fflush(w.f);  // a crash or hang must not lose what was submitted before it
 }
 
 }  // namespace hcq::capture

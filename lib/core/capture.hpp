@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -25,6 +26,13 @@ enum class RecordType : uint32_t { Device = 1, Submission = 2, Memory = 3 };
 
 // Record header flag: the payload is zlib-compressed (after its uncompressed length, 8 bytes).
 inline constexpr uint32_t kRecordCompressed = 1;
+
+// Limits (docs/capture-format.md). No record's payload, as stored or inflated, exceeds
+// kMaxRecordBytes: a reader refuses a larger claim before allocating it, whatever the input.
+// The writer keeps under it by writing a larger buffer's contents in pieces of
+// kMemoryPieceBytes, one memory record each.
+inline constexpr uint64_t kMaxRecordBytes = 256ull << 20;
+inline constexpr uint64_t kMemoryPieceBytes = 64ull << 20;
 
 struct Options {
   // Also record, before each submission, the contents of every CPU-visible buffer of its
@@ -64,22 +72,29 @@ struct SubmissionRecord {
   std::vector<Segment> segments;
 };
 
-// Start writing to `path` (replacing it); throws OsError when it cannot be created.
+// Start writing to `path` through os::OutputFile (no symlink followed, another user's file not
+// truncated); throws OsError when it cannot be created or its header not written, and then
+// nothing is captured.
 void start(const std::string& path, const Options& options = {});
-// Flush and close; later submissions are not captured.
+// Close; later submissions are not captured. Throws OsError when the close fails.
 void stop();
 // True while capturing (HCQ_CAPTURE in the environment starts a capture at the first check).
+// A capture HCQ_CAPTURE asks for that cannot be opened counts as on: every submission throws
+// why.
 bool enabled();
-// Called by lib/core for every submission while enabled.
+// Called by lib/core for every submission while enabled. Throws (OsError for a failed write)
+// when the submission cannot be recorded; after that every later submission throws the same
+// error and nothing more is written, so the file never holds records after a hole.
 void submission(const Device& dev, QueueKind kind, uint32_t queue_index,
                 std::span<const Segment> segments);
 
-// Reads a capture file record by record; throws hcq::InvalidInput naming the byte offset
-// for a bad magic, an unsupported version, or a truncated or malformed record.
+// Reads a capture file (or a pipe) record by record; throws hcq::InvalidInput naming the path,
+// the byte offset, the value seen and the limit for a bad magic, an unsupported version, or a
+// truncated, malformed or oversized record; OsError for a failed read. Memory use is one record
+// (never more than kMaxRecordBytes, and from a pipe never much more than it has delivered).
 class Reader {
  public:
   explicit Reader(const std::string& path);
-  ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
   // The next record, or nullopt at the end of the file.
@@ -92,11 +107,20 @@ class Reader {
   std::optional<Record> next();
 
  private:
+  // Up to `n` bytes; fewer only at the end of the input. Throws OsError for a failed read.
+  size_t read_some(void* p, size_t n);
+  // Exactly `n` bytes of `what` (for the message); throws InvalidInput when the input ends first.
   void read(void* p, size_t n, const char* what);
-  std::FILE* f_ = nullptr;
+  std::vector<uint8_t> read_payload(uint64_t len, uint64_t at);
+  std::vector<uint8_t> inflate_payload(const std::vector<uint8_t>& stored, uint64_t at);
+  Record parse(uint32_t type, const std::vector<uint8_t>& payload, uint64_t at);
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> f_;  // closed on every path, a throwing constructor's too
   std::string path_;
   uint64_t offset_ = 0;
-  uint64_t size_ = 0;  // of the file
+  std::optional<uint64_t> size_;  // of a regular file; none for a pipe or a device
   uint32_t version_ = 0;
 };
 

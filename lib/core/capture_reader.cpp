@@ -1,4 +1,5 @@
 // Reading captures (split from the writer so tools and fuzzers need no device code).
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,78 +10,150 @@
 #include "core/error.hpp"
 
 namespace hcq::capture {
+namespace {
+
+// "268435456 (256 MiB)": how a limit reads in the errors.
+std::string limit_text(uint64_t bytes) {
+  return std::to_string(bytes) + " (" + std::to_string(bytes >> 20) + " MiB)";
+}
+
+// A record's payload is read from a pipe this much at a time, so memory follows what arrived.
+constexpr uint64_t kReadChunk = 1 << 20;
+
+}  // namespace
 
 Reader::Reader(const std::string& path) : path_(path) {
-  f_ = std::fopen(path.c_str(), "rb");
+  f_.reset(std::fopen(path.c_str(), "rb"));
   if (!f_) throw OsError("capture: cannot open " + path, errno);
-  // The size bounds every record: a corrupt length must not make the reader allocate it.
-  std::fseek(f_, 0, SEEK_END);
-  size_ = uint64_t(std::max(0L, std::ftell(f_)));
-  std::fseek(f_, 0, SEEK_SET);
-  char magic[8];
-  read(magic, 8, "the file header");
-  if (std::memcmp(magic, kMagic, 8) != 0)
+  struct stat st {};
+  if (::fstat(::fileno(f_.get()), &st) != 0) throw OsError("capture: cannot stat " + path, errno);
+  if (S_ISDIR(st.st_mode)) throw InvalidInput(path + " is a directory, not a capture file");
+  // A regular file's size bounds every record at once; a pipe's records are read as they arrive.
+  if (S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+  uint8_t head[16];
+  read(head, sizeof head, "the file header");
+  if (std::memcmp(head, kMagic, 8) != 0)
     throw InvalidInput(path + ": not an hcq capture (bad magic at offset 0)");
   uint32_t v[2];
-  read(v, sizeof v, "the file header");
+  std::memcpy(v, head + 8, sizeof v);
   if (v[0] < 1 || v[0] > kVersion)
     throw InvalidInput(path + ": capture format version " + std::to_string(v[0]) +
                        ", this hcq reads versions 1 to " + std::to_string(kVersion));
   version_ = v[0];
 }
 
-Reader::~Reader() {
-  if (f_) std::fclose(f_);
+size_t Reader::read_some(void* p, size_t n) {
+  const size_t got = n ? std::fread(p, 1, n, f_.get()) : 0;
+  if (got != n && std::ferror(f_.get()))
+    throw OsError(path_ + ": reading at offset " + std::to_string(offset_ + got) + " failed",
+                  errno);
+  offset_ += got;
+  return got;
 }
 
 void Reader::read(void* p, size_t n, const char* what) {
-  if (n && std::fread(p, 1, n, f_) != n)
-    throw InvalidInput(path_ + ": truncated at offset " + std::to_string(offset_) + " in " +
-                       what);
-  offset_ += n;
+  const uint64_t at = offset_;
+  const size_t got = read_some(p, n);
+  if (got != n)
+    throw InvalidInput(path_ + ": truncated at offset " + std::to_string(at) + ": " + what +
+                       " of " + std::to_string(n) + " bytes, the input ends after " +
+                       std::to_string(got) + " of them");
+}
+
+std::vector<uint8_t> Reader::read_payload(uint64_t len, uint64_t at) {
+  const std::string claim = "record at offset " + std::to_string(at) + " claims " +
+                            std::to_string(len) + " bytes";
+  if (len > kMaxRecordBytes)
+    throw InvalidInput(path_ + ": " + claim + ", more than the " + limit_text(kMaxRecordBytes) +
+                       " a record may hold");
+  if (const uint64_t left = size_ ? *size_ - std::min(*size_, offset_) : len; len > left)
+    throw InvalidInput(path_ + ": " + claim + ", " + std::to_string(left) +
+                       " are left in the file");
+  std::vector<uint8_t> payload;
+  if (size_) payload.reserve(len);  // the file holds them: checked above
+  // From a pipe, a chunk at a time: a claim the input does not back costs one chunk.
+  while (payload.size() < len) {
+    const size_t have = payload.size(), n = size_t(std::min(len - have, kReadChunk));
+    payload.resize(have + n);
+    const size_t got = read_some(payload.data() + have, n);
+    if (got != n)
+      throw InvalidInput(path_ + ": truncated: the " + claim + ", the input ends after " +
+                         std::to_string(have + got) + " of them");
+  }
+  return payload;
+}
+
+std::vector<uint8_t> Reader::inflate_payload(const std::vector<uint8_t>& stored, uint64_t at) {
+  const std::string what = path_ + ": compressed record at offset " + std::to_string(at);
+  uint64_t raw = 0;
+  if (stored.size() < 8)
+    throw InvalidInput(what + " is " + std::to_string(stored.size()) +
+                       " bytes, shorter than its 8-byte length");
+  std::memcpy(&raw, stored.data(), 8);
+  if (raw > kMaxRecordBytes)
+    throw InvalidInput(what + " claims " + std::to_string(raw) + " bytes inflated, more than the " +
+                       limit_text(kMaxRecordBytes) + " a record may hold");
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) throw Error("capture: zlib's inflateInit failed");
+  std::unique_ptr<z_stream, int (*)(z_streamp)> end(&z, inflateEnd);
+  z.next_in = const_cast<Bytef*>(stored.data() + 8);
+  z.avail_in = uInt(stored.size() - 8);  // at most kMaxRecordBytes
+  // The output grows as bytes come out, to one byte past the stated length at most: a stream
+  // that states little and inflates to much stops there.
+  std::vector<uint8_t> out;
+  int rc = Z_OK;
+  while (rc == Z_OK && z.total_out <= raw) {
+    out.resize(size_t(std::min<uint64_t>(raw + 1, std::max<uint64_t>(out.size() * 2, 1 << 20))));
+    z.next_out = out.data() + z.total_out;
+    z.avail_out = uInt(out.size() - z.total_out);
+    rc = inflate(&z, Z_NO_FLUSH);
+  }
+  if (z.total_out > raw)
+    throw InvalidInput(what + " inflates to more than its stated " + std::to_string(raw) +
+                       " bytes");
+  if (rc != Z_STREAM_END)
+    throw InvalidInput(what + " does not inflate to its " + std::to_string(raw) + " bytes (zlib: " +
+                       (z.msg ? z.msg : "the stream ends early") + ")");
+  if (z.total_out != raw)
+    throw InvalidInput(what + " inflates to " + std::to_string(z.total_out) +
+                       " bytes, its header says " + std::to_string(raw));
+  out.resize(raw);
+  return out;
 }
 
 std::optional<Reader::Record> Reader::next() {
-  uint32_t head[2];
-  uint64_t len;
-  size_t got = std::fread(head, 1, sizeof head, f_);
-  if (got == 0 && std::feof(f_)) return std::nullopt;
-  if (got != sizeof head)
-    throw InvalidInput(path_ + ": truncated at offset " + std::to_string(offset_) +
-                       " in a record header");
-  offset_ += sizeof head;
-  read(&len, sizeof len, "a record header");
-  const uint64_t start = offset_;
-  if (len > size_ - start)
-    throw InvalidInput(path_ + ": record at offset " + std::to_string(start - 16) +
-                       " claims " + std::to_string(len) + " bytes, " +
-                       std::to_string(size_ - start) + " are left in the file");
-  std::vector<uint8_t> payload(len);
-  read(payload.data(), len, "a record");
-  if (head[1] & kRecordCompressed) {
-    uint64_t raw = 0;
-    if (len < 8) throw InvalidInput(path_ + ": compressed record at offset " +
-                                    std::to_string(start - 16) + " is shorter than its header");
-    std::memcpy(&raw, payload.data(), 8);
-    // zlib expands at most about 1032:1; a larger claim is corrupt (and must not be allocated).
-    if (raw > (len - 8) * 1032 + 64)
-      throw InvalidInput(path_ + ": compressed record at offset " + std::to_string(start - 16) +
-                         " claims " + std::to_string(raw) + " bytes from " +
-                         std::to_string(len - 8));
-    std::vector<uint8_t> out(raw);
-    uLongf got = uLongf(raw);
-    if (uncompress(out.data(), &got, payload.data() + 8, uLong(len - 8)) != Z_OK || got != raw)
-      throw InvalidInput(path_ + ": compressed record at offset " + std::to_string(start - 16) +
-                         " does not inflate to its " + std::to_string(raw) + " bytes");
-    payload = std::move(out);
+  // A loop, not a recursion: a file may hold any number of records of types this reader skips.
+  for (;;) {
+    const uint64_t at = offset_;
+    uint8_t head[16];
+    const size_t got = read_some(head, sizeof head);
+    if (got == 0) return std::nullopt;
+    if (got != sizeof head)
+      throw InvalidInput(path_ + ": truncated at offset " + std::to_string(at) +
+                         ": a record header of 16 bytes, the input ends after " +
+                         std::to_string(got) + " of them");
+    uint32_t type, flags;
+    uint64_t len;
+    std::memcpy(&type, head, 4);
+    std::memcpy(&flags, head + 4, 4);
+    std::memcpy(&len, head + 8, 8);
+    std::vector<uint8_t> payload = read_payload(len, at);
+    // Unknown record types from newer writers are skipped (their length says how far).
+    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::Memory)) continue;
+    if (flags & kRecordCompressed) payload = inflate_payload(payload, at);
+    return parse(type, payload, at);
   }
-  size_t at = 0;
+}
+
+Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload, uint64_t at) {
+  const std::string where = path_ + ": malformed record at offset " + std::to_string(at);
+  size_t pos = 0;
   auto take = [&](void* p, size_t n) {
-    if (n > payload.size() - at)
-      throw InvalidInput(path_ + ": malformed record at offset " + std::to_string(start - 16) +
-                         ": its fields run past its length");
-    std::memcpy(p, payload.data() + at, n);
-    at += n;
+    if (n > payload.size() - pos)
+      throw InvalidInput(where + ": its fields run past its " + std::to_string(payload.size()) +
+                         " bytes");
+    if (n) std::memcpy(p, payload.data() + pos, n);  // p is null for an empty segment
+    pos += n;
   };
   auto take_string = [&] {
     uint16_t n;
@@ -90,7 +163,7 @@ std::optional<Reader::Record> Reader::next() {
     return s;
   };
   Record r{};
-  r.type = RecordType(head[0]);
+  r.type = RecordType(type);
   if (r.type == RecordType::Device) {
     take(&r.device.id, 4);
     r.device.name = take_string();
@@ -109,8 +182,8 @@ std::optional<Reader::Record> Reader::next() {
     take(&s.host_ns, 8);
     take(&nseg, 4);
     if (kind > 1)
-      throw InvalidInput(path_ + ": record at offset " + std::to_string(start - 16) +
-                         " names queue kind " + std::to_string(kind));
+      throw InvalidInput(where + ": queue kind " + std::to_string(kind) +
+                         " (0 compute, 1 copy)");
     s.queue = QueueKind(kind);
     s.queue_index = index;
     for (uint32_t i = 0; i < nseg; i++) {
@@ -123,28 +196,25 @@ std::optional<Reader::Record> Reader::next() {
       take(&words, 4);
       take(&seg.address, 8);
       seg.indirect = indirect != 0;
-      if (uint64_t(words) * 4 > payload.size() - at)
-        throw InvalidInput(path_ + ": malformed record at offset " + std::to_string(start - 16) +
-                           ": a segment of " + std::to_string(words) + " dwords runs past it");
+      if (uint64_t(words) * 4 > payload.size() - pos)
+        throw InvalidInput(where + ": segment " + std::to_string(i) + " of " +
+                           std::to_string(words) + " dwords runs past its " +
+                           std::to_string(payload.size()) + " bytes");
       seg.words.resize(words);
       take(seg.words.data(), uint64_t(words) * 4);
       s.segments.push_back(std::move(seg));
     }
-  } else if (r.type == RecordType::Memory) {
+  } else {
     uint32_t pad;
     uint64_t size;
     take(&r.memory.device, 4);
     take(&pad, 4);
     take(&r.memory.address, 8);
     take(&size, 8);
-    if (size != payload.size() - at)
-      throw InvalidInput(path_ + ": malformed record at offset " + std::to_string(start - 16) +
-                         ": a memory record of " + std::to_string(size) + " bytes holds " +
-                         std::to_string(payload.size() - at));
-    r.memory.bytes.assign(payload.begin() + long(at), payload.end());
-  } else {
-    // Unknown record types from newer writers are skipped (their length says how far).
-    return next();
+    if (size != payload.size() - pos)
+      throw InvalidInput(where + ": a memory record of " + std::to_string(size) +
+                         " bytes holds " + std::to_string(payload.size() - pos));
+    r.memory.bytes.assign(payload.begin() + long(pos), payload.end());
   }
   return r;
 }

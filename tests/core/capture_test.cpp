@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "amd/decode.hpp"
@@ -199,9 +206,238 @@ TEST(Capture, ACorruptCompressedRecordIsAClearError) {
     FAIL();
   } catch (const InvalidInput& e) {
     EXPECT_EQ(std::string(e.what()),
-              path + ": compressed record at offset 16 does not inflate to its 100 bytes");
+              path + ": compressed record at offset 16 does not inflate to its 100 bytes (zlib: "
+                     "incorrect header check)");
   }
   std::remove(path.c_str());
+}
+
+
+// A capture file's header (version 2), then `records`.
+std::string capture_file(const std::string& records) {
+  return std::string(capture::kMagic, 8) + std::string("\x02\0\0\0\0\0\0\0", 8) + records;
+}
+// A record header: type, flags, payload length.
+std::string record_header(uint32_t type, uint32_t flags, uint64_t len) {
+  std::string h(16, '\0');
+  std::memcpy(h.data(), &type, 4);
+  std::memcpy(h.data() + 4, &flags, 4);
+  std::memcpy(h.data() + 8, &len, 8);
+  return h;
+}
+std::string reader_error(const std::string& path) {
+  try {
+    capture::Reader r(path);
+    while (r.next()) {
+    }
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Capture, TwentyThousandEmptyRecordsOfAnUnknownTypeAreSkippedWithoutRecursion) {
+  const std::string path = temp_path("unknown");
+  std::string records;
+  for (int i = 0; i < 50000; i++) records += record_header(99, 0, 0);
+  std::ofstream(path, std::ios::binary) << capture_file(records);
+  capture::Reader r(path);
+  EXPECT_FALSE(r.next());  // crashed with a stack overflow when each skip was a recursive call
+  std::remove(path.c_str());
+}
+
+TEST(Capture, APipeClaimingAHugeRecordFailsAtTheLimitWithoutAllocatingIt) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string input = capture_file(record_header(2, 0, 1536ull << 20));  // 32 bytes
+  ASSERT_EQ(::write(fds[1], input.data(), input.size()), ssize_t(input.size()));
+  ::close(fds[1]);
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_EQ(reader_error(path), path + ": record at offset 16 claims 1610612736 bytes, more than "
+                                       "the 268435456 (256 MiB) a record may hold");
+  ::close(fds[0]);
+  // Within the limit, a pipe is read as its bytes arrive: a claim it does not back is a
+  // truncation, found without allocating the claim.
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string short_input = capture_file(record_header(2, 0, 200ull << 20) + "abc");
+  ASSERT_EQ(::write(fds[1], short_input.data(), short_input.size()), ssize_t(short_input.size()));
+  ::close(fds[1]);
+  const std::string path2 = "/proc/self/fd/" + std::to_string(fds[0]);
+  EXPECT_EQ(reader_error(path2), path2 + ": truncated: the record at offset 16 claims 209715200 "
+                                         "bytes, the input ends after 3 of them");
+  ::close(fds[0]);
+}
+
+// A zlib stream (RFC 1950) of one stored block holding `data`: no compressor needed.
+std::string stored_zlib(const std::string& data) {
+  std::string z = "\x78\x01\x01";
+  const uint16_t len = uint16_t(data.size()), nlen = uint16_t(~len);
+  z.append(reinterpret_cast<const char*>(&len), 2);
+  z.append(reinterpret_cast<const char*>(&nlen), 2);
+  z += data;
+  uint32_t a = 1, b = 0;
+  for (unsigned char c : data) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  const uint32_t adler = (b << 16) | a;
+  for (int i = 3; i >= 0; i--) z += char(adler >> (8 * i));
+  return z;
+}
+
+TEST(Capture, AZlibRecordIsInflatedNoFurtherThanItsStatedLength) {
+  const std::string path = temp_path("zbomb");
+  auto compressed = [](uint64_t raw, const std::string& stream) {
+    std::string p(8, '\0');
+    std::memcpy(p.data(), &raw, 8);
+    return record_header(1, capture::kRecordCompressed, 8 + stream.size()) + p + stream;
+  };
+  // States 100 bytes, holds 4,000.
+  std::ofstream(path, std::ios::binary) << capture_file(compressed(100, stored_zlib(std::string(4000, 'x'))));
+  EXPECT_EQ(reader_error(path),
+            path + ": compressed record at offset 16 inflates to more than its stated 100 bytes");
+  // States more than any record may hold: refused before inflating.
+  std::ofstream(path, std::ios::binary) << capture_file(compressed(1ull << 30, stored_zlib("x")));
+  EXPECT_EQ(reader_error(path), path + ": compressed record at offset 16 claims 1073741824 bytes "
+                                       "inflated, more than the 268435456 (256 MiB) a record may hold");
+  // States more than it holds.
+  std::ofstream(path, std::ios::binary) << capture_file(compressed(10, stored_zlib("abc")));
+  EXPECT_EQ(reader_error(path),
+            path + ": compressed record at offset 16 inflates to 3 bytes, its header says 10");
+  std::remove(path.c_str());
+}
+
+size_t open_descriptors() {
+  auto d = std::filesystem::directory_iterator("/proc/self/fd");
+  return size_t(std::distance(begin(d), end(d)));
+}
+
+TEST(Capture, AFileRejectedAtTheHeaderLeavesNoDescriptorOpen) {
+  const std::string path = temp_path("leak");
+  std::ofstream(path, std::ios::binary) << "NOTACAPTUREFILE!";
+  const size_t before = open_descriptors();
+  for (int i = 0; i < 100; i++) EXPECT_THROW(capture::Reader{path}, InvalidInput);
+  EXPECT_EQ(open_descriptors(), before);
+  std::remove(path.c_str());
+}
+
+TEST(Capture, AnEmptySegmentReadsAsNoWords) {
+  const std::string path = temp_path("empty_segment");
+  std::string dev = std::string(4, '\0') + std::string("\x03\0emu", 5) + std::string("\x03\0" "AMD", 5) +
+                    std::string("\x07\0gfx1100", 9);
+  std::string sub = std::string(4, '\0') + std::string("\0\0\0\0", 4) + std::string(16, '\0') +
+                    std::string("\x01\0\0\0", 4) + std::string(16, '\0');  // one segment, 0 dwords
+  std::ofstream(path, std::ios::binary)
+      << capture_file(record_header(1, 0, dev.size()) + dev + record_header(2, 0, sub.size()) + sub);
+  capture::Reader r(path);
+  ASSERT_TRUE(r.next());
+  auto s = r.next();  // copied 0 bytes from a null pointer before (UBSan: nonnull-attribute)
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->submission.segments.size(), 1u);
+  EXPECT_TRUE(s->submission.segments[0].words.empty());
+  EXPECT_FALSE(r.next());
+  std::remove(path.c_str());
+}
+
+TEST(Capture, ADirectoryIsReportedAsOne) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(reader_error(dir), dir + " is a directory, not a capture file");
+}
+
+// One submission on `dev`'s copy queue.
+void submit_copy(Device& dev, Buffer& b) {
+  CopyQueue q(dev);
+  q.copy(b.va(), b.va() + 2048, 16);
+  q.submit();
+}
+
+TEST(Capture, AFullDeviceFailsTheStartWithTheErrno) {
+  try {
+    capture::start("/dev/full");
+    FAIL() << "a capture to /dev/full started";
+  } catch (const OsError& e) {
+    EXPECT_EQ(e.err(), ENOSPC);
+    EXPECT_STREQ(e.what(), "write to /dev/full failed after 0 bytes: No space left on device (errno 28)");
+  }
+  EXPECT_FALSE(capture::enabled());
+}
+
+TEST(Capture, AFailedWriteFailsThatSubmissionAndEveryLaterOne) {
+  const std::string path = temp_path("fsize");
+  auto dev = Device::open("emu:gfx1100");
+  Buffer b = dev->allocate(4096);
+  capture::start(path);
+  // The file system "fills" at 64 bytes: the header (16) and the device record (47) fit, the
+  // submission record does not.
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string first, second;
+  int err1 = 0, err2 = 0;
+  try {
+    submit_copy(*dev, b);
+  } catch (const OsError& e) {
+    first = e.what();
+    err1 = e.err();
+  }
+  try {
+    submit_copy(*dev, b);
+  } catch (const OsError& e) {
+    second = e.what();
+    err2 = e.err();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(err1, EFBIG);
+  EXPECT_EQ(first, "write to " + path + " failed after 64 bytes: File too large (errno 27)");
+  EXPECT_EQ(err2, EFBIG);  // and no half record written after it
+  EXPECT_EQ(second, first);
+  EXPECT_NO_THROW(capture::stop());
+  EXPECT_EQ(std::filesystem::file_size(path), 64u);
+  std::remove(path.c_str());
+}
+
+TEST(Capture, ABufferLargerThanAPieceIsRecordedInPiecesUnderTheRecordLimit) {
+  const std::string path = temp_path("pieces");
+  uint64_t va = 0;
+  {
+    auto dev = Device::open("emu:gfx1100");
+    Buffer big = dev->allocate(capture::kMemoryPieceBytes + 4096, MemoryKind::Host);
+    std::memset(big.host(), 5, big.size());
+    va = big.va();
+    capture::start(path, {.full = true});
+    submit_copy(*dev, big);
+    capture::stop();
+  }
+  std::vector<std::pair<uint64_t, size_t>> pieces;
+  for (auto& r : records(path))
+    if (r.type == capture::RecordType::Memory && r.memory.address >= va &&
+        r.memory.address < va + capture::kMemoryPieceBytes + 4096)
+      pieces.push_back({r.memory.address, r.memory.bytes.size()});
+  EXPECT_EQ(pieces, (std::vector<std::pair<uint64_t, size_t>>{
+                        {va, capture::kMemoryPieceBytes}, {va + capture::kMemoryPieceBytes, 4096}}));
+  std::remove(path.c_str());
+}
+
+TEST(Capture, ASymlinkWhereTheCaptureGoesIsRefusedAndItsTargetKept) {
+  const std::string target = temp_path("precious"), link = temp_path("link");
+  std::ofstream(target) << "keep me";
+  std::filesystem::create_symlink(target, link);
+  try {
+    capture::start(link);
+    FAIL() << "a symlink was followed";
+  } catch (const OsError& e) {
+    EXPECT_EQ(e.err(), ELOOP);
+    EXPECT_EQ(std::string(e.what()), link + ": refusing to write through a symbolic link: Too "
+                                            "many levels of symbolic links (errno 40)");
+  }
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
+  std::remove(link.c_str());
+  std::remove(target.c_str());
 }
 
 }  // namespace
