@@ -1,11 +1,17 @@
 #include "dump.hpp"
 
+#include <stdio_ext.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "amd/decode.hpp"
@@ -24,6 +30,34 @@ struct Options {
   std::string file;
 };
 
+
+// --raw reads at most this much input: a command stream pasted from a log or a ring is far
+// smaller, and /dev/zero must end.
+constexpr uint64_t kMaxRawBytes = 64ull << 20;
+// Packets are decoded this many dwords at a time and printed before the next window, so memory
+// holds one window's decoded packets (about 50 bytes per input byte), not the whole stream's.
+constexpr size_t kDecodeWindow = 1 << 18;
+
+// Standard output, every write checked: `hcq dump x > /dev/full` must fail, not report success.
+[[noreturn]] void output_failed() {
+  const int err = errno;
+  // Reported here, once: what is still buffered is dropped and the stream's error cleared, so
+  // main()'s last flush neither retries it nor reports it a second time.
+  __fpurge(stdout);
+  std::clearerr(stdout);
+  throw OsError("dump: writing the output to standard output failed", err);
+}
+__attribute__((format(printf, 1, 2))) void out(const char* format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  const int n = std::vprintf(format, ap);
+  va_end(ap);
+  if (n < 0) output_failed();
+}
+// The last buffered bytes are written here: their failure is reported too.
+void finish_output() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) output_failed();
+}
 
 // Where a packet came from, for the JSON lines and the headings.
 struct Context {
@@ -67,10 +101,34 @@ void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& 
              std::to_string(p.registers[i].second);
       s += "}";
     }
-    std::printf("%s}\n", s.c_str());
+    out("%s}\n", s.c_str());
     return;
   }
-  std::printf("%s%s\n", std::string(size_t(indent), ' ').c_str(), hcq::to_text(p).c_str());
+  out("%*s%s\n", indent, "", hcq::to_text(p).c_str());
+}
+
+// Decodes `words` a window at a time and hands each packet, its offset from the start of
+// `words`, to `f`. Every decoder reads each packet on its own, so a packet decoded from its own
+// start reads the same in any window; one that reaches a window's end may have been cut by it
+// and is decoded again at the start of the next (with a larger window when it was the first).
+void for_each_packet(
+    std::span<const uint32_t> words,
+    const std::function<std::vector<DecodedPacket>(std::span<const uint32_t>)>& decode,
+    const std::function<void(const DecodedPacket&)>& f) {
+  size_t at = 0, window = kDecodeWindow;
+  while (at < words.size()) {
+    const size_t n = std::min(window, words.size() - at);
+    const bool last = at + n == words.size();
+    size_t used = 0;
+    for (DecodedPacket& p : decode(words.subspan(at, n))) {
+      if (!last && p.offset + p.dwords >= n) break;
+      used = p.offset + p.dwords;
+      p.offset += uint32_t(at);
+      f(p);
+    }
+    window = used ? kDecodeWindow : window * 2;
+    at += used;
+  }
 }
 
 // The decoder for a captured device's packets, by vendor; null when hcq has none for it.
@@ -88,9 +146,24 @@ StreamDecoder decoder_for(const capture::DeviceRecord& d) {
 }
 
 std::vector<uint32_t> read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidInput("dump: cannot open " + path);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!in) throw OsError("dump: cannot open " + path, errno);
+  struct stat st {};
+  if (::fstat(::fileno(in.get()), &st) == 0 && S_ISDIR(st.st_mode))
+    throw InvalidInput("dump: " + path + " is a directory, not a file of dwords");
+  std::string data;
+  char chunk[1 << 16];
+  while (size_t n = std::fread(chunk, 1, sizeof chunk, in.get())) {
+    if (data.size() + n > kMaxRawBytes)
+      throw InvalidInput("dump: " + path + " holds more than " + std::to_string(kMaxRawBytes) +
+                         " bytes (" + std::to_string(kMaxRawBytes >> 20) +
+                         " MiB), the most --raw reads");
+    data.append(chunk, n);
+  }
+  if (std::ferror(in.get()))
+    throw OsError("dump: reading " + path + " failed after " + std::to_string(data.size()) +
+                      " bytes",
+                  errno);
   // Hex text (as pasted from a kernel log or a ring dump): hex digits, 0x, commas, spaces.
   bool text = !data.empty();
   for (char ch : data)
@@ -138,11 +211,11 @@ int dump_capture(const Options& o) {
       if (o.packet.empty()) {
         const auto& m = rec->memory;
         if (o.json)
-          std::printf("{\"memory\":%llu,\"device\":%u,\"bytes\":%zu}\n",
-                      static_cast<unsigned long long>(m.address), m.device, m.bytes.size());
+          out("{\"memory\":%llu,\"device\":%u,\"bytes\":%zu}\n",
+              static_cast<unsigned long long>(m.address), m.device, m.bytes.size());
         else
-          std::printf("memory %s  %zu bytes  (device %u)\n", hex(m.address).c_str(),
-                      m.bytes.size(), m.device);
+          out("memory %s  %zu bytes  (device %u)\n", hex(m.address).c_str(), m.bytes.size(),
+              m.device);
       }
       continue;
     }
@@ -156,23 +229,26 @@ int dump_capture(const Options& o) {
                          " names device " + std::to_string(s.device) + ", which no record declared");
     StreamDecoder decode = decoder_for(dev->second);
     if (!decode) {
-      std::printf("submission %llu: %s %s: no decoder for this device\n",
-                  static_cast<unsigned long long>(s.sequence), dev->second.vendor.c_str(),
-                  dev->second.arch.c_str());
+      out("submission %llu: %s %s: no decoder for this device\n",
+          static_cast<unsigned long long>(s.sequence), dev->second.vendor.c_str(),
+          dev->second.arch.c_str());
       continue;
     }
     Context c{(long long)s.sequence, dev->second.name, queue, int(s.queue_index), false, 0};
     if (!o.json)
-      std::printf("submission %llu  %s (%s %s)  %s queue %u\n",
-                  static_cast<unsigned long long>(s.sequence), dev->second.name.c_str(),
-                  dev->second.vendor.c_str(), dev->second.arch.c_str(), queue, s.queue_index);
+      out("submission %llu  %s (%s %s)  %s queue %u\n",
+          static_cast<unsigned long long>(s.sequence), dev->second.name.c_str(),
+          dev->second.vendor.c_str(), dev->second.arch.c_str(), queue, s.queue_index);
     for (auto& seg : s.segments) {
       c.indirect = seg.indirect;
       c.ib_address = seg.address;
       if (!o.json)
-        std::printf(seg.indirect ? "  indirect buffer %s (%zu dwords)\n" : "  ring%s%zu dwords\n",
-                    seg.indirect ? hex(seg.address).c_str() : " ", seg.words.size());
-      for (auto& p : decode(seg.words, s.queue == QueueKind::Copy)) print_packet(p, c, o, 4);
+        out(seg.indirect ? "  indirect buffer %s (%zu dwords)\n" : "  ring%s%zu dwords\n",
+            seg.indirect ? hex(seg.address).c_str() : " ", seg.words.size());
+      const bool copy = s.queue == QueueKind::Copy;
+      for_each_packet(
+          seg.words, [&](std::span<const uint32_t> w) { return decode(w, copy); },
+          [&](const DecodedPacket& p) { print_packet(p, c, o, 4); });
     }
   }
   return 0;
@@ -196,13 +272,21 @@ int usage() {
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
+    if (uint8_t(c) < 0x20) {  // a control character (a hostile capture's device name) breaks the line
+      char u[8];
+      std::snprintf(u, sizeof u, "\\u%04x", c);
+      o += u;
+      continue;
+    }
     if (c == '"' || c == '\\') o += '\\';
     o += c;
   }
   return o;
 }
 
-int cmd_dump(const std::vector<std::string>& args) {
+namespace {
+
+int dump(const std::vector<std::string>& args) {
   Options o;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string& a = args[i];
@@ -244,9 +328,11 @@ int cmd_dump(const std::vector<std::string>& args) {
     std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
     if (!amd::parse_gen(g, gen))
       throw InvalidInput("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
-    const auto words = read_raw(o.file);
-    for (auto& p : o.raw_format == "sdma" ? amd::decode_sdma(words, gen) : amd::decode_pm4(words, gen))
-      print_packet(p, Context{}, o, 0);
+    const bool sdma = o.raw_format == "sdma";
+    for_each_packet(
+        read_raw(o.file),
+        [&](std::span<const uint32_t> w) { return sdma ? amd::decode_sdma(w, gen) : amd::decode_pm4(w, gen); },
+        [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
   if (o.raw_format == "nv-push") {
@@ -255,7 +341,9 @@ int cmd_dump(const std::vector<std::string>& args) {
     if (!nv::parse_gen(g, gen))
       throw InvalidInput("dump: unknown NVIDIA generation '" + g +
                          "' (ampere, ada, hopper, blackwell or sm_XX)");
-    for (auto& p : nv::decode_push(read_raw(o.file), gen)) print_packet(p, Context{}, o, 0);
+    for_each_packet(
+        read_raw(o.file), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
+        [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
   if (o.raw_format == "qmd") {
@@ -273,15 +361,26 @@ int cmd_dump(const std::vector<std::string>& args) {
     if (!qcom::parse_gen(g, gen))
       throw InvalidInput("dump: unknown Adreno generation '" + g +
                          "' (a6xx, a7xx or a chip: a630, a740, ...)");
-    const auto words = read_raw(o.file);
     // Descriptors have one layout on both generations; --gen is checked all the same.
-    for (auto& p : o.raw_format == "adreno-uav" ? qcom::decode_descriptors(words)
-                                                : qcom::decode_cp(words, gen))
-      print_packet(p, Context{}, o, 0);
+    const bool uav = o.raw_format == "adreno-uav";
+    for_each_packet(
+        read_raw(o.file),
+        [&](std::span<const uint32_t> w) {
+          return uav ? qcom::decode_descriptors(w) : qcom::decode_cp(w, gen);
+        },
+        [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
   throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
                      o.raw_format + "'");
+}
+
+}  // namespace
+
+int cmd_dump(const std::vector<std::string>& args) {
+  const int rc = dump(args);
+  finish_output();
+  return rc;
 }
 
 }  // namespace hcq::tools
