@@ -59,9 +59,12 @@ struct RangeTracker {
   }
 };
 
-// Live compilations by devices and structure.
+// Live compilations by devices and structure. Devices are named by their links, not their
+// addresses: a device opened where a closed one was is another device (a live compilation
+// holds the closed device's link, so its address is not reused).
 std::mutex cache_mu;
-std::map<std::pair<std::vector<Device*>, std::string>, std::weak_ptr<Executable::Impl>> cache;
+std::map<std::pair<std::vector<const DeviceLink*>, std::string>, std::weak_ptr<Executable::Impl>>
+    cache;
 
 }  // namespace
 
@@ -75,7 +78,9 @@ class Compiler {
   Executable compile() {
     const std::string key = structure_key();
     std::lock_guard cache_lock(cache_mu);
-    auto cache_key = std::make_pair(devs_, key);
+    std::vector<const DeviceLink*> links;
+    for (Device* d : devs_) links.push_back(d->link().get());
+    auto cache_key = std::make_pair(std::move(links), key);
     if (auto hit = cache.find(cache_key); hit != cache.end())
       if (auto shared = hit->second.lock()) return Executable(std::move(shared), std::move(bound));
     lay_out_queues();
@@ -372,6 +377,7 @@ void Compiler::lay_out_queues() {
   user_slots = uint32_t(input_sizes_.size());
   patch_slots = user_slots + uint32_t(bound.size());
   x.devs = devs_;
+  for (Device* d : devs_) x.links.push_back(d->link());
   for (Device* d : devs_) x.submit_locks.push_back(&d->submit_mutex());
   std::sort(x.submit_locks.begin(), x.submit_locks.end());
   x.user_inputs = user_slots;

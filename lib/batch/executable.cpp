@@ -45,6 +45,7 @@ Executable::Impl::~Impl() {
   }
   if (!ran) return;
   for (size_t d = 0; d < devs.size(); d++) {
+    if (!links[d]->get()) continue;  // closed first: its teardown waited for its work
     try {
       devs[d]->timeline().wait(last_done[d], std::chrono::milliseconds(2000));
     } catch (const Error&) {
@@ -58,6 +59,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   // One run of a compilation at a time: runs rewrite the same command buffers, signals and
   // patch table, each after fencing on the one before.
   std::lock_guard run_lock(x.run_mu);
+  for (auto& link : x.links) link->checked("batch executable");
   x.report_host_error();  // a host op of the previous run failed and no wait() said so yet
   // Fence on the previous run: its command buffers and signals are about to be rewritten.
   if (x.ran)
@@ -76,7 +78,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     auto& in = x.inputs[slot];
     if (buf->device() != in.device)
       throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
-                         buf->device()->name() + ", the schedule has it on " + in.device->name());
+                         (buf->device() ? buf->device()->name() : "a closed device") +
+                         ", the schedule has it on " + in.device->name());
     if (buf->size() < in.size)
       throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
                          std::to_string(in.size) + " bytes, the buffer has " +
@@ -163,6 +166,7 @@ std::vector<uint64_t> Executable::Impl::last_run() const {
 
 void Executable::wait(std::chrono::milliseconds timeout) const {
   const std::vector<uint64_t> last = impl_->last_run();
+  for (auto& link : impl_->links) link->checked("batch executable");
   for (size_t d = 0; d < last.size(); d++) {
     try {
       impl_->devs[d]->timeline().wait(last[d], timeout);

@@ -182,6 +182,8 @@ struct Executable::Impl {
   std::vector<OpInfo> ops;
   std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
   std::vector<int64_t> clock_offset_ns;          // per queue
+  // The devices' links: an executable may outlive its devices (running it is then an Error).
+  std::vector<std::shared_ptr<DeviceLink>> links;
   std::mutex run_mu;    // held by run() from its fence to its submission
   mutable std::mutex state_mu;  // last_done and ran, which wait() and points() read during a run
   std::vector<uint64_t> last_run() const;  // last_done, or empty before the first run

@@ -30,7 +30,8 @@ Mem Schedule::input(Device& dev, uint64_t size) {
 void Schedule::check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const {
   if (m.bound) {
     if (!ours(m.bound->device()))
-      throw InvalidInput("batch: " + what + " uses a buffer of " + m.bound->device()->name() +
+      throw InvalidInput("batch: " + what + " uses a buffer of " +
+                         (m.bound->device() ? m.bound->device()->name() : "a closed device") +
                          ", which is not one of the schedule's devices");
   } else if (m.input < 0 || size_t(m.input) >= input_sizes_.size()) {
     throw InvalidInput("batch: " + what + " uses an input this schedule did not declare");

@@ -26,20 +26,30 @@ uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // ---- Buffer ---------------------------------------------------------------------------
 
+Device& DeviceLink::checked(const char* what) const {
+  if (Device* d = get()) return *d;
+  throw Error(std::string(what) + " of " + name_ + " used after " + name_ +
+              " was closed (a handle must not outlive its Device)");
+}
+
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {
     reset();
-    dev_ = o.dev_;
+    link_ = std::move(o.link_);
     a_ = o.a_;
     size_ = o.size_;
-    o.dev_ = nullptr;
+    o.link_.reset();
   }
   return *this;
 }
 
 void Buffer::reset() {
-  if (dev_) dev_->release(a_);
-  dev_ = nullptr;
+  if (!link_) return;
+  {
+    std::lock_guard lk(link_->mu_);
+    if (Device* d = link_->get()) d->release(a_);
+  }
+  link_.reset();
 }
 
 // ---- Signal ---------------------------------------------------------------------------
@@ -47,22 +57,38 @@ void Buffer::reset() {
 Signal& Signal::operator=(Signal&& o) noexcept {
   if (this != &o) {
     reset();
-    dev_ = o.dev_;
+    link_ = std::move(o.link_);
     slot_ = o.slot_;
     va_ = o.va_;
     id_ = o.id_;
-    o.dev_ = nullptr;
+    o.link_.reset();
   }
   return *this;
 }
 
 void Signal::reset() {
-  if (dev_) dev_->release_signal(id_);
-  dev_ = nullptr;
+  if (!link_) return;
+  {
+    std::lock_guard lk(link_->mu_);
+    if (Device* d = link_->get()) d->release_signal(id_);
+  }
+  link_.reset();
+}
+
+void Signal::throw_detached() const {
+  if (!link_) throw InvalidInput("use of an empty Signal");
+  link_->checked(("signal " + std::to_string(id_)).c_str());
+  throw Error("signal " + std::to_string(id_) + ": its device was closed");  // not reached
+}
+
+Device& Signal::device() const {
+  if (!link_) throw InvalidInput("device() of an empty Signal");
+  return link_->checked(("signal " + std::to_string(id_)).c_str());
 }
 
 void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
   using clock = std::chrono::steady_clock;
+  Device* const dev_ = &device();
   if (value() >= v) return;
   auto start = clock::now();
   // Spin first: a round trip on a busy device completes within microseconds.
@@ -119,8 +145,11 @@ std::vector<Device::Listing> Device::list() {
 Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
     : driver_(std::move(driver)),
       opt_(opt),
+      link_(std::make_shared<DeviceLink>()),
       heap_(driver_->va_base(), driver_->va_size(), driver_->properties().name),
       cache_(opt.buffer_cache_bytes) {
+  link_->dev_ = this;
+  link_->name_ = driver_->properties().name;
   const bool copy_engine = driver_->properties().caps.copy_engine;
   if (opt.copy_queues == 0 && copy_engine)
     throw InvalidInput(driver_->properties().name + ": at least one copy queue is needed");
@@ -153,7 +182,18 @@ Device::~Device() {
   timeline_.signal_.reset();
   compute_queue_.reset();
   copy_queues_.clear();
+  {
+    // Detach the handles still alive (Buffers, Signals, Programs): from now on releasing
+    // them does nothing and using them is an Error.
+    std::lock_guard lk(link_->mu_);
+    link_->dev_ = nullptr;
+  }
   std::lock_guard lk(mem_mu_);
+  {
+    std::lock_guard live(live_mu_);
+    for (auto& [va, a] : live_) driver_->free(a);  // what detached buffers held
+    live_.clear();
+  }
   for (auto& a : cache_.drain()) driver_->free(a);
   for (auto& a : signal_pages_) driver_->free(a);
 }
@@ -182,12 +222,12 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
       throw;
     }
   }
-  b.dev_ = this;
+  b.link_ = link_;
   b.a_ = a;
   b.size_ = size;
   {
     std::lock_guard live(live_mu_);
-    live_[a.va] = {a.va, a.size, a.host};
+    live_[a.va] = a;
   }
   return b;
 }
@@ -215,7 +255,7 @@ std::vector<Device::LiveBuffer> Device::live_buffers() const {
   std::lock_guard lk(live_mu_);
   std::vector<LiveBuffer> out;
   out.reserve(live_.size());
-  for (auto& [va, b] : live_) out.push_back(b);
+  for (auto& [va, a] : live_) out.push_back({a.va, a.size, a.host});
   return out;
 }
 
@@ -228,10 +268,10 @@ Buffer Device::map_host(void* ptr, uint64_t size) {
     throw InvalidInput(name() + ": this device cannot reach host memory");
   Buffer b;
   b.a_ = driver_->map_user(ptr, size);
-  b.dev_ = this;
+  b.link_ = link_;
   b.size_ = size;
   std::lock_guard live(live_mu_);
-  live_[b.a_.va] = {b.a_.va, b.a_.size, ptr};
+  live_[b.a_.va] = b.a_;
   return b;
 }
 
@@ -277,7 +317,7 @@ Signal Device::new_signal(uint64_t initial) {
   auto& page = signal_pages_[id / kSignalsPerPage];
   uint64_t off = uint64_t(id % kSignalsPerPage) * kSignalBytes;
   Signal s;
-  s.dev_ = this;
+  s.link_ = link_;
   s.id_ = id;
   s.va_ = page.va + off;
   s.slot_ = reinterpret_cast<uint64_t*>(static_cast<char*>(page.host) + off);
@@ -377,6 +417,8 @@ void Device::synchronize(std::chrono::milliseconds timeout) {
 static void check_range(const Device& d, const Buffer& b, uint64_t off, uint64_t size,
                         const char* what) {
   if (!b) throw InvalidInput(d.name() + ": " + what + ": empty buffer");
+  if (!b.device())
+    throw InvalidInput(d.name() + ": " + what + ": the buffer's device was closed");
   if (b.device() != &d)
     throw InvalidInput(d.name() + ": " + what + ": buffer belongs to device " +
                        b.device()->name());
@@ -470,7 +512,7 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
 void Device::copy(const Buffer& dst, uint64_t dst_offset, const Buffer& src, uint64_t src_offset,
                   uint64_t size) {
   check_range(*this, dst, dst_offset, size, "copy (destination)");
-  if (src && src.device() != this) {
+  if (src && src.device() && src.device() != this) {
     // Another device's buffer: through host memory, a staging chunk at a time.
     check_range(*src.device(), src, src_offset, size, "copy (source)");
     std::vector<char> bounce(std::min(size, opt_.staging_chunk_bytes));

@@ -4,6 +4,7 @@
 // copy in/out, synchronize) that everything above builds on.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,8 +23,28 @@ namespace hcq {
 
 class Device;
 
+// What a Device's handles (Buffer, Signal, Program, batch executables) keep of it, so that one
+// outliving its Device is safe: releasing it then does nothing (the device's teardown freed
+// its memory), using it is an Error naming the device. Thread-safe.
+class DeviceLink {
+ public:
+  // The device, or null once it was destroyed.
+  Device* get() const { return dev_.load(std::memory_order_acquire); }
+  // The device; throws Error saying `what` outlived it once it was destroyed.
+  Device& checked(const char* what) const;
+
+ private:
+  friend class Device;
+  friend class Buffer;
+  friend class Signal;
+  std::mutex mu_;  // a release racing with the device's teardown
+  std::atomic<Device*> dev_{nullptr};
+  std::string name_;
+};
+
 // Device memory. Move-only; returns its memory to the device's cache when destroyed.
-// A Buffer must not outlive its Device.
+// A Buffer may outlive its Device: it is then detached (device() is null, releasing it does
+// nothing) and its host() pointer must no longer be used.
 class Buffer {
  public:
   Buffer() = default;
@@ -37,19 +58,22 @@ class Buffer {
   uint64_t size() const { return size_; }
   void* host() const { return a_.host; }  // null when not CPU-visible
   MemoryKind kind() const { return a_.kind; }
-  Device* device() const { return dev_; }
-  explicit operator bool() const { return dev_ != nullptr; }
+  // Null for an empty buffer and for one whose device was destroyed.
+  Device* device() const { return link_ ? link_->get() : nullptr; }
+  explicit operator bool() const { return link_ != nullptr; }
   void reset();
 
  private:
   friend class Device;
-  Device* dev_ = nullptr;
+  std::shared_ptr<DeviceLink> link_;
   Allocation a_;
   uint64_t size_ = 0;  // as requested (the allocation may be larger)
 };
 
 // A 64-bit value and a timestamp record (Encoder::timestamp: 16 bytes, the timestamp in its
-// second half) in device-visible memory. Move-only handle.
+// second half) in device-visible memory. Move-only handle. value(), set() and wait() may be
+// called from several threads at once. One that outlives its Device throws Error from
+// value(), set(), timestamp(), wait() and device() (its memory went with the device).
 class Signal {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{10000};
@@ -61,14 +85,23 @@ class Signal {
   Signal& operator=(const Signal&) = delete;
   ~Signal() { reset(); }
 
-  uint64_t value() const { return __atomic_load_n(&slot_[0], __ATOMIC_ACQUIRE); }
-  void set(uint64_t v) { __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE); }
-  uint64_t timestamp() const { return __atomic_load_n(&slot_[3], __ATOMIC_ACQUIRE); }
+  uint64_t value() const {
+    check_alive();
+    return __atomic_load_n(&slot_[0], __ATOMIC_ACQUIRE);
+  }
+  void set(uint64_t v) {
+    check_alive();
+    __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE);
+  }
+  uint64_t timestamp() const {
+    check_alive();
+    return __atomic_load_n(&slot_[3], __ATOMIC_ACQUIRE);
+  }
   uint64_t va() const { return va_; }  // of the value
   // The timestamp record (the timestamp itself is at timestamp_va()+8).
   uint64_t timestamp_va() const { return va_ + 16; }
   uint32_t id() const { return id_; }
-  Device& device() const { return *dev_; }
+  Device& device() const;
 
   // Wait until value() >= v: spin briefly, then sleep on the device's interrupt. Throws
   // TimeoutError naming the device, signal, value expected and seen; GpuFaultError on a fault.
@@ -77,7 +110,12 @@ class Signal {
 
  private:
   friend class Device;
-  Device* dev_ = nullptr;
+  void check_alive() const {
+    if (!link_ || !link_->get()) [[unlikely]]
+      throw_detached();
+  }
+  [[noreturn]] void throw_detached() const;
+  std::shared_ptr<DeviceLink> link_;
   uint64_t* slot_ = nullptr;
   uint64_t va_ = 0;
   uint32_t id_ = 0;
@@ -126,6 +164,12 @@ class Timeline {
   uint64_t last_ = 0;
 };
 
+// Thread safety: every Device member may be called from several threads at once (allocate,
+// copies, launches through Program, new_signal, synchronize ...): submissions are serialised
+// by submit_mutex() and take timeline values in submission order; staged copies take the
+// staging ring one copy at a time (copies from several threads are correct, not parallel).
+// The destructor must not race with any other call. Buffers, Signals and Programs may
+// outlive their Device: releasing them then does nothing, using them is an Error.
 class Device {
  public:
   struct Options {
@@ -206,6 +250,9 @@ class Device {
   // the timeline reaches `tag`. Returns {gpu address, cpu pointer}.
   std::pair<uint64_t, void*> kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag);
 
+  // What this device's handles keep of it (see DeviceLink).
+  const std::shared_ptr<DeviceLink>& link() const { return link_; }
+
   // Used by Signal::wait: sleep on the device interrupt for at most `t`, unless an
   // interrupt arrived since `irq_generation()` returned `seen_generation`.
   uint64_t irq_generation();
@@ -223,9 +270,10 @@ class Device {
 
   std::unique_ptr<DeviceDriver> driver_;
   Options opt_;
+  std::shared_ptr<DeviceLink> link_;
   std::mutex mem_mu_;  // heap, cache, signal pool
   mutable std::mutex live_mu_;
-  std::map<uint64_t, LiveBuffer> live_;  // by address: the buffers handed out
+  std::map<uint64_t, Allocation> live_;  // by address: the buffers handed out
   VaHeap heap_;
   SizeCache<Allocation> cache_;
   std::vector<Allocation> signal_pages_;

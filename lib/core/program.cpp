@@ -15,11 +15,15 @@ std::shared_ptr<const ProgramImage> load(Device& dev, std::span<const std::byte>
 
 }  // namespace
 
+Device& Program::device() const {
+  return link_->checked(("program '" + kernel_->name + "'").c_str());
+}
+
 Program::Program(Device& dev, std::span<const std::byte> image, const std::string& kernel)
     : Program(dev, load(dev, image), kernel) {}
 
 Program::Program(Device& dev, std::shared_ptr<const ProgramImage> image, const std::string& kernel)
-    : dev_(&dev), image_(std::move(image)) {
+    : link_(dev.link()), image_(std::move(image)) {
   kernel_ = image_->kernel(kernel);
   if (!kernel_) {
     std::string names;
@@ -61,6 +65,7 @@ void Program::fill_args(const KernelArgs& args, void* out) const {
 
 std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 block, bool wait,
                                       std::chrono::milliseconds timeout) {
+  Device* const dev_ = &device();
   Signal start, end;
   if (wait) {
     start = dev_->new_signal();

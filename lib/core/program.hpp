@@ -43,6 +43,7 @@ class KernelArgs {
   std::vector<Arg> args_;
 };
 
+// Thread safety: launch() and fill_args() may be called from several threads at once.
 class Program {
  public:
   // `image` is the device's native code object; `kernel` a kernel in it.
@@ -60,10 +61,12 @@ class Program {
 
   const KernelObject& kernel() const { return *kernel_; }
   uint32_t kernarg_size() const { return kernel_->kernarg_size; }
-  Device& device() const { return *dev_; }
+  // Throws Error once the device was closed (a Program may outlive it; launching it then is
+  // an error).
+  Device& device() const;
 
  private:
-  Device* dev_;
+  std::shared_ptr<DeviceLink> link_;
   std::shared_ptr<const ProgramImage> image_;
   std::shared_ptr<const KernelObject> kernel_;
 };

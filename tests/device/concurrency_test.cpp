@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "common/hardware_devices.hpp"
+#include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
 
@@ -136,6 +138,79 @@ TEST_P(Concurrency, AFailedSubmissionDoesNotLeaveTheDeviceStuck) {
   dev->copy_out(out.data(), b, 0, 4096);
   EXPECT_EQ(out, in);
   dev->synchronize(std::chrono::milliseconds(2000));
+}
+
+// Buffers, Signals, Programs (and the program image's code memory) and batch executables
+// that outlive their Device: releasing them does nothing, using them is an exact error, and
+// ASan (CI) sees no use after free.
+TEST_P(Concurrency, HandlesThatOutliveTheirDeviceAreDetached) {
+  Buffer buffer, mapped;
+  Signal signal;
+  std::shared_ptr<const ProgramImage> image;
+  std::optional<Program> program;
+  std::optional<batch::Executable> exe;
+  const std::string name = device_name(GetParam());
+  alignas(4096) static char host_page[4096];
+  {
+    auto dev = Device::open(name);
+    buffer = dev->allocate(8192);
+    signal = dev->new_signal(5);
+    try {
+      mapped = dev->map_host(host_page, 4096);
+    } catch (const Error&) {
+      // msm DRM and devices that cannot reach host memory map no user memory
+    }
+    image = kernels_for(*dev);
+    if (image) {
+      program.emplace(*dev, image, "fill_u32");
+      batch::Schedule s(*dev);
+      s.launch(*program, {1, 1, 1}, {64, 1, 1},
+               {batch::Arg::buffer(batch::Mem::of(buffer)), batch::Arg::value(1u),
+                batch::Arg::value(64u), batch::Arg::value(64u)});
+      exe.emplace(s.compile());
+      exe->run(batch::Bindings());
+    }
+    EXPECT_EQ(signal.value(), 5u);
+  }
+  EXPECT_TRUE(buffer);
+  EXPECT_EQ(buffer.device(), nullptr);
+  auto says = [&](auto&& call, const std::string& text) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected: " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), text);
+    }
+  };
+  const std::string sig = "signal " + std::to_string(signal.id());
+  says([&] { (void)signal.value(); },
+       sig + " of " + name + " used after " + name +
+           " was closed (a handle must not outlive its Device)");
+  says([&] { signal.wait(6, std::chrono::milliseconds(10)); },
+       sig + " of " + name + " used after " + name +
+           " was closed (a handle must not outlive its Device)");
+  if (program) {
+    says([&] { program->launch(KernelArgs().buffer(buffer).value(1u).value(1u).value(1u),
+                               {1, 1, 1}, {1, 1, 1}); },
+         "program 'fill_u32' of " + name + " used after " + name +
+             " was closed (a handle must not outlive its Device)");
+    says([&] { exe->run(batch::Bindings()); },
+         "batch executable of " + name + " used after " + name +
+             " was closed (a handle must not outlive its Device)");
+  }
+  // Another device refuses the detached buffer by name.
+  auto other = Device::open("emu:gfx1100");
+  std::vector<uint8_t> bytes(16);
+  says([&] { other->copy_out(bytes.data(), buffer, 0, 16); },
+       "emu:gfx1100: copy_out: the buffer's device was closed");
+  // Released in an order that once used the freed device.
+  exe.reset();
+  program.reset();
+  image.reset();
+  signal.reset();
+  buffer.reset();
+  mapped.reset();
+  EXPECT_FALSE(buffer);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Concurrency,
