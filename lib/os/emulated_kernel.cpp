@@ -76,7 +76,12 @@ int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
 
 void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,
                            off_t offset) {
-  if (fd < 0 || (flags & MAP_ANONYMOUS)) return ::mmap(addr, length, prot, flags, -1, 0);
+  if (fd < 0 || (flags & MAP_ANONYMOUS)) {
+    void* p = ::mmap(addr, length, prot, flags, -1, 0);
+    // MAP_FIXED replaced whatever was there, node mappings included (mmap(2)).
+    if (p != MAP_FAILED && (flags & MAP_FIXED)) take_node_maps(uintptr_t(p), length);
+    return p;
+  }
   auto node = node_of(fd);
   if (!node) {
     errno = EBADF;
@@ -84,23 +89,36 @@ void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int f
   }
   void* p = node->mmap(addr, length, prot, flags, fd, offset);
   if (p != MAP_FAILED) {
+    take_node_maps(reinterpret_cast<uintptr_t>(p), length);  // replaced, as by MAP_FIXED
     std::lock_guard lk(mu_);
     node_maps_[reinterpret_cast<uintptr_t>(p)] = {length, node};
   }
   return p;
 }
 
-int EmulatedKernel::munmap(void* addr, size_t length) {
-  std::shared_ptr<EmulatedNode> node;
-  {
-    std::lock_guard lk(mu_);
-    auto it = node_maps_.find(reinterpret_cast<uintptr_t>(addr));
-    if (it != node_maps_.end()) {
-      node = it->second.second;
-      node_maps_.erase(it);
-    }
+std::vector<EmulatedKernel::NodeMap> EmulatedKernel::take_node_maps(uintptr_t start,
+                                                                    size_t length) {
+  std::vector<NodeMap> out;
+  std::lock_guard lk(mu_);
+  auto it = node_maps_.lower_bound(start);
+  if (it != node_maps_.begin() && std::prev(it)->first + std::prev(it)->second.first > start)
+    --it;
+  while (it != node_maps_.end() && it->first < start + length) {
+    out.push_back({it->first, it->second.first, it->second.second});
+    it = node_maps_.erase(it);
   }
-  if (node) return node->munmap(addr, length);
+  return out;
+}
+
+int EmulatedKernel::munmap(void* addr, size_t length) {
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  auto gone = take_node_maps(start, length);
+  // Exactly one node mapping: its node decides what unmapping it means.
+  if (gone.size() == 1 && gone[0].start == start && gone[0].length == length)
+    return gone[0].node->munmap(addr, length);
+  // A wider range (a driver's address-space reservation with node mappings left inside it):
+  // the nodes hear of theirs, and the whole range goes, as munmap(2) unmaps everything in it.
+  for (auto& m : gone) m.node->munmap(reinterpret_cast<void*>(m.start), m.length);
   return ::munmap(addr, length) < 0 ? -errno : 0;
 }
 

@@ -59,6 +59,13 @@ class EmulatedKernel final : public Kernel {
   bool emulated() const override { return true; }
 
  private:
+  struct NodeMap {
+    uintptr_t start;
+    size_t length;
+    std::shared_ptr<EmulatedNode> node;
+  };
+  // Forgets the node mappings overlapping [start, start + length) and returns them.
+  std::vector<NodeMap> take_node_maps(uintptr_t start, size_t length);
   // The real path a /sys path stands for under the mounted directory; empty when none.
   std::string mounted(const std::string& path) const;
 

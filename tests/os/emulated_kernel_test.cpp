@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <vector>
 
 namespace hcq::os {
 namespace {
@@ -58,6 +59,45 @@ TEST(EmulatedKernel, MmapOfANodeWithoutMappingsFailsAndAnonymousGoesToTheOs) {
   ASSERT_NE(p, MAP_FAILED);
   static_cast<char*>(p)[0] = 1;
   EXPECT_EQ(k.munmap(p, 4096), 0);
+}
+
+// A node that maps memory already there (as emulated drivers back buffers at their GPU
+// address) and counts the munmaps it hears of.
+class InPlaceNode : public EmulatedNode {
+ public:
+  int ioctl(int, unsigned long, void*) override { return -ENOTTY; }
+  void* mmap(void* addr, size_t, int, int, int, off_t) override { return addr; }
+  int munmap(void*, size_t) override {
+    munmaps++;
+    return 0;
+  }
+  int munmaps = 0;
+};
+
+bool is_mapped(void* p, size_t len) {
+  std::vector<unsigned char> v((len + 4095) / 4096);
+  return mincore(p, len, v.data()) == 0;  // ENOMEM: not mapped
+}
+
+// A driver's address-space reservation with node mappings left inside it is unmapped as a
+// whole (munmap(2) unmaps everything in the range); one node mapping alone is its node's.
+TEST(EmulatedKernel, MunmapOfAReservationWithNodeMappingsInsideUnmapsItAll) {
+  EmulatedKernel k;
+  auto node = std::make_shared<InPlaceNode>();
+  k.add_node("/dev/inplace", node);
+  int fd = k.open("/dev/inplace", O_RDWR);
+  const size_t len = 64 << 12;
+  void* base = k.mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(base, MAP_FAILED);
+  ASSERT_EQ(k.mmap(base, 4096, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0), base);
+  char* second = static_cast<char*>(base) + 8 * 4096;
+  ASSERT_EQ(k.mmap(second, 4096, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0), second);
+  EXPECT_EQ(k.munmap(second, 4096), 0);  // exactly one node mapping: the node's business
+  EXPECT_EQ(node->munmaps, 1);
+  EXPECT_TRUE(is_mapped(base, len));
+  EXPECT_EQ(k.munmap(base, len), 0);  // the whole reservation, a node mapping at its start
+  EXPECT_EQ(node->munmaps, 2);
+  EXPECT_FALSE(is_mapped(base, len));
 }
 
 TEST(EmulatedKernel, SysfsWritesDeniedPathsMountsAndPathlessNodes) {
