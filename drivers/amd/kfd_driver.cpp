@@ -326,9 +326,22 @@ Allocation KfdDriver::alloc_at(uint64_t va, uint64_t size, uint32_t flags, Memor
   a.size = size;
   a.gpu_id = node_.gpu_id;
   a.flags = flags;
-  ioctl(AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a,
-        ("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (" + std::to_string(size) + " bytes of " +
-         to_string(kind) + " memory)").c_str());
+  const std::string what = "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (" + std::to_string(size) +
+                           " bytes of " + to_string(kind) + " memory)";
+  if (int r = kernel_->ioctl(kfd_fd_, AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, &a); r < 0) {
+    if (r == -ENOMEM && (flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM)) {
+      kfd_ioctl_get_available_memory_args avail{};
+      avail.gpu_id = node_.gpu_id;
+      // KFD 1.10+ says how much VRAM is left (AMDKFD_IOC_AVAILABLE_MEMORY).
+      std::string free = "unknown";
+      if (kernel_->ioctl(kfd_fd_, AMDKFD_IOC_AVAILABLE_MEMORY, &avail) == 0)
+        free = std::to_string(avail.available) + " bytes";
+      throw OsError(props_.name + ": out of device memory: " + what + "; free: " + free +
+                        " of " + std::to_string(props_.device_memory_bytes) + " bytes",
+                    ENOMEM);
+    }
+    throw OsError(props_.name.empty() ? what : props_.name + ": " + what, -r);
+  }
   Allocation out{va, size, nullptr, kind, a.handle};
   // Map for the CPU at the GPU address; VRAM outside a small BAR may refuse (no CPU view).
   void* p = kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE,

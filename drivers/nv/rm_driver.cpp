@@ -576,8 +576,25 @@ Allocation RmDriver::alloc_at(uint64_t va, uint64_t size, MemoryKind kind) {
               NVOS32_ATTR2_GPU_CACHEABLE_YES << NVOS32_ATTR2_GPU_CACHEABLE_SHIFT;
   }
   const std::string what = std::to_string(size) + " bytes of " + to_string(kind) + " memory";
-  NvHandle h = alloc_object(device_, system ? NV01_MEMORY_SYSTEM : NV01_MEMORY_LOCAL_USER, &p,
-                            sizeof(p), what.c_str());
+  NvHandle h;
+  try {
+    h = alloc_object(device_, system ? NV01_MEMORY_SYSTEM : NV01_MEMORY_LOCAL_USER, &p,
+                     sizeof(p), what.c_str());
+  } catch (const Error& e) {
+    if (system || !std::string_view(e.what()).ends_with(status_text(NV_ERR_NO_MEMORY))) throw;
+    // Out of video memory: say how much is left (FB_INFO_INDEX_HEAP_FREE, KiB).
+    FbGetInfoV2Params fb{};
+    fb.fbInfoListSize = 1;
+    fb.fbInfoList[0].index = NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE;
+    std::string free = "unknown";
+    try {
+      control(subdevice_, NV2080_CTRL_CMD_FB_GET_INFO_V2, &fb, sizeof(fb), "FB_GET_INFO_V2");
+      free = std::to_string(uint64_t(fb.fbInfoList[0].data) << 10) + " bytes";
+    } catch (const Error&) {
+    }
+    throw Error(std::string(e.what()) + "; free: " + free + " of " +
+                std::to_string(props_.device_memory_bytes) + " bytes");
+  }
   Allocation out{va, size, nullptr, kind, h};
   try {
     // CPU view at the GPU address; video memory beyond a small BAR may refuse (no CPU view).

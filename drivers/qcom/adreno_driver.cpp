@@ -98,6 +98,7 @@ class AdrenoDriver final : public DeviceDriver {
   uint64_t reserve_base_ = 0, reserve_bytes_ = 0, heap_bytes_ = 0, private_next_ = 0;
   std::mutex mu_;
   std::vector<Allocation> private_allocs_;
+  std::atomic<uint64_t> allocated_{0};  // bytes of GPU objects this device holds
   AdrenoQueue* queue_ = nullptr;
   StickyFault fault_;
 };
@@ -179,7 +180,20 @@ AdrenoDriver::~AdrenoDriver() {
 
 Allocation AdrenoDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool) {
   size = align_up(size, kPage);
-  const uint64_t handle = kmd_->allocate(va, size, kind);
+  uint64_t handle;
+  try {
+    handle = kmd_->allocate(va, size, kind);
+  } catch (const OsError& e) {
+    if (e.err() != ENOMEM) throw;
+    // Neither KGSL nor msm says how much is left; what this device holds is known here.
+    const uint64_t held = allocated_.load();
+    const uint64_t total = props_.device_memory_bytes;
+    throw Error(std::string(e.what()) + "; free: at most " +
+                std::to_string(total > held ? total - held : 0) + " of " +
+                std::to_string(total) + " bytes (this device holds " + std::to_string(held) +
+                ")");
+  }
+  allocated_ += size;
   return Allocation{va, size, reinterpret_cast<void*>(va), kind, handle};
 }
 
@@ -190,6 +204,7 @@ void AdrenoDriver::free(const Allocation& a) {
   }
   reserve_range(*kernel_, a.va, a.size);  // drops the CPU mapping, keeps the range ours
   kmd_->free(a.handle);
+  allocated_ -= a.size;
 }
 
 Allocation AdrenoDriver::map_user(void* host, uint64_t size) {

@@ -92,8 +92,10 @@ TEST(NvDriver, RmErrorsNameTheObjectAndTheStatus) {
     dev->allocate(100ull << 30);
     FAIL() << "expected an error";
   } catch (const Error& e) {
+    // What is free comes from FB_GET_INFO_V2's HEAP_FREE, in KiB.
     EXPECT_STREQ(e.what(), "emu:sm_80: allocating the 107374182400 bytes of device memory "
-                           "(class 0x40): NV_ERR_NO_MEMORY");
+                           "(class 0x40): NV_ERR_NO_MEMORY; free: 85899309056 bytes of "
+                           "85899345920 bytes");
   }
   Buffer b = dev->allocate(4096);  // the device is still usable
   EXPECT_NE(b.va(), 0u);

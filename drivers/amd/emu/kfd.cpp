@@ -28,17 +28,19 @@ constexpr uint64_t kUnsignaledSlot = ~0ull;           // KFD's empty event-mailb
 // State of the emulated KFD: one process, one GPU.
 class KfdState final : public GpuEvents {
  public:
-  KfdState(const Target& t, bool host_link) : host_link_(host_link) {
+  KfdState(const Target& t, bool host_link) : host_link_(host_link), vram_bytes_(t.vram_bytes) {
     doorbells_ = static_cast<uint64_t*>(::mmap(nullptr, 0x2000, PROT_READ | PROT_WRITE,
                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     engine_ = std::make_unique<Engine>(t.gen, memory_, *this);
   }
   ~KfdState() override {
     engine_.reset();
+    // What the process did not free goes with the device. Unmapped, not re-reserved: the
+    // driver's reservation around it may be gone already, and a reservation made here would
+    // be nobody's to release.
     for (auto& [h, a] : allocs_)
       if (!(a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))
-        ::mmap(reinterpret_cast<void*>(a.va), a.size, PROT_NONE,
-               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        ::munmap(reinterpret_cast<void*>(a.va), a.size);
     ::munmap(doorbells_, 0x2000);
   }
 
@@ -117,6 +119,8 @@ class KfdState final : public GpuEvents {
   int wait_events(kfd_ioctl_wait_events_args* a);
 
   const bool host_link_;  // the GPU reaches system memory (GTT, userptr)
+  const uint64_t vram_bytes_;
+  uint64_t vram_used_ = 0;  // VRAM allocations not yet freed (under mu_)
   Memory memory_;
   std::unique_ptr<Engine> engine_;
   std::mutex mu_;
@@ -172,18 +176,37 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       }
       if (!(a->flags & (KFD_IOC_ALLOC_MEM_FLAGS_VRAM | KFD_IOC_ALLOC_MEM_FLAGS_GTT)))
         return -EINVAL;  // doorbell and MMIO allocations are not emulated
+      const bool vram = a->flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM;
+      {
+        // VRAM is as large as the card says: amdgpu_amdkfd_reserve_mem_limit refuses a buffer
+        // beyond what is left with -ENOMEM. GTT (system memory) is bounded by the host.
+        std::lock_guard lk(mu_);
+        if (vram && a->size > vram_bytes_ - vram_used_) return -ENOMEM;
+        if (vram) vram_used_ += a->size;
+      }
       // Back the range at its GPU address: the emulated GPU and the CPU share it.
       // Private anonymous memory: faults in fast, and large buffers may use huge pages.
       void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) return -ENOMEM;
-      if (a->size >= (2u << 20)) ::madvise(p, a->size, MADV_HUGEPAGE);
       std::lock_guard lk(mu_);
+      if (p == MAP_FAILED) {
+        if (vram) vram_used_ -= a->size;
+        return -ENOMEM;
+      }
+      if (a->size >= (2u << 20)) ::madvise(p, a->size, MADV_HUGEPAGE);
       uint64_t h = next_handle_++;
       uint64_t off = h << 32;  // render-node mmap offset, one per allocation
       allocs_[h] = {a->va_addr, a->size, off, a->flags, false};
       a->handle = h;
       a->mmap_offset = off;
+      return 0;
+    }
+    case AMDKFD_IOC_AVAILABLE_MEMORY: {
+      // The VRAM a new buffer may still take (kfd_ioctl_get_available_memory).
+      auto* a = static_cast<kfd_ioctl_get_available_memory_args*>(arg);
+      if (a->gpu_id != kGpuId) return -EINVAL;
+      std::lock_guard lk(mu_);
+      a->available = vram_bytes_ - vram_used_;
       return 0;
     }
     case AMDKFD_IOC_MAP_MEMORY_TO_GPU:
@@ -209,6 +232,7 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       if (!(it->second.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))  // the caller's memory stays
         ::mmap(reinterpret_cast<void*>(it->second.va), it->second.size, PROT_NONE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+      if (it->second.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM) vram_used_ -= it->second.size;
       allocs_.erase(it);
       return 0;
     }

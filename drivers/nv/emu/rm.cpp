@@ -39,6 +39,7 @@ struct MemObject {
   bool os_descriptor = false;  // the caller's own memory
   uint64_t backing = 0;        // the host (= GPU) address its bytes live at; 0 until placed
   bool usermode = false;
+  bool vidmem = false;  // counts against the card's video memory
 };
 
 class RmState final : public GpuEvents {
@@ -119,6 +120,7 @@ class RmState final : public GpuEvents {
   std::map<int, NvHandle> pending_map_;  // fd -> memory its next mmap maps
   std::map<uint64_t, uint64_t> uvm_ranges_;  // external ranges: base -> length
   std::map<uint64_t, uint64_t> gpu_maps_;    // GPU mappings: base -> length
+  uint64_t vram_used_ = 0;                   // video memory objects not yet freed
   NvHandle next_handle_ = 0xc1d00001;
   uint32_t next_token_ = 0x10;
   bool uvm_ready_ = false, gpu_registered_ = false;
@@ -324,8 +326,12 @@ NvStatus RmState::alloc(Nvos21& a) {
     if (pcls != NV01_DEVICE_0) return NV_ERR_INVALID_OBJECT_PARENT;
     if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
     if (p->size == 0 || p->size % kPage) return NV_ERR_INVALID_ARGUMENT;
-    if (c == NV01_MEMORY_LOCAL_USER && p->size > t_.vram_bytes) return NV_ERR_NO_MEMORY;
-    mems_[h] = {p->size, false, 0, false};
+    // Video memory is as large as the card says: RM's heap refuses what does not fit with
+    // NV_ERR_NO_MEMORY (open-gpu-kernel-modules, heapAlloc). System memory is the host's.
+    const bool vidmem = c == NV01_MEMORY_LOCAL_USER;
+    if (vidmem && p->size > t_.vram_bytes - vram_used_) return NV_ERR_NO_MEMORY;
+    if (vidmem) vram_used_ += p->size;
+    mems_[h] = {p->size, false, 0, false, vidmem};
   } else {
     return NV_ERR_INVALID_CLASS;
   }
@@ -348,7 +354,10 @@ NvStatus RmState::free_object(NvHandle h) {
     if (o.parent == h && c != h) children.push_back(c);
   for (NvHandle c : children) free_object(c);
   if (channels_.erase(h)) engine_->remove_channel(h);
-  mems_.erase(h);
+  if (auto m = mems_.find(h); m != mems_.end()) {
+    if (m->second.vidmem) vram_used_ -= m->second.size;
+    mems_.erase(m);
+  }
   scheduled_groups_.erase(h);
   objects_.erase(h);
   return NV_OK;
@@ -468,6 +477,10 @@ NvStatus RmState::control(Nvos54& c) {
         return NV_ERR_INVALID_PARAM_STRUCT;
       for (uint32_t i = 0; i < p->fbInfoListSize; i++) {
         auto& e = p->fbInfoList[i];
+        if (e.index == NV2080_CTRL_FB_INFO_INDEX_HEAP_FREE) {
+          e.data = uint32_t((t_.vram_bytes - vram_used_) >> 10);  // KiB
+          continue;
+        }
         if (e.index != NV2080_CTRL_FB_INFO_INDEX_TOTAL_RAM_SIZE &&
             e.index != NV2080_CTRL_FB_INFO_INDEX_RAM_SIZE)
           return NV_ERR_INVALID_ARGUMENT;

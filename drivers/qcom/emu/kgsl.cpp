@@ -72,6 +72,7 @@ class KgslState final : public GpuEvents {
   std::map<uint32_t, Object> objects_;
   std::map<uint32_t, Context> contexts_;
   uint32_t next_id_ = 1, next_context_ = 1;
+  uint64_t used_ = 0;  // bytes of GPU objects not yet freed (the process's own pages aside)
   std::string fault_log_;
   Engine engine_;  // last: its thread stops before the state it reports to goes
 };
@@ -123,8 +124,13 @@ int KgslState::ioctl(unsigned long req, void* arg) {
       if (!(a->flags & KGSL_MEMFLAGS_USE_CPU_MAP)) return -EINVAL;  // the emulator does SVM only
       if (!io_coherent_) a->flags &= ~KGSL_MEMFLAGS_IOCOHERENT;  // the answer says what it got
       std::lock_guard lk(mu_);
+      const uint64_t size = (a->size + kPage - 1) / kPage * kPage;
+      // The GPU shares the SoC's memory, as much as the target has: KGSL allocates an
+      // object's pages at once and fails with -ENOMEM when they run out (kgsl_sharedmem.c).
+      if (size > t_.memory_bytes - used_) return -ENOMEM;
+      used_ += size;
       a->id = next_id_++;
-      a->mmapsize = (a->size + kPage - 1) / kPage * kPage;
+      a->mmapsize = size;
       objects_[a->id] = {a->mmapsize, a->flags, 0, false};
       return 0;
     }
@@ -146,6 +152,7 @@ int KgslState::ioctl(unsigned long req, void* arg) {
       auto it = objects_.find(f->id);
       if (it == objects_.end()) return -EINVAL;
       if (it->second.gpuaddr) memory_.unmap(it->second.gpuaddr);
+      used_ -= it->second.size;
       objects_.erase(it);
       return 0;
     }

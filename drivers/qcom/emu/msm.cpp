@@ -89,6 +89,7 @@ class MsmState final : public GpuEvents {
   std::map<uint32_t, Bo> bos_;
   std::map<uint32_t, Queue> queues_;
   uint32_t next_handle_ = 1, next_queue_ = 1;
+  uint64_t used_ = 0;  // bytes of GEM objects not yet closed
   std::string fault_log_;
   Engine engine_;  // last: its thread stops before the state it reports to goes
 };
@@ -130,8 +131,14 @@ int MsmState::ioctl(unsigned long req, void* arg) {
       if (!g->size || (g->flags & ~known)) return -EINVAL;
       if ((g->flags & MSM_BO_CACHED_COHERENT) && !io_coherent_) return -EINVAL;
       std::lock_guard lk(mu_);
+      const uint64_t size = (g->size + kPage - 1) / kPage * kPage;
+      // No more than the SoC's memory the target has. msm takes a buffer's pages when it is
+      // first pinned and fails there with -ENOMEM (msm_gem.c, get_pages); the emulator says
+      // so at GEM_NEW, where the caller can still name the request.
+      if (size > t_.memory_bytes - used_) return -ENOMEM;
+      used_ += size;
       g->handle = next_handle_++;
-      bos_[g->handle] = {(g->size + kPage - 1) / kPage * kPage, g->flags, 0, false};
+      bos_[g->handle] = {size, g->flags, 0, false};
       return 0;
     }
     case IOCTL_MSM_GEM_INFO: {
@@ -163,6 +170,7 @@ int MsmState::ioctl(unsigned long req, void* arg) {
       auto it = bos_.find(c->handle);
       if (it == bos_.end()) return -EINVAL;
       if (it->second.mapped) memory_.unmap(it->second.iova);
+      used_ -= it->second.size;
       bos_.erase(it);
       return 0;
     }
