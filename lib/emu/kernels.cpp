@@ -29,4 +29,28 @@ const KernelFn* find_kernel(const std::string& name) {
   return it == r.fns.end() ? nullptr : &it->second;
 }
 
+void Preemption::begin(uint64_t owner) {
+  std::lock_guard lk(mu_);
+  running_ = true;
+  owner_ = owner;
+  flag_.store(all_, std::memory_order_relaxed);
+}
+
+void Preemption::end() {
+  std::lock_guard lk(mu_);
+  running_ = false;
+  flag_.store(all_, std::memory_order_relaxed);
+}
+
+void Preemption::abandon(uint64_t owner) {
+  std::lock_guard lk(mu_);
+  if (running_ && owner_ == owner) flag_.store(true, std::memory_order_relaxed);
+}
+
+void Preemption::abandon_all() {
+  std::lock_guard lk(mu_);
+  all_ = true;
+  flag_.store(true, std::memory_order_relaxed);
+}
+
 }  // namespace hcq::emu

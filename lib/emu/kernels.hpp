@@ -4,9 +4,11 @@
 // Vendor-neutral: every emulated GPU uses the same registry and the same implementations.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -39,6 +41,42 @@ class AddressSpace {
 struct BufferView {
   uint64_t va = 0;
   uint64_t bytes = 0;
+};
+
+// Tells running kernels to stop: the emulated GPU is being destroyed, or the queue a kernel
+// runs on is (a real GPU preempts the queue's waves or resets; a CPU kernel has to return).
+// The engine brackets each kernel call with begin/end; removal and teardown call abandon.
+class Preemption {
+ public:
+  // Marks a kernel of `owner` running until the returned guard goes.
+  class Running {
+   public:
+    explicit Running(Preemption& p) : p_(p) {}
+    Running(const Running&) = delete;
+    Running& operator=(const Running&) = delete;
+    ~Running() { p_.end(); }
+
+   private:
+    Preemption& p_;
+  };
+  [[nodiscard]] Running run(uint64_t owner) {
+    begin(owner);
+    return Running(*this);
+  }
+  // Abandons the running kernel when `owner` (a queue or context id) runs it.
+  void abandon(uint64_t owner);
+  // Abandons the running kernel and every later one.
+  void abandon_all();
+  const std::atomic<bool>* flag() const { return &flag_; }
+
+ private:
+  void begin(uint64_t owner);
+  void end();
+
+  std::mutex mu_;
+  bool running_ = false, all_ = false;
+  uint64_t owner_ = 0;
+  std::atomic<bool> flag_{false};
 };
 
 struct Dispatch {
@@ -81,6 +119,10 @@ struct Dispatch {
     return ptr<T>(v.va + index * sizeof(T), count);
   }
   uint64_t threads() const { return grid.count() * block.count(); }
+  // Set when the GPU gives up on this launch (Preemption). A kernel that can run for long,
+  // one waiting on memory, checks it and returns or throws Fault.
+  const std::atomic<bool>* abandon = nullptr;
+  bool abandoned() const { return abandon && abandon->load(std::memory_order_relaxed); }
 };
 
 using KernelFn = std::function<void(const Dispatch&)>;

@@ -1028,6 +1028,54 @@ TEST_F(EngineTest, RemoveQueueAndDestroyWhileBlocked) {
   r2->detach();
 }
 
+// A kernel that never finishes on its own (it waits for memory nobody writes) but, as a
+// wave would be preempted, returns once the GPU abandons it. g_spinners counts its starts.
+std::atomic<int> g_spinners{0};
+void register_spinner() {
+  hcq::emu::register_kernel("engine_test_spin", [](const hcq::emu::Dispatch& d) {
+    g_spinners.fetch_add(1);
+    while (!d.abandoned()) std::this_thread::sleep_for(100us);
+  });
+}
+
+// Destroying the GPU while a kernel runs abandons the kernel instead of waiting for it.
+TEST_F(EngineTest, DestroyAbandonsARunningKernel) {
+  register_spinner();
+  Buf code(mem, 0x1000, 0x1000);
+  auto img = make_code_object("engine_test_spin", 0, kDispatchPtr | kKernargPtr);
+  std::memcpy(code.at(), img.data(), img.size());
+  Buf args(mem, 256);
+  auto r = std::make_unique<Ring>(mem, *eng, QueueDesc::Type::Pm4, 3, 4096);
+  const int before = g_spinners.load();
+  r->submit(launch(code.va(kCodeOff), args.va(), {1, 1, 1}, {1, 1, 1}));
+  ASSERT_TRUE(eventually([&] { return g_spinners.load() > before; }));
+  auto t0 = std::chrono::steady_clock::now();
+  eng.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  r->detach();
+}
+
+// Removing the queue a kernel runs on abandons that kernel (KFD preempts a queue it destroys);
+// a kernel of another queue runs on.
+TEST_F(EngineTest, RemovingAQueueAbandonsItsRunningKernel) {
+  register_spinner();
+  Buf code(mem, 0x1000, 0x1000);
+  auto img = make_code_object("engine_test_spin", 0, kDispatchPtr | kKernargPtr);
+  std::memcpy(code.at(), img.data(), img.size());
+  Buf args(mem, 256);
+  auto r = std::make_unique<Ring>(mem, *eng, QueueDesc::Type::Pm4, 4, 4096);
+  const int before = g_spinners.load();
+  r->submit(launch(code.va(kCodeOff), args.va(), {1, 1, 1}, {1, 1, 1}));
+  ASSERT_TRUE(eventually([&] { return g_spinners.load() > before; }));
+  auto t0 = std::chrono::steady_clock::now();
+  eng->remove_queue(4);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  r->detach();
+  Ring other(mem, *eng, QueueDesc::Type::Pm4, 5, 4096);  // the engine goes on
+  other.submit(release_mem(pm4::kDataSel32, 0, data.va(0x40), 7));
+  EXPECT_TRUE(eventually([&] { return load(data.at<uint32_t>(0x40)) == 7u; }));
+}
+
 TEST(EmuEngine, RemoveQueueFromTheFaultCallback) {
   struct Removing : Events {
     Engine* eng = nullptr;

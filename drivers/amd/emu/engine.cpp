@@ -178,6 +178,7 @@ Engine::Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz
 
 Engine::~Engine() {
   stop_.store(true);
+  preemption_.abandon_all();  // a kernel still running must let the thread go
   {
     std::lock_guard lk(mu_);
   }
@@ -230,8 +231,10 @@ void Engine::remove_queue(uint32_t id) {
       }
     return;
   }
-  // Between passes the engine re-takes exec_mu_ at once; removers_ makes it step aside.
+  // Between passes the engine re-takes exec_mu_ at once; removers_ makes it step aside. A
+  // kernel of this queue still running is abandoned, as KFD preempts a queue it destroys.
   removers_.fetch_add(1);
+  preemption_.abandon(id);
   std::unique_lock ex(exec_mu_);
   removers_.fetch_sub(1);
   std::unique_ptr<Queue> gone;
@@ -595,6 +598,8 @@ void Engine::dispatch(Queue& q, const uint32_t* p) {
     d.kernargs = static_cast<const std::byte*>(mem_.translate(kva, d.kernarg_size));
   }
   if (d.grid.count() == 0) return;
+  d.abandon = preemption_.flag();
+  auto running = preemption_.run(q.d.id);
   try {
     (*k.fn)(d);
   } catch (const Fault& f) {

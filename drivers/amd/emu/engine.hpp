@@ -94,6 +94,7 @@ class Engine {
   std::vector<Queue*> active_;          // engine thread only: the queues of this pass
   std::vector<std::unique_ptr<Queue>> graveyard_;  // removed from inside a pass; freed after it
   std::unique_ptr<KernelCache> kernels_;
+  hcq::emu::Preemption preemption_;  // the running kernel's queue; abandons it
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> kicks_{0};
   std::thread thread_;

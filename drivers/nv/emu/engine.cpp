@@ -120,6 +120,7 @@ Engine::Engine(const GpuClasses& classes, Memory& memory, GpuEvents& events)
 
 Engine::~Engine() {
   stop_.store(true);
+  preemption_.abandon_all();  // a kernel still running must let the thread go
   {
     std::lock_guard lk(mu_);
   }
@@ -140,6 +141,7 @@ void Engine::add_channel(const ChannelDesc& d) {
 }
 
 void Engine::remove_channel(uint32_t id) {
+  preemption_.abandon(id);  // RM preempts a channel it frees: a kernel of it stops
   std::lock_guard ex(exec_mu_);
   std::erase_if(channels_, [&](auto& c) { return c->d.id == id; });
 }
@@ -561,8 +563,9 @@ uint64_t Engine::launch_one(Channel& c, uint64_t qmd_va) {
   d.kernargs = static_cast<const std::byte*>(mem_.translate(cbuf + k.param_base, k.param_bytes));
   d.kernarg_size = k.param_bytes;
   d.memory = &mem_;
+  d.abandon = preemption_.flag();
+  auto running = preemption_.run(c.d.id);
   (*k.fn)(d);
-  (void)c;
   if (v == QmdVersion::V03 && field(QMD_V03_DEPENDENT_QMD0_ENABLE)) {
     const uint32_t action = field(QMD_V03_DEPENDENT_QMD0_ACTION);
     if (action != 1)

@@ -100,6 +100,7 @@ class Engine {
   std::vector<std::unique_ptr<Channel>> channels_;
   std::unique_ptr<KernelCache> kernels_;
   volatile uint32_t* doorbell_ = nullptr;
+  hcq::emu::Preemption preemption_;  // the running kernel's channel; abandons it
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

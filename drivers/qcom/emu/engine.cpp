@@ -79,6 +79,7 @@ Engine::~Engine() {
     std::lock_guard lk(mu_);
     stop_ = true;
   }
+  preemption_.abandon_all();  // a kernel still running must let the thread go
   cv_.notify_all();
   thread_.join();
 }
@@ -87,29 +88,58 @@ uint64_t Engine::always_on() const {
   return uint64_t((unsigned __int128)now_ns() * 19'200'000 / 1'000'000'000u);
 }
 
+// Submissions and removals go through an inbox: the engine thread owns the contexts and runs
+// them without mu_, so a submit or a wait on another context never waits for a kernel the
+// GPU is running (a spinning one would hold them all up).
 void Engine::submit(uint32_t context, uint32_t timestamp, std::vector<Ib> ibs) {
   {
     std::lock_guard lk(mu_);
-    auto& c = contexts_[context];
-    if (!c) {
-      c = std::make_unique<Context>();
-      c->id = context;
-    }
-    c->pending.push_back({timestamp, std::move(ibs)});
+    inbox_.push_back({context, timestamp, std::move(ibs)});
   }
   submissions_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 
 void Engine::remove_context(uint32_t context) {
-  std::lock_guard lk(mu_);
-  contexts_.erase(context);
+  preemption_.abandon(context);  // a kernel of the context being destroyed stops
+  std::unique_lock lk(mu_);
+  removals_.push_back(context);
+  const uint64_t ticket = ++removal_requests_;
+  submissions_.fetch_add(1, std::memory_order_release);
+  cv_.notify_all();
+  // Back once the engine no longer runs it: the caller may free what its work used.
+  removed_cv_.wait(lk, [&] { return removals_done_ >= ticket || stop_; });
+}
+
+// Under mu_: takes the inbox into the engine's own contexts; returns whether anything came.
+bool Engine::take_inbox() {
+  bool any = !inbox_.empty() || !removals_.empty();
+  for (auto& in : inbox_) {
+    auto& c = contexts_[in.context];
+    if (!c) {
+      c = std::make_unique<Context>();
+      c->id = in.context;
+    }
+    c->pending.push_back({in.timestamp, std::move(in.ibs)});
+  }
+  inbox_.clear();
+  for (uint32_t id : removals_) contexts_.erase(id);
+  removals_.clear();
+  if (removals_done_ != removal_requests_) {
+    removals_done_ = removal_requests_;
+    removed_cv_.notify_all();
+  }
+  return any;
 }
 
 void Engine::run() {
-  std::unique_lock lk(mu_);
   auto last_activity = std::chrono::steady_clock::now();
-  while (!stop_) {
+  for (;;) {
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) break;
+      if (take_inbox()) last_activity = std::chrono::steady_clock::now();
+    }
     bool progress = false, waiting = false;
     for (auto& [id, c] : contexts_) {
       if (c->dead || c->pending.empty()) continue;
@@ -125,21 +155,20 @@ void Engine::run() {
     // a wait that goes on longer looks every 20 us; an idle engine sleeps until a submission.
     const bool recent = std::chrono::steady_clock::now() - last_activity < kSpinAfterActivity;
     if (waiting && !recent) {
-      lk.unlock();
       std::this_thread::sleep_for(std::chrono::microseconds(20));
-      lk.lock();
     } else if (recent) {
       const uint64_t seen = submissions_.load(std::memory_order_acquire);
-      lk.unlock();
       for (int i = 0; i < 64 && submissions_.load(std::memory_order_acquire) == seen &&
                       !stop_.load(std::memory_order_relaxed);
            i++)
         std::this_thread::yield();
-      lk.lock();
     } else {
-      cv_.wait_for(lk, kIdleSleep);
+      std::unique_lock lk(mu_);
+      cv_.wait_for(lk, kIdleSleep, [&] { return stop_ || !inbox_.empty() || !removals_.empty(); });
     }
   }
+  std::lock_guard lk(mu_);
+  removed_cv_.notify_all();  // stop_ releases any remover
 }
 
 bool Engine::step(Context& c) {
@@ -439,6 +468,8 @@ void Engine::launch(Context& c, const uint32_t* p) {
   d.kernarg_size = k.args_bytes;
   d.memory = &mem_;
   d.uavs = c.uav_views;
+  d.abandon = preemption_.flag();
+  auto running = preemption_.run(c.id);
   (*k.fn)(d);
 }
 

@@ -58,13 +58,23 @@ class Engine {
   void launch(Context& c, const uint32_t* p);
   void bind_uavs(Context& c, const std::string& kernel, uint32_t uses);
 
+  struct Incoming {
+    uint32_t context, timestamp;
+    std::vector<Ib> ibs;
+  };
+  bool take_inbox();
+
   Gen gen_;
   Memory& mem_;
   GpuEvents& events_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint32_t, std::unique_ptr<Context>> contexts_;
+  std::mutex mu_;  // the inbox and the removals; never held while the engine executes
+  std::condition_variable cv_, removed_cv_;
+  std::vector<Incoming> inbox_;
+  std::vector<uint32_t> removals_;
+  uint64_t removal_requests_ = 0, removals_done_ = 0;
+  std::map<uint32_t, std::unique_ptr<Context>> contexts_;  // engine thread only
   std::unique_ptr<KernelCache> kernels_;
+  hcq::emu::Preemption preemption_;  // the running kernel's context; abandons it
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> submissions_{0};  // to poll for new work without the lock
   std::thread thread_;
