@@ -41,7 +41,7 @@ struct Writer {
   // throws it, and nothing more is written after the hole.
   std::exception_ptr failed;
   Options options;
-  std::map<const Device*, uint32_t> devices;
+  std::map<uint64_t, uint32_t> devices;  // Device::serial() -> id in the capture
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> recorded;  // (device, va) -> content hash
   uint64_t sequence = 0;
   std::vector<uint8_t> buf;  // the record being built: its 16-byte header, then the payload
@@ -120,7 +120,7 @@ void close_locked(Writer& w) {
 // changed (full mode), the submission's. Each record is one checked write.
 void record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
                    std::span<const Segment> segments) {
-  auto [it, fresh] = w.devices.emplace(&dev, uint32_t(w.devices.size()));
+  auto [it, fresh] = w.devices.emplace(dev.serial(), uint32_t(w.devices.size()));
   if (fresh) {
     const auto& p = dev.properties();
     w.begin();

@@ -148,6 +148,8 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
       link_(std::make_shared<DeviceLink>()),
       heap_(driver_->va_base(), driver_->va_size(), driver_->properties().name),
       cache_(opt.buffer_cache_bytes) {
+  static std::atomic<uint64_t> opened{0};
+  serial_ = ++opened;
   link_->dev_ = this;
   link_->name_ = driver_->properties().name;
   const bool copy_engine = driver_->properties().caps.copy_engine;

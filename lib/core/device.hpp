@@ -208,6 +208,9 @@ class Device {
 
   const DeviceProperties& properties() const { return driver_->properties(); }
   const std::string& name() const { return properties().name; }
+  // Unique among the devices this process opened, never reused (unlike the address: a device
+  // opened after another was closed may get its address).
+  uint64_t serial() const { return serial_; }
   DeviceDriver& driver() { return *driver_; }
 
   // MemoryKind::Host on a device that cannot reach host memory is an InvalidInput error.
@@ -271,6 +274,7 @@ class Device {
   std::unique_ptr<DeviceDriver> driver_;
   Options opt_;
   std::shared_ptr<DeviceLink> link_;
+  uint64_t serial_;
   std::mutex mem_mu_;  // heap, cache, signal pool
   mutable std::mutex live_mu_;
   std::map<uint64_t, Allocation> live_;  // by address: the buffers handed out

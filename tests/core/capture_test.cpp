@@ -11,6 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
 
 #include "amd/decode.hpp"
 #include "core/error.hpp"
@@ -438,6 +441,36 @@ TEST(Capture, ASymlinkWhereTheCaptureGoesIsRefusedAndItsTargetKept) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep me");
   std::remove(link.c_str());
   std::remove(target.c_str());
+}
+
+// A device opened after another was closed is another device in the capture, also where the
+// allocator gives it the closed one's address (one of a few of the same driver usually gets
+// it): its submissions must not be attributed to the closed device.
+TEST(Capture, ADeviceOpenedAfterAnotherClosedIsRecordedAsItself) {
+  std::string path = temp_path("reopen");
+  capture::start(path);
+  std::vector<char> data(4096, 1);
+  std::vector<std::string> opened;
+  std::set<const void*> addresses;
+  for (int i = 0; i < 8; i++) {  // each opened where the one before was closed
+    auto dev = Device::open(i % 2 ? "emu:sm_90" : "emu:gfx1100");
+    opened.push_back(dev->name());
+    addresses.insert(dev.get());
+    Buffer b = dev->allocate(4096);
+    dev->copy_in(b, 0, data.data(), data.size());
+  }
+  capture::stop();
+  std::cerr << "(8 devices at " << addresses.size() << " addresses)\n";
+  std::map<uint32_t, std::string> name_of;
+  std::vector<std::string> submitted_by;
+  for (auto& rec : records(path)) {
+    if (rec.type == capture::RecordType::Device) name_of[rec.device.id] = rec.device.name;
+    if (rec.type == capture::RecordType::Submission)
+      submitted_by.push_back(name_of.at(rec.submission.device));
+  }
+  EXPECT_EQ(name_of.size(), 8u);
+  EXPECT_EQ(submitted_by, opened);
+  std::remove(path.c_str());
 }
 
 }  // namespace
