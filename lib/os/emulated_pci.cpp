@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -103,8 +104,16 @@ std::string trim(std::string s) {
   return s;
 }
 
+// The bus number of "DDDD:BB:SS.F"; the domain may be wider than 4 digits (VMD).
 unsigned bus_of(const std::string& address) {
-  return unsigned(std::strtoul(address.substr(5, 2).c_str(), nullptr, 16));
+  const size_t colon = address.find(':');
+  if (colon != std::string::npos && address.size() > colon + 3 && address[colon + 3] == ':') {
+    unsigned bus = 0;
+    const char* at = address.data() + colon + 1;
+    auto [end, ec] = std::from_chars(at, at + 2, bus, 16);
+    if (ec == std::errc() && end == at + 2) return bus;
+  }
+  throw InvalidInput("emulated PCI bus: '" + address + "' is not a PCI address (0000:03:00.0)");
 }
 
 // Config space (PCI Local Bus Specification 3.0 chapter 6, PCI-to-PCI Bridge Architecture
@@ -205,6 +214,7 @@ std::string resource_file(const EmulatedPciFunction& f, uint64_t next_base) {
 
 EmulatedPciBus::EmulatedPciBus(std::vector<EmulatedPciFunction> functions)
     : kernel_(std::make_shared<EmulatedKernel>()), functions_(std::move(functions)) {
+  for (auto& f : functions_) bus_of(f.address);  // a bad address throws before mkdtemp
   std::string tmpl = (fs::temp_directory_path() / "hcq-sysfs-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw OsError("emulated PCI bus: mkdtemp", errno);
   dir_ = tmpl;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
@@ -136,7 +137,14 @@ PciFunction read_function(pci_dev* d, int& secondary) {
   read_rebar(d, f);
   f.thunderbolt = has_thunderbolt_vsec(d);
   if (const char* drv = pci_get_string_property(d, PCI_FILL_DRIVER)) f.driver = drv;
-  if (const char* g = pci_get_string_property(d, PCI_FILL_IOMMU_GROUP)) f.iommu_group = std::atoi(g);
+  if (const char* g = pci_get_string_property(d, PCI_FILL_IOMMU_GROUP)) {
+    // The name of the directory the iommu_group link points to: a number on any sane kernel.
+    const std::string_view name(g);
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), f.iommu_group);
+    if (name.empty() || ec != std::errc() || end != name.data() + name.size() || f.iommu_group < 0)
+      throw Error(pci_sysfs_dir(f.address) + "/iommu_group: '" + std::string(name) +
+                  "' is not an IOMMU group number");
+  }
   f.numa_node = d->numa_node;
   const bool bridge = (pci_read_byte(d, PCI_HEADER_TYPE) & 0x7f) == PCI_HEADER_TYPE_BRIDGE;
   secondary = bridge ? pci_read_byte(d, PCI_SECONDARY_BUS) : -1;

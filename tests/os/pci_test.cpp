@@ -420,5 +420,26 @@ TEST_F(EmulatedPci, VfioSaysWhatIsMissing) {
   }
 }
 
+// Odd sysfs contents end as a message naming the file and the value, never as a silent 0
+// (atoi) or the name of a std function.
+TEST(EmulatedPciOddSysfs, AnIommuGroupThatIsNotANumberIsNamed) {
+  auto bus = emulated_pci_system();
+  auto& k = *bus->kernel();
+  const fs::path dev = fs::canonical(k.sysfs_root() + "/bus/pci/devices/0000:22:00.0");
+  const fs::path group = k.sysfs_root() + "/kernel/iommu_groups/seven";
+  fs::create_directories(group);
+  fs::remove(dev / "iommu_group");
+  fs::create_symlink(fs::relative(group, dev), dev / "iommu_group");  // libpci reads it relative
+  EXPECT_EQ(error_of<Error>([&] { pci_functions(k); }),
+            "/sys/bus/pci/devices/0000:22:00.0/iommu_group: 'seven' is not an IOMMU group number");
+}
+
+TEST(EmulatedPciOddSysfs, AnAddressWithoutABusIsRefused) {
+  auto fns = emulated_pci_functions();
+  fns[0].address = "0000";
+  EXPECT_EQ(error_of<InvalidInput>([&] { EmulatedPciBus bus(fns); }),
+            "emulated PCI bus: '0000' is not a PCI address (0000:03:00.0)");
+}
+
 }  // namespace
 }  // namespace hcq::os
