@@ -1,5 +1,6 @@
 #include "pci.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -8,6 +9,7 @@
 #include "core/registry.hpp"
 #include "dump.hpp"
 #include "emulated_pci.hpp"
+#include "numbers.hpp"
 #include "os/pci_bar.hpp"
 
 namespace hcq::tools {
@@ -179,16 +181,12 @@ void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunc
   }
 }
 
-uint64_t parse_number(const std::string& s, const std::string& what) {
-  size_t used = 0;
-  uint64_t v = 0;
-  try {
-    v = std::stoull(s, &used, 0);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || s.empty()) throw InvalidInput("bad " + what + " '" + s + "'");
-  return v;
+// What --unbind and --bind-vfio take without --force: a display controller (base class
+// 0x03) or a processing accelerator (0x12, how some compute GPUs report). Anything else on
+// the bus (a host bridge, the bridges a Thunderbolt eGPU hangs from, a NIC, the disk)
+// unbound by a mistyped address can take the machine down.
+bool gpu_class(const os::PciFunction& f) {
+  return f.is_gpu() || f.class_code >> 16 == 0x12;
 }
 
 }  // namespace
@@ -212,18 +210,24 @@ int cmd_ls_pci(bool all) {
 
 int cmd_pci(const std::vector<std::string>& args) {
   std::string address;
-  bool json = false, unbind = false, bind_vfio = false;
+  bool json = false, unbind = false, bind_vfio = false, force = false;
   for (auto& a : args) {
     if (a == "--json") json = true;
     else if (a == "--unbind") unbind = true;
     else if (a == "--bind-vfio") bind_vfio = true;
+    else if (a == "--force") force = true;
     else if (a.rfind("--", 0) == 0) throw InvalidInput("unknown option " + a);
     else address = a;
   }
-  if (address.empty()) throw InvalidInput("usage: hcq pci DEVICE [--json] [--unbind|--bind-vfio]");
+  if (address.empty())
+    throw InvalidInput("usage: hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]");
   Bus bus;
   os::PciFunction f = os::pci_function(*bus.kernel, address);
   if (unbind || bind_vfio) {
+    if (!force && !gpu_class(f))
+      throw InvalidInput("refusing to " + std::string(bind_vfio ? "bind to vfio-pci " : "unbind ") +
+                         f.address + " (class " + class_of(f.class_code) +
+                         ", not a display controller or processing accelerator) without --force");
     if (bind_vfio) os::pci_bind_vfio(*bus.kernel, f);
     else os::pci_unbind(*bus.kernel, f);
     f = os::pci_function(*bus.kernel, address);
@@ -240,7 +244,7 @@ int cmd_reg(const std::vector<std::string>& args) {
   int bar = -1;
   for (size_t i = 0; i < args.size(); i++) {
     if (args[i] == "--force") force = true;
-    else if (args[i] == "--bar" && i + 1 < args.size()) bar = int(parse_number(args[++i], "BAR"));
+    else if (args[i] == "--bar" && i + 1 < args.size()) bar = int(parse_uint(args[++i], 5, "--bar"));
     else if (args[i].rfind("--", 0) == 0) throw InvalidInput("unknown option " + args[i]);
     else pos.push_back(args[i]);
   }
@@ -272,7 +276,14 @@ int cmd_reg(const std::vector<std::string>& args) {
       throw InvalidInput("unknown register " + pos[2] + " for " + f.address +
                          (known.empty() ? " (give an offset)" : " (known: " + known + ")"));
     }
-    offset = parse_number(pos[2], "register offset");
+    // Offsets are hex by convention (datasheets, headers, this command's own output), so a
+    // bare 140 is refused rather than read as decimal; one digit reads the same either way.
+    if (pos[2].size() > 1 && !has_hex_prefix(pos[2])) {
+      const size_t nz = pos[2].find_first_not_of('0');
+      throw InvalidInput("register offset '" + pos[2] + "' needs 0x: register offsets are hex (0x" +
+                         pos[2].substr(nz == std::string::npos ? pos[2].size() - 1 : nz) + ")");
+    }
+    offset = parse_uint(pos[2], UINT64_MAX, "register offset");
     if (bar < 0) bar = s && !s->registers.empty() ? s->registers.front().bar : 0;
     if (s)
       for (auto& r : s->registers)
@@ -282,7 +293,7 @@ int cmd_reg(const std::vector<std::string>& args) {
                             (name.empty() ? "" : " " + name);
   uint32_t value = 0;
   if (write) {
-    value = uint32_t(parse_number(pos[3], "value"));
+    value = uint32_t(parse_uint(pos[3], UINT32_MAX, "register value"));
     if (!force)
       throw InvalidInput("refusing to write " + hex(value) + " to " + where +
                          " without --force (an MMIO write can hang the GPU or the machine)");

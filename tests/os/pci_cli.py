@@ -102,6 +102,23 @@ expect("hcq pci --unbind", [l for l in run(["pci", "01:00.0", "--unbind"], True)
                             if l.startswith(("driver", "hcq path"))],
        ["driver         none",
         "hcq path       none: no driver bound; hcq opens AMD GPUs through amdgpu's KFD or vfio-pci"])
+# --unbind and --bind-vfio take a GPU (class 0x03) or a processing accelerator (0x12) only,
+# anything else (a host bridge, the Thunderbolt bridges the eGPU hangs from) with --force.
+for addr, cls, action, opt in [("00:00.0", "0x060000", "unbind", "--unbind"),
+                               ("20:00.0", "0x060400", "unbind", "--unbind"),
+                               ("00:00.0", "0x060000", "bind to vfio-pci", "--bind-vfio"),
+                               ("21:01.0", "0x060400", "bind to vfio-pci", "--bind-vfio")]:
+    p = subprocess.run([HCQ, "pci", addr, opt], capture_output=True, text=True,
+                       env=dict(os.environ, HCQ_EMULATED_PCI="1"))
+    expect(f"hcq pci {addr} {opt} without --force", (p.returncode, p.stdout, p.stderr),
+           (1, "", f"hcq: refusing to {action} 0000:{addr} (class {cls}, not a display controller "
+                   "or processing accelerator) without --force\n"))
+expect("hcq pci --unbind --force of a bridge",
+       [l for l in run(["pci", "20:00.0", "--unbind", "--force"], True).splitlines() if l.startswith("driver")],
+       ["driver         none"])
+expect("hcq pci --bind-vfio --force of the host bridge",
+       [l for l in run(["pci", "00:00.0", "--bind-vfio", "--force"], True).splitlines() if l.startswith("driver")],
+       ["driver         vfio-pci"])
 expect("hcq pci of no function", run(["pci", "99:00.0"], True, ok=False),
        "hcq: no PCI function 0000:99:00.0 (hcq ls --all lists them)\n")
 
@@ -125,6 +142,30 @@ expect("hcq reg outside the BAR", run(["reg", "22:00.0", "read", "0x1000000"], T
 expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], True, ok=False),
        "hcq: unknown register GRBM_STATUS for 0000:22:00.0 (known: NV_PMC_BOOT_0, NV_PMC_INTR_0, "
        "NV_PMC_INTR_EN_0)\n")
+# Numbers: register offsets are hex with 0x (a single digit reads the same either way),
+# values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal.
+for args, msg in [
+        (["read", "140"], "register offset '140' needs 0x: register offsets are hex (0x140)"),
+        (["read", "0140"], "register offset '0140' needs 0x: register offsets are hex (0x140)"),
+        (["read", "0x"], "register offset: '0x' is not a number (decimal, or hex with 0x)"),
+        (["read", "0x1x"], "register offset: '0x1x' is not a number (decimal, or hex with 0x)"),
+        (["read", "0x10000000000000000"],
+         "register offset: '0x10000000000000000' is out of range (at most 0xffffffffffffffff)"),
+        (["write", "0x140", "0x100000001", "--force"],
+         "register value: '0x100000001' is out of range (at most 0xffffffff)"),
+        (["write", "0x140", "4294967296", "--force"],
+         "register value: '4294967296' is out of range (at most 4294967295)"),
+        (["write", "0x140", "-1", "--force"],
+         "register value: '-1' is not a number (decimal, or hex with 0x)"),
+        (["write", "0x140", "010", "--force"],
+         "register value: '010' has a leading 0 (octal is not accepted: write 10 or 0x10)"),
+        (["read", "0", "--bar", "6"], "--bar: '6' is out of range (at most 5)"),
+        (["read", "0", "--bar", "one"], "--bar: 'one' is not a number (decimal, or hex with 0x)")]:
+    expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False), f"hcq: {msg}\n")
+expect("hcq reg write of a 32-bit decimal", run(["reg", "22:00.0", "write", "0x140", "4294967295", "--force"], True),
+       "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 <- 0xffffffff (reads back 0xffffffff)\n")
+expect("hcq reg read of offset 4", run(["reg", "22:00.0", "read", "4"], True),
+       "0000:22:00.0 BAR0+0x4 = 0x0\n")
 expect("hcq reg of a bridge", run(["reg", "21:01.0", "read", "0"], True, ok=False),
        "hcq: 0000:21:01.0 is not a GPU (class 0x060400); hcq reg maps GPU register BARs only\n")
 
