@@ -4,10 +4,14 @@
 // bring-up. Errors become one line on stderr and a non-zero exit.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <iostream>
+#include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,8 @@
 #include "core/hcq.hpp"
 #include "dump.hpp"
 #include "kernels.hpp"
+#include "numbers.hpp"
+#include "os/output_file.hpp"
 #include "pci.hpp"
 
 namespace {
@@ -24,7 +30,7 @@ int usage() {
                "usage: hcq ls [--all]         list the devices hcq can open and the GPUs on the\n"
                "                              PCI bus (--all: every PCI function)\n"
                "       hcq info [DEVICE]      properties of a device\n"
-               "       hcq run [DEVICE] [--size N]\n"
+               "       hcq run [DEVICE] [--size N]  (N: 1 to 4294967295, decimal or 0x hex)\n"
                "                              demo: copy in, a chain of kernels, copies on the\n"
                "                              copy queue, copy out, verify, report\n"
                "       hcq trace [DEVICE] [FILE]\n"
@@ -33,11 +39,15 @@ int usage() {
                "       hcq dump [--json] [--queue Q] [--submissions A:B] [--packet NAME] FILE\n"
                "       hcq dump --raw pm4|sdma [--gen G] FILE\n"
                "                              decode a capture (HCQ_CAPTURE=FILE) or raw dwords\n"
-               "       hcq pci DEVICE [--json] [--unbind|--bind-vfio]\n"
+               "       hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]\n"
                "                              bring-up view of a PCI function: identity, BARs,\n"
-               "                              resizable BAR, link, driver, IOMMU group, bridges\n"
+               "                              resizable BAR, link, driver, IOMMU group, bridges;\n"
+               "                              --unbind/--bind-vfio take a GPU or accelerator\n"
+               "                              (class 0x03/0x12), anything else needs --force\n"
                "       hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]\n"
-               "                              MMIO peek/poke in the GPU's register BAR\n"
+               "                              MMIO peek/poke in the GPU's register BAR; OFFSET\n"
+               "                              is hex with 0x (0x140), VALUE decimal or 0x hex\n"
+               "                              up to 0xffffffff\n"
                "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1100|gfx1201|\n"
                "        gfx1100_usb|sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated),\n"
                "        auto; for pci and reg a PCI address (0000:03:00.0 or 03:00.0);\n"
@@ -199,9 +209,12 @@ int cmd_trace(const std::string& name, const std::string& path) {
   for (int round = 0; round < 3; round++) d = (c = 2 * c + 1) + float(round);
   for (float v : out)
     if (v != d) throw Error("trace: the batch computed a wrong result");
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write " + path);
-  exe.write_trace(f);
+  // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
+  std::ostringstream json;
+  exe.write_trace(json);
+  auto f = os::OutputFile::create(path);
+  f.write(json.str());
+  f.close();
   std::printf("trace    %zu calls on %s (%zu cross-queue waits) -> %s\n", s.calls(),
               p.name.c_str(),
               exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
@@ -209,41 +222,66 @@ int cmd_trace(const std::string& name, const std::string& path) {
   return 0;
 }
 
+int run_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
+  if (args[0] == "ls") {
+    if (args.size() > 2 || (args.size() == 2 && args[1] != "--all")) return usage();
+    return cmd_ls(args.size() == 2);
+  }
+  if (args[0] == "pci") return hcq::tools::cmd_pci({args.begin() + 1, args.end()});
+  if (args[0] == "reg") return hcq::tools::cmd_reg({args.begin() + 1, args.end()});
+  if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
+  if (args[0] == "dump") return hcq::tools::cmd_dump({args.begin() + 1, args.end()});
+  if (args[0] == "trace")
+    return cmd_trace(args.size() > 1 ? args[1] : "auto",
+                     args.size() > 2 ? args[2] : "hcq-trace.json");
+  if (args[0] == "run") {
+    std::string dev = "auto";
+    uint32_t n = 1 << 20;
+    for (size_t i = 1; i < args.size(); i++) {
+      if (args[i] == "--size") {
+        if (i + 1 == args.size()) throw hcq::InvalidInput("--size needs a value");
+        const std::string& text = args[++i];
+        n = uint32_t(hcq::tools::parse_uint(text, UINT32_MAX, "--size"));
+        if (n == 0) throw hcq::InvalidInput("--size: '" + text + "' is out of range (at least 1)");
+      } else if (args[i].rfind("--", 0) == 0) {
+        throw hcq::InvalidInput("unknown option " + args[i]);
+      } else {
+        dev = args[i];
+      }
+    }
+    return cmd_run(dev, n);
+  }
+  return usage();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  int rc = 1;
+  // One line per failure. hcq::Error messages are written for a person; a std exception's
+  // what() names only what threw ("stoi", "std::bad_alloc"), so it gets context here.
   try {
-    if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
-    if (args[0] == "ls") {
-      if (args.size() > 2 || (args.size() == 2 && args[1] != "--all")) return usage();
-      return cmd_ls(args.size() == 2);
-    }
-    if (args[0] == "pci") return hcq::tools::cmd_pci({args.begin() + 1, args.end()});
-    if (args[0] == "reg") return hcq::tools::cmd_reg({args.begin() + 1, args.end()});
-    if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
-    if (args[0] == "dump") return hcq::tools::cmd_dump({args.begin() + 1, args.end()});
-    if (args[0] == "trace")
-      return cmd_trace(args.size() > 1 ? args[1] : "auto",
-                       args.size() > 2 ? args[2] : "hcq-trace.json");
-    if (args[0] == "run") {
-      std::string dev = "auto";
-      uint32_t n = 1 << 20;
-      for (size_t i = 1; i < args.size(); i++) {
-        if (args[i] == "--size" && i + 1 < args.size()) {
-          n = uint32_t(std::stoul(args[++i]));
-          if (n == 0) throw hcq::InvalidInput("--size must be at least 1");
-        } else if (args[i].rfind("--", 0) == 0) {
-          throw hcq::InvalidInput("unknown option " + args[i]);
-        } else {
-          dev = args[i];
-        }
-      }
-      return cmd_run(dev, n);
-    }
-    return usage();
-  } catch (const std::exception& e) {
+    rc = run_command({argv + 1, argv + argc});
+  } catch (const hcq::Error& e) {
     std::fprintf(stderr, "hcq: %s\n", e.what());
-    return 1;
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "hcq: out of memory (%s: a host allocation failed)\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hcq: internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "hcq: internal error: an exception that is not a std::exception\n");
   }
+  // Standard output is buffered: a full disk or a closed file shows only at the flush (or
+  // left ferror set when an earlier buffer went out), and lost output must not exit 0.
+  // std::cout shares stdout's buffer (sync_with_stdio): its flush is the first fflush.
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    const int err = errno;
+    std::fprintf(stderr, "hcq: cannot write standard output: %s\n",
+                 err ? std::strerror(err) : "an earlier write failed");
+    return rc ? rc : 1;
+  }
+  return rc;
 }

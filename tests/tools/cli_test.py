@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The hcq CLI's argument handling and output as a user meets them: numbers parsed strictly
+with the value named, output that cannot be written (a full disk, a planted symlink) failing
+with one line and a non-zero exit instead of a silent success."""
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+HCQ = sys.argv[1]
+failures = []
+
+
+def limit_memory():
+    # 4 GiB of data: a size that slips through allocates and fails instead of filling the
+    # machine (RLIMIT_AS would refuse the emulated GPU's address space reservation).
+    resource.setrlimit(resource.RLIMIT_DATA, (4 << 30, 4 << 30))
+
+
+def run(args, ok=True, stdout=subprocess.PIPE):
+    env = dict(os.environ)
+    env.pop("HCQ_EMULATED_PCI", None)
+    p = subprocess.run([HCQ] + args, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
+                       preexec_fn=limit_memory)
+    if (p.returncode == 0) != ok:
+        failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
+    return p
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}:\n--- got\n{got!r}\n--- want\n{want!r}")
+
+
+# ---- numbers: decimal or 0x hex, nothing else, within range, the value named ----
+NUM = "(decimal, or hex with 0x)"
+for arg, msg in [
+        ("-1", f"--size: '-1' is not a number {NUM}"),
+        ("+5", f"--size: '+5' is not a number {NUM}"),
+        ("abc", f"--size: 'abc' is not a number {NUM}"),
+        ("", f"--size: '' is not a number {NUM}"),
+        ("12abc", f"--size: '12abc' is not a number {NUM}"),
+        (" 12", f"--size: ' 12' is not a number {NUM}"),
+        ("0x", f"--size: '0x' is not a number {NUM}"),
+        ("0x-1", f"--size: '0x-1' is not a number {NUM}"),
+        ("1e3", f"--size: '1e3' is not a number {NUM}"),
+        ("0140", "--size: '0140' has a leading 0 (octal is not accepted: write 140 or 0x140)"),
+        ("5000000000", "--size: '5000000000' is out of range (at most 4294967295)"),
+        ("0x100000000", "--size: '0x100000000' is out of range (at most 0xffffffff)"),
+        ("99999999999999999999999", "--size: '99999999999999999999999' is out of range (at most 4294967295)"),
+        ("0", "--size: '0' is out of range (at least 1)")]:
+    p = run(["run", "emu:gfx1100", "--size", arg], ok=False)
+    expect(f"hcq run --size {arg!r}", (p.stderr, p.stdout), (f"hcq: {msg}\n", ""))
+p = run(["run", "emu:gfx1100", "--size"], ok=False)
+expect("hcq run --size without a value", p.stderr, "hcq: --size needs a value\n")
+expect("hcq run --size 0x100", (run(["run", "emu:gfx1100", "--size", "0x100"]).stdout.splitlines() or [""])[-1],
+       "verify   OK: all 256 results match")
+
+# ---- a std exception gets context, never only its name ----
+p = run(["run", "emu:gfx1100", "--size", "4294967295"], ok=False)  # 16 GiB per host array
+expect("hcq run out of memory", p.stderr, "hcq: out of memory (std::bad_alloc: a host allocation failed)\n")
+
+# ---- standard output that cannot be written: a one-line error, exit non-zero ----
+with open("/dev/full", "w") as full:
+    for args in (["ls"], ["info", "emu:gfx1100"]):
+        p = run(args, ok=False, stdout=full)
+        expect(f"hcq {' '.join(args)} > /dev/full", p.stderr,
+               "hcq: cannot write standard output: No space left on device\n")
+
+# ---- the trace file: checked writes, no symlink followed ----
+p = run(["trace", "emu:gfx1100", "/dev/full"], ok=False)
+expect("hcq trace to /dev/full", (p.stderr, p.stdout),
+       ("hcq: write to /dev/full failed after 0 bytes: No space left on device (errno 28)\n", ""))
+with tempfile.TemporaryDirectory() as tmp:
+    target, trace = os.path.join(tmp, "precious"), os.path.join(tmp, "trace.json")
+    with open(target, "w") as f:
+        f.write("keep me\n")
+    os.symlink(target, trace)
+    p = run(["trace", "emu:gfx1100", trace], ok=False)
+    expect("hcq trace through a symlink", p.stderr,
+           f"hcq: {trace}: refusing to write through a symbolic link: Too many levels of symbolic "
+           "links (errno 40)\n")
+    expect("the symlink's target is untouched", open(target).read(), "keep me\n")
+    os.unlink(trace)
+    with open(trace, "w") as f:
+        f.write("x" * 100000)  # an old, longer trace: truncated, not overwritten in place
+    p = run(["trace", "emu:gfx1100", trace])
+    expect("hcq trace's line", p.stdout.startswith("trace    ") and p.stdout.endswith(f"-> {trace}\n"), True)
+    try:
+        events = json.load(open(trace))
+    except ValueError as e:
+        events = f"not JSON: {e}"
+    expect("the trace is JSON with events", isinstance(events, dict) and bool(events.get("traceEvents")), True)
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("ok")
