@@ -132,6 +132,9 @@ void spin_until(const emu::Dispatch& d) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (uint64_t spins = 0;; ++spins) {
     if (__atomic_load_n(p, __ATOMIC_ACQUIRE) != 0) return;
+    // The emulated GPU is being torn down (or the queue removed): a real GPU drops the wave.
+    if (d.abandoned())
+      throw emu::Fault("spin_until: abandoned: the GPU or its queue is being destroyed", va);
     if (spins < 1000) {
       std::this_thread::yield();
     } else {

@@ -40,6 +40,7 @@ Executable::Impl::~Impl() {
       std::lock_guard lk(host.mu);
       host.stop = true;
     }
+    host.cancel = true;
     host.cv.notify_all();
     host.thread.join();
   }
@@ -266,6 +267,8 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
           if (clock::now() > deadline)
             throw TimeoutError("batch: a host copy waited 10 s for queue " + std::to_string(pq) +
                                " to reach " + std::to_string(value));
+          if (host.cancel.load(std::memory_order_relaxed))
+            throw Error("batch: the executable was destroyed while a host copy waited");
           pump_mirrors(copied);
           std::this_thread::sleep_for(std::chrono::microseconds(5));
         }
@@ -277,7 +280,7 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
         std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
       else
         io::read_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size,
-                       "batch: load of " + h.path);
+                       "batch: load of " + h.path, 4 << 20, 4, &host.cancel);
       if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
       if (h.signal) __atomic_store_n(home_slot(h.queue), uint64_t(h.signal), __ATOMIC_RELEASE);
       pump_mirrors(copied);

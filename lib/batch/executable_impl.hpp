@@ -1,6 +1,7 @@
 // Internal to lib/batch: what compile() builds and run() replays. Not installed.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +152,9 @@ struct Executable::Impl {
     std::mutex mu;
     std::condition_variable cv;
     bool pending = false, busy = false, stop = false;
+    // Set by the destructor: a host op blocked on a stream (a FIFO with no writer) or
+    // waiting for a queue gives up, so destruction does not wait for it.
+    std::atomic<bool> cancel{false};
     std::vector<uint64_t> prev;  // per device: the timeline value before the run
   } host;
   void start_host(std::vector<uint64_t> prev);

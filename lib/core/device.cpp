@@ -218,7 +218,18 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
     uint64_t align = rounded >= (2u << 20) ? (2u << 20) : kPage;
     uint64_t va = heap_.allocate(rounded, align);
     try {
-      a = driver_->allocate(va, rounded, kind, executable);
+      try {
+        a = driver_->allocate(va, rounded, kind, executable);
+      } catch (const Error&) {
+        // Out of memory, perhaps only because of what the cache keeps: give that back and
+        // try once more.
+        if (cache_.cached_bytes() == 0) throw;
+        for (auto& old : cache_.drain()) {
+          driver_->free(old);
+          heap_.free(old.va);
+        }
+        a = driver_->allocate(va, rounded, kind, executable);
+      }
     } catch (...) {
       heap_.free(va);
       throw;

@@ -202,6 +202,9 @@ class Device {
 
 
   Device(std::unique_ptr<DeviceDriver> driver, const Options& opt);
+  // Waits at most 2 s for the work submitted so far, then tears down anyway: queues still
+  // busy are destroyed (an emulated GPU abandons a kernel still running), so destruction
+  // takes about 2 s plus the teardown at most, whatever the GPU is doing.
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <deque>
 #include <vector>
@@ -102,16 +104,55 @@ class Reader {
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void ends_early(const std::string& who, uint64_t offset, uint64_t size,
+                             uint64_t end) {
+  throw Error(who + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
+              ") wanted, the file ends at " + std::to_string(offset + end));
+}
+
+// A stream (FIFO, pipe, character device) in order: poll() with a short timeout between
+// reads, so a stream whose writer never comes can be cancelled. The first `offset` bytes are
+// read and dropped (a stream has no offsets).
+void read_stream(int fd, uint64_t offset, char* to, uint64_t size, const std::string& who,
+                 const std::atomic<bool>* cancel) {
+  std::vector<char> skip(std::min<uint64_t>(offset, 1 << 16));
+  uint64_t at = 0;  // bytes of the stream consumed
+  while (at < offset + size) {
+    if (cancel && cancel->load(std::memory_order_relaxed))
+      throw Error(who + ": cancelled after " + std::to_string(at) + " bytes");
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 50);
+    if (r < 0 && errno != EINTR) throw OsError(who + ": poll", errno);
+    if (r <= 0) continue;
+    const bool skipping = at < offset;
+    const uint64_t want = skipping ? std::min<uint64_t>(offset - at, skip.size())
+                                   : offset + size - at;
+    const ssize_t n = ::read(fd, skipping ? skip.data() : to + (at - offset), want);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n < 0) throw OsError(who + ": read at " + std::to_string(at), errno);
+    if (n == 0) break;  // the writer closed
+    at += uint64_t(n);
+  }
+  if (at < offset + size) ends_early(who, offset, size, at > offset ? at - offset : 0);
+}
+
+}  // namespace
+
 void read_range(const std::string& path, uint64_t offset, void* to, uint64_t size,
-                const std::string& who, uint64_t chunk, uint32_t depth) {
+                const std::string& who, uint64_t chunk, uint32_t depth,
+                const std::atomic<bool>* cancel) {
   if (chunk == 0 || depth == 0) throw InvalidInput(who + ": reads need a nonzero size and depth");
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO blocks until a writer comes, which may be never.
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) throw OsError(who, errno);
   struct stat st {};
   if (::fstat(f.fd, &st) < 0) throw OsError(who + ": fstat", errno);
-  if (!S_ISREG(st.st_mode)) depth = 1;  // a pipe's reads would interleave
   if (size == 0) return;
+  if (!S_ISREG(st.st_mode))
+    return read_stream(f.fd, offset, static_cast<char*>(to), size, who, cancel);
   // Each read is [start, end) of the range; a short one is read on from where it stopped.
   std::vector<std::pair<uint64_t, uint64_t>> reads;
   Reader r(f.fd, depth);
@@ -150,9 +191,7 @@ void read_range(const std::string& path, uint64_t offset, void* to, uint64_t siz
     }
   }
   if (error_code) throw OsError(error, error_code);
-  if (end < size)
-    throw Error(who + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + size) +
-                ") wanted, the file ends at " + std::to_string(offset + end));
+  if (end < size) ends_early(who, offset, size, end);
 }
 
 LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,

@@ -7,6 +7,7 @@
 // device-to-device copies).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -40,7 +41,10 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
 // read with up to `depth` reads in flight (io_uring; pread where it is unavailable). Every
 // error starts with `who`: OsError for a file that cannot be opened or read (the read's file
 // offset named), Error for a file that ends before offset + size (where it ends named).
+// A FIFO, pipe or character device is read in order (its first `offset` bytes dropped), and
+// a reader waiting for its writer stops with an Error soon after `*cancel` becomes true.
 void read_range(const std::string& path, uint64_t offset, void* to, uint64_t size,
-                const std::string& who, uint64_t chunk = 4 << 20, uint32_t depth = 4);
+                const std::string& who, uint64_t chunk = 4 << 20, uint32_t depth = 4,
+                const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace hcq::io

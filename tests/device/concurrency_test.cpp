@@ -10,6 +10,9 @@
 #include <random>
 #include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/hardware_devices.hpp"
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
@@ -211,6 +214,68 @@ TEST_P(Concurrency, HandlesThatOutliveTheirDeviceAreDetached) {
   buffer.reset();
   mapped.reset();
   EXPECT_FALSE(buffer);
+}
+
+// Destroying a device whose GPU is stuck in a kernel that never ends returns within the bound
+// Device's header gives (2 s of waiting for the work, then the GPU abandons it), not after the
+// kernel's own 30 s.
+TEST_P(Concurrency, DestroyingADeviceWithAKernelThatNeverEndsIsBounded) {
+  auto dev = Device::open(device_name(GetParam()));
+  auto img = kernels_for(*dev);
+  if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
+  Buffer flag = dev->allocate_visible(4096);
+  std::memset(flag.host(), 0, 4);
+  {
+    Program spin(*dev, img, "spin_until");
+    spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  }
+  img.reset();
+  const auto start = std::chrono::steady_clock::now();
+  dev.reset();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::milliseconds(2000 + 3000))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+}
+
+// A batch whose host load is blocked (a FIFO no one writes): run() returns, wait() times out,
+// and destroying the executable returns too instead of waiting for a writer forever.
+TEST_P(Concurrency, AnExecutableWhoseFileLoadIsBlockedIsDestroyedInBoundedTime) {
+  auto dev = Device::open(device_name(GetParam()));
+  const std::string fifo = ::testing::TempDir() + "/hcq_blocked_fifo_" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Buffer dst = dev->allocate(4096);
+  {
+    batch::Schedule s(*dev);
+    s.load(batch::Mem::of(dst), 0, fifo, 0, 4096);
+    auto exe = std::make_unique<batch::Executable>(s.compile());
+    exe->run(batch::Bindings());
+    EXPECT_THROW(exe->wait(std::chrono::milliseconds(200)), TimeoutError);
+    const auto start = std::chrono::steady_clock::now();
+    exe.reset();
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_LT(took, std::chrono::milliseconds(3000 + 2000))
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  }
+  ::unlink(fifo.c_str());
+}
+
+// Freed buffers wait in the device's cache for a buffer of their size; when the device runs
+// out of memory, what the cache holds is given back before the allocation fails.
+TEST_P(Concurrency, MemoryTheBufferCacheHoldsIsGivenBackWhenTheDeviceRunsOut) {
+  Device::Options opt;
+  opt.buffer_cache_bytes = uint64_t(1) << 40;  // keep everything freed
+  auto dev = Device::open(device_name(GetParam()), opt);
+  const uint64_t total = dev->properties().device_memory_bytes;
+  if (dev->driver().va_size() < total)
+    GTEST_SKIP() << "the GPU address range is smaller than the device memory";
+  const uint64_t quarter = total / 4 / (2 << 20) * (2 << 20);
+  {
+    std::vector<Buffer> held;
+    for (int i = 0; i < 3; i++) held.push_back(dev->allocate(quarter));
+  }  // three quarters now sit in the cache
+  Buffer big = dev->allocate(quarter * 2);  // another size: fits only once the cache gives back
+  EXPECT_EQ(big.size(), quarter * 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Concurrency,
