@@ -19,6 +19,7 @@
 #include "qcom/decode.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
+#include "numbers.hpp"
 
 namespace hcq::tools {
 namespace {
@@ -302,15 +303,20 @@ int dump(const std::vector<std::string>& args) {
     else if (a == "--packet") o.packet = value();
     else if (a == "--submissions") {
       const std::string& r = value();
-      size_t colon = r.find(':');
+      const size_t colon = r.find(':');
+      const std::string_view all(r), a_text = all.substr(0, colon);
       try {
-        o.first = colon == 0 ? 0 : std::stoull(r.substr(0, colon));
+        o.first = colon == 0 ? 0 : tools::parse_uint(a_text, UINT64_MAX, "--submissions");
         o.last = colon == std::string::npos ? o.first
-                 : colon + 1 == r.size()    ? UINT64_MAX
-                                            : std::stoull(r.substr(colon + 1));
-      } catch (const std::exception&) {
-        throw InvalidInput("dump: --submissions takes A:B, A:, :B or A, not '" + r + "'");
+                 : colon + 1 == r.size()
+                     ? UINT64_MAX
+                     : tools::parse_uint(all.substr(colon + 1), UINT64_MAX, "--submissions");
+      } catch (const InvalidInput& e) {
+        throw InvalidInput(std::string("dump: ") + e.what() + " (it takes A:B, A:, :B or A)");
       }
+      if (o.first > o.last)
+        throw InvalidInput("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
+                           ") is after the last (" + std::to_string(o.last) + ")");
     } else if (a.rfind("--", 0) == 0) {
       throw InvalidInput("dump: unknown option " + a);
     } else if (o.file.empty()) {

@@ -139,6 +139,20 @@ expect("HCQ_CAPTURE=symlink", (rc, err),
            "links (errno 40)\n"))
 expect("the symlink's target is kept", open(target).read(), "keep me")
 
+# 10. --submissions numbers: strict, and the range in order.
+for arg, want in [
+    ("-1", "hcq: dump: --submissions: '-1' is not a number (decimal, or hex with 0x) "
+           "(it takes A:B, A:, :B or A)\n"),
+    ("1:x", "hcq: dump: --submissions: 'x' is not a number (decimal, or hex with 0x) "
+            "(it takes A:B, A:, :B or A)\n"),
+    ("0140", "hcq: dump: --submissions: '0140' has a leading 0 (octal is not accepted: write 140 "
+             "or 0x140) (it takes A:B, A:, :B or A)\n"),
+    ("2:1", "hcq: dump: --submissions 2:1: the first (2) is after the last (1)\n")]:
+    rc, out, err, _ = run(["dump", "--submissions", arg, cap])
+    expect(f"dump --submissions {arg}", (rc, out, err), (1, "", want))
+rc, out, err, _ = run(["dump", "--submissions", "0x1:1", cap])
+expect("dump --submissions 0x1:1", (rc, out.startswith("submission 1 "), err), (0, True, ""))
+
 subprocess.run(["rm", "-rf", tmp], check=False)
 for f in failures:
     print("FAIL", f)
