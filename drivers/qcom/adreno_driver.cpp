@@ -28,6 +28,10 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPrivateVa = 1ull << 30;  // rings, scratch: before the heap
 constexpr uint64_t kHeapVa = 64ull << 30;
 constexpr uint64_t kRingBytes = 1 << 20;
+// How long an allocation waits for work that still uses a freed object at its address (or
+// memory freed objects hold), and the driver's teardown for work still in flight.
+constexpr auto kFreedObjectWait = std::chrono::seconds(10);
+constexpr auto kTeardownWait = std::chrono::milliseconds(200);
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -41,7 +45,6 @@ class AdrenoQueue final : public HwQueue {
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
   std::string report();
-  uint32_t last_fence() const { return last_fence_.load(std::memory_order_acquire); }
 
  private:
   struct Submitted {
@@ -57,7 +60,6 @@ class AdrenoQueue final : public HwQueue {
   uint64_t put_ = 0, done_ = 0;
   uint32_t retired_ = 0;  // the newest fence seen retired
   std::deque<Submitted> inflight_;
-  std::atomic<uint32_t> last_fence_{0};
   std::mutex mu_;
 };
 
@@ -87,9 +89,20 @@ class AdrenoDriver final : public DeviceDriver {
   [[noreturn]] void raise_fault(const std::string& what);
   // A kernel error from a submission or a wait: -EDEADLK means the context faulted.
   [[noreturn]] void fail(const char* what, int r);
+  void submitted(uint32_t fence) { last_fence_.store(fence, std::memory_order_release); }
 
  private:
+  // An object freed while submitted work may still use it, and the fence of the newest
+  // submission at the time of the free (see free()).
+  struct Deferred {
+    Allocation a;
+    uint32_t fence;
+  };
   void reserve_address_space();
+  void release(const Allocation& a);  // the kernel driver's free, now
+  bool retired(uint32_t fence, std::chrono::milliseconds wait = {});
+  void reap();  // under deferred_mu_: frees the deferred objects whose work retired
+  bool wait_for_deferred(uint64_t va, uint64_t size);  // under deferred_mu_
   std::shared_ptr<os::Kernel> kernel_;
   std::unique_ptr<Kmd> kmd_;
   DeviceProperties props_;
@@ -101,6 +114,9 @@ class AdrenoDriver final : public DeviceDriver {
   std::atomic<uint64_t> allocated_{0};  // bytes of GPU objects this device holds
   AdrenoQueue* queue_ = nullptr;
   StickyFault fault_;
+  std::atomic<uint32_t> last_fence_{0};  // of the newest submission; 0: none yet
+  std::mutex deferred_mu_;
+  std::deque<Deferred> deferred_;  // in fence order
 };
 
 // ---- driver ---------------------------------------------------------------------------
@@ -173,18 +189,38 @@ void AdrenoDriver::reserve_address_space() {
 }
 
 AdrenoDriver::~AdrenoDriver() {
-  for (auto& a : private_allocs_) free(a);
+  // Work still in flight after a short wait (a hung kernel) may use any object: those are
+  // left to the kernel driver, which frees a process's objects with its file once the
+  // context is gone and their work retired.
+  const uint32_t last = last_fence_.load(std::memory_order_acquire);
+  if (!last || retired(last, kTeardownWait)) {
+    for (auto& d : deferred_) release(d.a);
+    for (auto& a : private_allocs_) release(a);
+  }
   kmd_.reset();  // the context goes before the address space
   if (reserve_base_) kernel_->munmap(reinterpret_cast<void*>(reserve_base_), reserve_bytes_);
 }
 
 Allocation AdrenoDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool) {
   size = align_up(size, kPage);
+  std::unique_lock lk(deferred_mu_);
+  reap();
+  // The address of a freed object that submitted work still uses: once that work retired.
+  if (!wait_for_deferred(va, size))
+    throw TimeoutError(props_.name + ": the GPU address " + hex(va) + " belongs to a freed object "
+                       "that submitted work still uses after " +
+                       std::to_string(kFreedObjectWait.count()) + " s");
   uint64_t handle;
   try {
     handle = kmd_->allocate(va, size, kind);
   } catch (const OsError& e) {
     if (e.err() != ENOMEM) throw;
+    // Freed objects hold memory until their work retires: that much may come back.
+    const size_t waiting = deferred_.size();
+    if (waiting && wait_for_deferred(0, ~0ull) && deferred_.size() < waiting) {
+      lk.unlock();
+      return allocate(va, size, kind, false);
+    }
     // Neither KGSL nor msm says how much is left; what this device holds is known here.
     const uint64_t held = allocated_.load();
     const uint64_t total = props_.device_memory_bytes;
@@ -197,14 +233,61 @@ Allocation AdrenoDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, b
   return Allocation{va, size, reinterpret_cast<void*>(va), kind, handle};
 }
 
+// The GPU reaches an object through the very mapping a free drops (the CPU and the GPU share
+// it at one address), so an object freed while submitted work may still use it stays until
+// that work retires, as the kernel drivers keep theirs: drm/msm holds a reference to each
+// object of a submit until the submit retires (msm_gem_submit.c, msm_gpu.c retire_submit), and
+// KGSL a kgsl_mem_entry reference per command batch, freeing on a timestamp where asked
+// (IOCTL_KGSL_GPUMEM_FREE_ID_ON_TIMESTAMP); Mesa's freedreno likewise frees a busy BO only once
+// its fences signal. Deferred frees go once the context retired the newest submission of the
+// time of the free: on later allocations and frees, when waits find the queue idle, and when
+// the driver goes.
 void AdrenoDriver::free(const Allocation& a) {
   if (a.user) {
     kmd_->free_user(a.handle, a.va);
     return;
   }
+  std::lock_guard lk(deferred_mu_);
+  reap();
+  const uint32_t fence = last_fence_.load(std::memory_order_acquire);
+  if (fence && !retired(fence)) {
+    deferred_.push_back({a, fence});
+    return;
+  }
+  release(a);
+}
+
+void AdrenoDriver::release(const Allocation& a) {
   reserve_range(*kernel_, a.va, a.size);  // drops the CPU mapping, keeps the range ours
   kmd_->free(a.handle);
   allocated_ -= a.size;
+}
+
+// A faulted context (-EDEADLK) runs nothing more: its fences count as retired.
+bool AdrenoDriver::retired(uint32_t fence, std::chrono::milliseconds wait) {
+  const int r = kmd_->wait(fence, wait);
+  return r == 0 || r == -EDEADLK;
+}
+
+void AdrenoDriver::reap() {
+  while (!deferred_.empty() && retired(deferred_.front().fence)) {
+    release(deferred_.front().a);
+    deferred_.pop_front();
+  }
+}
+
+// Waits (bounded) for the work of the deferred objects overlapping [va, va + size) and frees
+// them; false when it did not retire in time.
+bool AdrenoDriver::wait_for_deferred(uint64_t va, uint64_t size) {
+  uint32_t fence = 0;
+  bool any = false;
+  for (const Deferred& d : deferred_)
+    if (d.a.va < va + size && va < d.a.va + d.a.size) fence = d.fence, any = true;
+  if (!any) return true;
+  if (!retired(fence, std::chrono::duration_cast<std::chrono::milliseconds>(kFreedObjectWait)))
+    return false;
+  reap();
+  return true;
 }
 
 Allocation AdrenoDriver::map_user(void* host, uint64_t size) {
@@ -259,8 +342,13 @@ void AdrenoDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   check_faults();
   // The kernel wakes the caller when the newest submission retires.
   const auto start = std::chrono::steady_clock::now();
-  int r = kmd_->wait(queue_ ? queue_->last_fence() : 0, std::max(timeout, std::chrono::milliseconds(1)));
+  int r = kmd_->wait(last_fence_.load(std::memory_order_acquire),
+                     std::max(timeout, std::chrono::milliseconds(1)));
   if (r < 0 && r != -ETIMEDOUT) fail("waiting for a fence", r);
+  if (r == 0) {  // the queue is idle: the deferred frees can go
+    std::unique_lock lk(deferred_mu_, std::try_to_lock);
+    if (lk.owns_lock()) reap();
+  }
   // Everything retired already: the awaited value comes from elsewhere (the host, another
   // device); poll again shortly rather than spin.
   if (r == 0 && std::chrono::steady_clock::now() - start < std::chrono::microseconds(50))
@@ -312,7 +400,7 @@ int AdrenoQueue::send(std::vector<IbRef> ibs) {
   uint32_t fence = 0;
   if (int r = drv_.kmd().submit(ibs, fence); r < 0) return r;
   inflight_.push_back({fence, std::move(ibs), put_});
-  last_fence_.store(fence, std::memory_order_release);
+  drv_.submitted(fence);
   return 0;
 }
 

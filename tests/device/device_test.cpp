@@ -790,5 +790,77 @@ TEST_P(EmulatedDevice, ALaunchTimesOutOnTimeWhileAnotherKernelSpins) {
   dev_->synchronize();
 }
 
+// A buffer freed while queued work still uses it: a fill waits behind a spinning kernel when
+// its buffer goes. The process must not crash and the device must stay usable; the fill either
+// writes memory the driver kept alive (the kernel driver keeps a freed object until the work
+// that uses it retires) or the device reports a clean fault. On Adreno, where the CPU and the
+// GPU share each object's mapping, it must be the former, and a new buffer that gets the freed
+// address waits for that work instead of receiving its writes.
+TEST_P(EmulatedDevice, FreeingABufferAKernelStillUsesIsSafe) {
+  REQUIRE_KERNELS(img);
+  Device::Options opt;
+  opt.buffer_cache_bytes = 0;  // a released buffer goes back to the driver at once
+  auto dev = Device::open(device_name(GetParam()), opt);
+  std::shared_ptr<const ProgramImage> prog =
+      dev->driver().load_program(*dev, kernels::code_object(dev->properties().arch));
+  Program spin(*dev, prog, "spin_until"), fill(*dev, prog, "fill_u32");
+  const bool adreno = vendor_of(GetParam()).name == "Qualcomm";
+  const uint32_t n = (1 << 20) / 4;
+  Buffer flag = dev->allocate_visible(4096);
+  std::memset(flag.host(), 0, 4);
+  auto release = [&] {
+    __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+  };
+  spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  uint64_t freed_va = 0;
+  {
+    Buffer b = dev->allocate(n * 4);
+    freed_va = b.va();
+    fill.launch(KernelArgs().buffer(b).value(7u).value(n).value(64u), {n / 64, 1, 1}, {64, 1, 1});
+  }  // freed: the fill still waits behind the spin
+  std::optional<Buffer> again;
+  if (adreno) {
+    // The heap hands out the freed range again: the allocation waits for the fill to retire.
+    std::jthread later([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      release();
+    });
+    again = dev->allocate(n * 4);
+  }
+  release();
+  try {
+    dev->synchronize(std::chrono::milliseconds(5000));
+  } catch (const GpuFaultError& e) {
+    EXPECT_FALSE(adreno) << e.what();
+    return;
+  }
+  if (again && again->va() == freed_va) {
+    std::vector<uint32_t> out(n, 1);
+    dev->copy_out(out.data(), *again, 0, n * 4);
+    size_t written = 0;
+    for (uint32_t v : out) written += v == 7;
+    EXPECT_EQ(written, 0u) << "the fill wrote into the new buffer at the freed address";
+  }
+  Buffer c = dev->allocate(n * 4);  // the device still works
+  fill.launch(KernelArgs().buffer(c).value(9u).value(n).value(64u), {n / 64, 1, 1}, {64, 1, 1});
+  uint32_t last = 0;
+  dev->copy_out(&last, c, (n - 1) * 4, 4);
+  EXPECT_EQ(last, 9u);
+  if (!adreno) return;
+  // Adreno: the flag of the kernel that reads it right now goes (the driver keeps its pages
+  // mapped until that kernel retires, so the pointer kept here may still release it).
+  uint32_t* kept = nullptr;
+  {
+    Buffer f = dev->allocate_visible(4096);
+    kept = static_cast<uint32_t*>(f.host());
+    *kept = 0;
+    spin.launch(KernelArgs().buffer(f), {1, 1, 1}, {1, 1, 1});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the GPU is in it
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  __atomic_store_n(kept, 1u, __ATOMIC_RELEASE);
+  EXPECT_NO_THROW(dev->synchronize(std::chrono::milliseconds(5000)));
+}
+
 }  // namespace
 }  // namespace hcq
