@@ -88,7 +88,7 @@ Device& Signal::device() const {
 
 void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
   using clock = std::chrono::steady_clock;
-  Device* const dev_ = &device();
+  Device* const dev = &device();  // throws once the device was closed
   if (value() >= v) return;
   auto start = clock::now();
   // Spin first: a round trip on a busy device completes within microseconds.
@@ -98,19 +98,19 @@ void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
   }
   auto deadline = start + timeout;
   for (;;) {
-    uint64_t gen = dev_->irq_generation();
+    uint64_t gen = dev->irq_generation();
     if (value() >= v) return;
     auto now = clock::now();
     if (now >= deadline) {
-      dev_->driver().check_faults();
-      std::string report = dev_->driver().hang_report();
-      throw TimeoutError(dev_->name() + ": signal " + std::to_string(id_) + " (va " + hex(va_) +
+      dev->driver().check_faults();
+      std::string report = dev->driver().hang_report();
+      throw TimeoutError(dev->name() + ": signal " + std::to_string(id_) + " (va " + hex(va_) +
                          ") timed out after " + std::to_string(timeout.count()) +
                          " ms: waiting for value >= " + std::to_string(v) + ", value is " +
                          std::to_string(value()) + (report.empty() ? "" : "\n" + report));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    dev_->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),
+    dev->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),
                                     std::chrono::milliseconds(100)),
                          gen);
   }

@@ -65,11 +65,11 @@ void Program::fill_args(const KernelArgs& args, void* out) const {
 
 std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 block, bool wait,
                                       std::chrono::milliseconds timeout) {
-  Device* const dev_ = &device();
+  Device* const dev = &device();  // throws once the device was closed
   Signal start, end;
   if (wait) {
-    start = dev_->new_signal();
-    end = dev_->new_signal();
+    start = dev->new_signal();
+    end = dev->new_signal();
   }
   // Lay the arguments out before reserving a timeline value, so bad arguments leave the
   // timeline untouched.
@@ -77,12 +77,12 @@ std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 bl
   fill_args(args, laid.data());
   uint64_t done;
   {
-    std::lock_guard lk(dev_->submit_mutex());
-    auto& tl = dev_->timeline();
+    std::lock_guard lk(dev->submit_mutex());
+    auto& tl = dev->timeline();
     auto r = tl.reserve();
-    auto [va, host] = dev_->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, r.next);
+    auto [va, host] = dev->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, r.next);
     std::memcpy(host, laid.data(), kernel_->kernarg_size);
-    ComputeQueue q(*dev_);
+    ComputeQueue q(*dev);
     q.wait(tl.signal(), r.prev);
     q.memory_barrier();
     if (wait) q.timestamp(start);
@@ -94,8 +94,8 @@ std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 bl
     done = r.next;
   }
   if (!wait) return std::nullopt;
-  dev_->timeline().wait(done, timeout);
-  double hz = double(dev_->properties().timestamp_hz);
+  dev->timeline().wait(done, timeout);
+  double hz = double(dev->properties().timestamp_hz);
   return double(end.timestamp() - start.timestamp()) / hz;
 }
 
