@@ -5,10 +5,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -276,6 +278,79 @@ TEST_P(Concurrency, MemoryTheBufferCacheHoldsIsGivenBackWhenTheDeviceRunsOut) {
   }  // three quarters now sit in the cache
   Buffer big = dev->allocate(quarter * 2);  // another size: fits only once the cache gives back
   EXPECT_EQ(big.size(), quarter * 2);
+}
+
+// Executable's contract: one executable replayed from several threads, and executables of
+// one compilation (identical schedules share their command buffers) run from several threads,
+// each see their own bindings: runs of a compilation are serialised, each fencing on the one
+// before. Each thread checks every result of its own runs.
+void replay_from_threads(Device& dev, const Program& scale, bool one_executable,
+                         uint32_t threads_n) {
+  const uint32_t n = 2000, block = 100;
+  auto make = [&](batch::Schedule& s) {
+    batch::Mem x = s.input(n * 4), y = s.input(n * 4);
+    auto a = s.scalar<float>();
+    s.launch(scale, {n / block, 1, 1}, {block, 1, 1},
+             {batch::Arg::buffer(x), batch::Arg::scalar(a), batch::Arg::value(1.0f),
+              batch::Arg::value(n), batch::Arg::value(block)});
+    s.copy(y, 0, x, 0, n * 4);
+    return std::tuple{x, y, a};
+  };
+  batch::Schedule shared_schedule(dev);
+  auto [sx, sy, sa] = make(shared_schedule);
+  batch::Executable shared = shared_schedule.compile();
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < threads_n; t++)
+    threads.emplace_back([&, t] {
+      try {
+        batch::Schedule own_schedule(dev);
+        auto [ox, oy, oa] = make(own_schedule);
+        std::optional<batch::Executable> own;
+        if (!one_executable) {
+          own.emplace(own_schedule.compile());
+          if (!own->shares_compilation_with(shared)) errors++;  // the case under test
+        }
+        batch::Executable& exe = one_executable ? shared : *own;
+        batch::Mem x = one_executable ? sx : ox, y = one_executable ? sy : oy;
+        auto a = one_executable ? sa : oa;
+        Buffer bx = dev.allocate(n * 4), by = dev.allocate(n * 4);
+        for (uint32_t iter = 0; iter < 15; iter++) {
+          std::vector<float> in(n);
+          for (uint32_t i = 0; i < n; i++) in[i] = float(i + t * 7 + iter);
+          dev.copy_in(bx, 0, in.data(), n * 4);
+          const float factor = float(t + 2);
+          dev.timeline().wait(exe.run(batch::Bindings().input(x, bx).input(y, by).scalar(a, factor)));
+          std::vector<float> out(n);
+          dev.copy_out(out.data(), by, 0, n * 4);
+          for (uint32_t i = 0; i < n; i++)
+            if (out[i] != std::fma(factor, in[i], 1.0f)) {
+              wrong++;
+              break;
+            }
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+        errors++;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0) << "runs whose results were another thread's";
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST_P(Concurrency, OneBatchExecutableReplayedFromTwoThreadsGivesEachItsResults) {
+  auto dev = Device::open(device_name(GetParam()));
+  auto img = kernels_for(*dev);
+  if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
+  replay_from_threads(*dev, Program(*dev, img, "scale_add"), true, 2);
+}
+
+TEST_P(Concurrency, BatchExecutablesSharingACompilationRunFromTwoThreads) {
+  auto dev = Device::open(device_name(GetParam()));
+  auto img = kernels_for(*dev);
+  if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
+  replay_from_threads(*dev, Program(*dev, img, "scale_add"), false, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Concurrency,
