@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/hardware_devices.hpp"
+#include "common/patterns.hpp"
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
@@ -35,12 +36,7 @@ class Concurrency : public ::testing::TestWithParam<std::string> {
   }
 };
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = uint8_t(rng());
-  return v;
-}
+using testing_support::pattern;
 
 // Eight threads round-trip their own bytes through one device's staging ring, small enough
 // that every copy wraps it several times: a copy-out slot must not be handed to another copy

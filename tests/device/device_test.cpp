@@ -14,6 +14,7 @@
 
 #include "core/hcq.hpp"
 #include "common/hardware_devices.hpp"
+#include "common/patterns.hpp"
 #include "kernels.hpp"
 
 namespace hcq {
@@ -157,12 +158,7 @@ class EmulatedDevice : public ::testing::TestWithParam<std::string> {
   if (!img) GTEST_SKIP() << "no code object built for " << GetParam()               \
                          << " (no clang with that target at build time)";
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = uint8_t(rng());
-  return v;
-}
+using testing_support::pattern;
 
 TEST_P(EmulatedDevice, ReportsItsProperties) {
   const auto& p = dev_->properties();
