@@ -293,7 +293,11 @@ void replay_from_threads(Device& dev, const Program& scale, bool one_executable,
     return std::tuple{x, y, a};
   };
   batch::Schedule shared_schedule(dev);
-  auto [sx, sy, sa] = make(shared_schedule);
+  // Plain variables, not a structured binding: the threads capture them (clang before 16
+  // cannot capture a binding).
+  const auto shared_parts = make(shared_schedule);
+  const batch::Mem sx = std::get<0>(shared_parts), sy = std::get<1>(shared_parts);
+  const auto sa = std::get<2>(shared_parts);
   batch::Executable shared = shared_schedule.compile();
   std::atomic<int> wrong{0}, errors{0};
   std::vector<std::thread> threads;
