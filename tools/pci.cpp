@@ -84,7 +84,12 @@ std::map<std::string, os::PciFunction> by_address(const std::vector<os::PciFunct
   return m;
 }
 
-std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+std::string quoted(const std::string& s) {
+  std::string q = json_escape(s);  // appended, not "literal" + string: GCC 12 -Wrestrict
+  q.insert(q.begin(), '"');
+  q += '"';
+  return q;
+}
 
 std::string pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
   auto hx = [](uint64_t v) { return quoted(hex(v)); };
@@ -109,8 +114,10 @@ std::string pci_json(const os::PciFunction& f, const std::map<std::string, os::P
     const auto& r = f.resizable_bars[i];
     j += std::string(i ? "," : "") + "{\"bar\":" + std::to_string(r.bar) + ",\"current\":" +
          std::to_string(r.current) + ",\"supported\":[";
-    for (size_t k = 0; k < r.supported.size(); k++)
-      j += (k ? "," : "") + std::to_string(r.supported[k]);
+    for (size_t k = 0; k < r.supported.size(); k++) {
+      if (k) j += ',';
+      j += std::to_string(r.supported[k]);
+    }
     j += "]}";
   }
   j += "],\"port\":" + quoted(os::pci_port_name(f.port)) + ",\"link\":";

@@ -90,7 +90,14 @@ T load(const std::byte* p) {
   return v;
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string quoted(std::string_view s) {
+  std::string q;  // appended, not "literal" + string: GCC 12 -O3 warns (-Wrestrict) on that
+  q.reserve(s.size() + 2);
+  q += '\'';
+  q += s;
+  q += '\'';
+  return q;
+}
 
 // ---------------------------------------------------------------------------------------------
 // libelf

@@ -87,7 +87,7 @@ TEST(NvEncoders, WrongQueueKindsAreClearErrors) {
 
 NvKernel kernel(QmdVersion v) {
   NvKernel k;
-  k.name = "k";
+  k.name = std::string("k");  // not = "k": GCC 12 -O3 -Wrestrict false positive
   k.code_va = 0x12345600;
   k.code_bytes = 0x480;
   k.sm = 90;

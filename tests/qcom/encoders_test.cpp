@@ -61,7 +61,7 @@ TEST(QcomEncoder, TimestampsReadTheAlwaysOnCounter) {
 // A kernel at 0x7f0000010000 with the given shader, constant-file and argument sizes.
 AdrenoKernel kernel(uint32_t instr_dwords, uint32_t const_dwords, uint32_t args_bytes) {
   AdrenoKernel k;
-  k.name = "k";
+  k.name = std::string("k");  // not = "k": GCC 12 -O3 -Wrestrict false positive
   k.code_va = 0x7f0000010000;
   k.instr_dwords = instr_dwords;
   k.full_regs = 4;
