@@ -128,12 +128,16 @@ void Pm4Encoder::prepare(AmdKernel& k) const {
   set_sh(regs::COMPUTE_TMPRING_SIZE_ALL.address, {0});
   set_sh(regs::COMPUTE_RESTART_X_ALL.address, {0, 0, 0});
   // User SGPRs in AMDHSA order; only the kernarg segment pointer is provided (programs that
-  // need a dispatch packet or scratch are rejected at load).
-  t.words.push_back(header(SET_SH_REG, nuser + 1));
-  t.words.push_back(SET_SH_REG_REG_OFFSET(sh(regs::COMPUTE_USER_DATA_0_ALL.address)));
-  size_t user = t.words.size();
-  t.words.resize(user + nuser, 0);
-  t.kernarg_at = karg >= 0 && uint32_t(karg) + 2 <= nuser ? int32_t(user) + karg : -1;
+  // need a dispatch packet or scratch are rejected at load). A kernel with none gets no
+  // packet: SET_SH_REG always carries a register (Linux gfx_v9_0.c, Mesa ac_cmdbuf.c).
+  t.kernarg_at = -1;
+  if (nuser > 0) {
+    t.words.push_back(header(SET_SH_REG, nuser + 1));
+    t.words.push_back(SET_SH_REG_REG_OFFSET(sh(regs::COMPUTE_USER_DATA_0_ALL.address)));
+    size_t user = t.words.size();
+    t.words.resize(user + nuser, 0);
+    if (karg >= 0 && uint32_t(karg) + 2 <= nuser) t.kernarg_at = int32_t(user) + karg;
+  }
   set_sh(regs::COMPUTE_RESOURCE_LIMITS_ALL.address, {0});
   set_sh(regs::COMPUTE_START_X_ALL.address, {0, 0, 0, 1, 1, 1});
   t.block_at = uint32_t(t.words.size()) - 3;

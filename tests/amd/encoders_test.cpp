@@ -108,6 +108,36 @@ TEST(Pm4Encoder, DispatchRegistersAndPacket) {
   EXPECT_EQ(g9.data()[g9.size() - 3], 0x5u);
 }
 
+// A kernel without user SGPRs (COMPUTE_PGM_RSRC2.USER_SGPR = 0) gets no USER_DATA packet: a
+// SET_SH_REG carries at least one register (Linux gfx_v9_0.c and Mesa ac_cmdbuf.c only emit
+// it with values), so an empty one is left out rather than sent with a count of -1.
+TEST(Pm4Encoder, DispatchWithoutUserSgprsHasNoEmptySetShReg) {
+  AmdKernel k = test_kernel();
+  k.kd.compute_pgm_rsrc2 = 0x00000080;  // USER_SGPR = 0, TGID_X_EN
+  k.kd.kernel_code_properties = 0;
+  for (Gen g : {Gen::Gfx9, Gen::Gfx11, Gen::Gfx12}) {
+    Pm4Encoder e(g, kIrq);
+    CommandStream cs;
+    std::vector<PatchSite> sites;
+    e.exec(cs, k, 0x7f00AABB0000, {10, 2, 1}, {64, 1, 1}, sites);
+    const uint32_t rsrc3 = g == Gen::Gfx9 ? 0x22D : 0x228;
+    const uint32_t initiator = g == Gen::Gfx9 ? 0x5 : 0x8005;
+    Words expect = {
+        0xC0027600, 0x20C, 0x00000421, 0x7f,        // PGM_LO/HI
+        0xC0027600, 0x212, 0x00AC0041, 0x00010080,  // RSRC1, RSRC2 | LDS_SIZE 2 << 15
+        0xC0017600, rsrc3, 0x9,                     // RSRC3
+        0xC0017600, 0x218, 0,                       // TMPRING_SIZE
+        0xC0037600, 0x21B, 0, 0, 0,                 // RESTART_X/Y/Z
+        0xC0017600, 0x215, 0,                       // RESOURCE_LIMITS (no USER_DATA before it)
+        0xC0067600, 0x204, 0, 0, 0, 64, 1, 1,       // START_X..Z, NUM_THREAD_X..Z
+        0xC0031500, 10, 2, 1, initiator,            // DISPATCH_DIRECT
+        0xC0004600, 0x407,                          // EVENT_WRITE CS_PARTIAL_FLUSH
+    };
+    EXPECT_EQ(words(cs), expect) << to_string(g);
+    EXPECT_EQ(sites.size(), 6u);  // block and grid; no kernarg address
+  }
+}
+
 TEST(Pm4Encoder, IndirectBuffer) {
   uint32_t p[4];
   Pm4Encoder::indirect_buffer(p, 0x7f0000123400, 40);
