@@ -90,7 +90,10 @@ std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) 
           d.problem = "unknown opcode " + hex(op);
         } else {
           d.name = info->name;
-          if (info->dwords && info->dwords != body) {
+          if (!info->exists_on(gen)) {
+            d.ok = false;
+            d.problem = std::string("not a ") + to_string(gen) + " packet";
+          } else if (info->dwords && info->dwords != body) {
             d.ok = false;
             d.problem = "length " + std::to_string(body) + " body dwords, the description says " +
                         std::to_string(info->dwords);

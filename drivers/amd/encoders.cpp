@@ -13,6 +13,8 @@ namespace {
 constexpr uint32_t lo(uint64_t v) { return uint32_t(v); }
 constexpr uint32_t hi(uint64_t v) { return uint32_t(v >> 32); }
 constexpr uint32_t sh(uint32_t reg) { return reg - kShRegBase; }
+// WAIT_REG_MEM's poll interval: Linux gfx_v9_0_ring_emit_pipeline_sync and tinygrad use 4.
+constexpr uint32_t kWaitPollInterval = 4;
 }  // namespace
 
 // ---- PM4 ------------------------------------------------------------------------------
@@ -22,6 +24,20 @@ Pm4Encoder::Pm4Encoder(Gen gen, InterruptTarget irq)
 
 void Pm4Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
   uint32_t at = uint32_t(cs.size());
+  if (gen_ == Gen::Gfx9) {
+    // gfx9 MEC: the 32-bit WAIT_REG_MEM Linux's gfx9 code uses (soc15d.h, gfx_v9_0.c
+    // gfx_v9_0_wait_reg_mem); no public gfx9 source but PAL's 2017 headers has WAIT_REG_MEM64.
+    // The 64-bit >= as two 32-bit >= polls: the high word reaches H, then the low word L.
+    uint32_t* p = cs.grow(14);
+    wait_reg_mem32(p, va + 4, hi(value));
+    wait_reg_mem32(p + 7, va, lo(value));
+    s.push_back(offset_site(at + 2, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
+    s.push_back({at + 9, PatchFormat::LoHi64, PatchRole::WaitAddress});
+    s.push_back({at + 4, PatchFormat::Hi32, PatchRole::WaitValue});
+    s.push_back({at + 11, PatchFormat::Lo32, PatchRole::WaitValue});
+    return;
+  }
+  // gfx10+: WAIT_REG_MEM64 (Linux nvd.h PACKET3_WAIT_REG_MEM64), one 64-bit compare.
   uint32_t* p = cs.grow(9);
   p[0] = header(WAIT_REG_MEM64, 8);
   p[1] = WAIT_REG_MEM64_FUNCTION(kFunctionGreaterEqual) | WAIT_REG_MEM64_MEM_SPACE(1);
@@ -31,9 +47,19 @@ void Pm4Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vecto
   p[5] = hi(value);
   p[6] = 0xffffffff;
   p[7] = 0xffffffff;
-  p[8] = WAIT_REG_MEM64_POLL_INTERVAL(4);
+  p[8] = WAIT_REG_MEM64_POLL_INTERVAL(kWaitPollInterval);
   s.push_back({at + 2, PatchFormat::LoHi64, PatchRole::WaitAddress});
   s.push_back({at + 4, PatchFormat::LoHi64, PatchRole::WaitValue});
+}
+
+void Pm4Encoder::wait_reg_mem32(uint32_t* p, uint64_t va, uint32_t ref) {
+  p[0] = header(WAIT_REG_MEM, 6);
+  p[1] = WAIT_REG_MEM_FUNCTION(kFunctionGreaterEqual) | WAIT_REG_MEM_MEM_SPACE(1);
+  p[2] = lo(va);
+  p[3] = hi(va);
+  p[4] = ref;
+  p[5] = 0xffffffff;
+  p[6] = WAIT_REG_MEM_POLL_INTERVAL(kWaitPollInterval);
 }
 
 void Pm4Encoder::release_mem(uint32_t* p, uint32_t data_sel, uint32_t int_sel, uint64_t va,

@@ -20,6 +20,14 @@ struct InterruptTarget {
 class Pm4Encoder final : public Encoder {
  public:
   Pm4Encoder(Gen gen, InterruptTarget irq);
+  // value >= `value` at `va`. gfx10+: one WAIT_REG_MEM64. gfx9: two 32-bit WAIT_REG_MEMs,
+  // the high word >= H, then the low word >= L. That never passes early (once the high word
+  // is >= H, a low word >= L means the value is >= H:L). It stalls only if the value moves
+  // past (H + 1) << 32 before the low-word poll sees it between H:L and that boundary: MEC
+  // has no conditional to skip the second poll (SDMA's COND_EXE, Adreno's CP_COND_EXEC).
+  // The device timeline cannot do that (each submission waits for its predecessor, so
+  // nothing signals past a value before its waiter runs); a waiter on another device's
+  // timeline or on a host signal can, when the signaler crosses a multiple of 2^32 meanwhile.
   void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
   void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
               std::vector<PatchSite>& s) override;
@@ -37,6 +45,8 @@ class Pm4Encoder final : public Encoder {
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t ndwords);
 
  private:
+  // A 32-bit WAIT_REG_MEM: the dword at `va` >= `ref` (7 dwords).
+  static void wait_reg_mem32(uint32_t* p, uint64_t va, uint32_t ref);
   void release_mem(uint32_t* p, uint32_t data_sel, uint32_t int_sel, uint64_t va,
                    uint64_t data, uint32_t ctxid, bool cache_flush) const;
   Gen gen_;

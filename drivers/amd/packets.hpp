@@ -32,6 +32,12 @@ struct PacketInfo {
   uint8_t sub_op;   // SDMA only
   uint8_t dwords;   // PM4: body dwords; SDMA: whole packet; 0 = variable
   std::span<const Field> fields;
+  // Whether the packet exists on `g`: a packet with fields has one described for `g`.
+  bool exists_on(Gen g) const {
+    for (auto& f : fields)
+      if (has_gen(f.gens, g)) return true;
+    return fields.empty();
+  }
 };
 
 namespace pm4 {

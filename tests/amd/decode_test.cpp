@@ -39,6 +39,21 @@ TEST(Decode, Pm4ReadsBackWhatTheEncoderWrote) {
     e.exec(cs, k, 0x7f00000a0000, {10, 2, 1}, {64, 1, 1}, s);
     e.signal(cs, 0x7f0000002000, 42, true, s);
     auto ps = decode_pm4({cs.data(), cs.size()}, g);
+    // gfx9 waits with two 32-bit WAIT_REG_MEMs (high word, low word); check them and go on
+    // with the packets every generation shares.
+    if (g == Gen::Gfx9) {
+      ASSERT_GE(ps.size(), 2u);
+      EXPECT_EQ(ps[0].name, "WAIT_REG_MEM");
+      EXPECT_EQ(field(ps[0], "ADDRESS_LO"), 0x2004u);
+      EXPECT_EQ(field(ps[0], "REFERENCE"), 1u);
+      EXPECT_EQ(ps[1].name, "WAIT_REG_MEM");
+      EXPECT_EQ(field(ps[1], "REFERENCE"), 0x29u);
+      ps[1].fields = {{"REFERENCE_LO", 0x29}, {"REFERENCE_HI", 1}};  // as one 64-bit wait
+      ps[1].name = "WAIT_REG_MEM64";
+      ps[1].offset = 0;
+      ps[1].dwords += ps[0].dwords;
+      ps.erase(ps.begin());
+    }
     EXPECT_EQ(names(ps), (std::vector<std::string>{
                              "WAIT_REG_MEM64", "ACQUIRE_MEM", "SET_SH_REG", "SET_SH_REG",
                              "SET_SH_REG", "SET_SH_REG", "SET_SH_REG", "SET_SH_REG",
@@ -78,6 +93,15 @@ TEST(Decode, Pm4IndirectBufferAndProblems) {
   EXPECT_EQ(ps[0].problem, "unknown opcode 0x99");
   EXPECT_EQ(ps[0].dwords, 3u);
   EXPECT_TRUE(ps[2].ok);
+
+  // WAIT_REG_MEM64 is described for gfx10+ only (pm4.def): on gfx9 it is flagged.
+  const uint32_t wait64[] = {0xC0079300, 0x15, 0x2000, 0x7f00, 1, 0, 0xffffffff, 0xffffffff, 4};
+  ps = decode_pm4(wait64, Gen::Gfx9);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].name, "WAIT_REG_MEM64");
+  EXPECT_FALSE(ps[0].ok);
+  EXPECT_EQ(ps[0].problem, "not a gfx9 packet");
+  EXPECT_TRUE(decode_pm4(wait64, Gen::Gfx11)[0].ok);
 
   // A packet running past the end, and a type-0 header.
   const uint32_t bad[] = {0x00001234, 0xC0064900, 0x514};

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "amd/encoders.hpp"
 #include "amd/packets.hpp"
 #include "core/error.hpp"
 #include "emu/kernels.hpp"
@@ -473,6 +474,87 @@ TEST_F(EngineTest, WaitRegMem64AcrossThe32BitBoundary) {
   writer.join();
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(*data.at<uint64_t>(0x48), 0x5555u);
+}
+
+// The gfx9 MEC runs what Linux's gfx9 code emits: WAIT_REG_MEM64 (Linux nvd.h, gfx10+ only)
+// is an unknown opcode there, so an encoder that emitted it on gfx9 fails every test.
+TEST_F(EngineTest, WaitRegMem64IsNotAGfx9Packet) {
+  use_gen(Gen::Gfx9);
+  Ring r(mem, *eng, QueueDesc::Type::Pm4, 3, 4096);
+  r.submit(wait_mem64(data.va(0x40), 1));
+  auto f = ev.wait_fault();
+  EXPECT_EQ(f.what, "compute queue 3: unknown PM4 opcode 0x93 at ring offset 0x0 (header "
+                    "0xC0079300): WAIT_REG_MEM64 is not a gfx9 packet");
+}
+
+// The bytes the gfx9 encoder emits for a 64-bit wait (high word, then low word, 32-bit
+// WAIT_REG_MEMs) run on the emulated gfx9 MEC: a low word that is already past L while the
+// high word is below H does not pass, across 2^32.
+TEST_F(EngineTest, Gfx9EncoderWaitHoldsAcrossThe32BitBoundary) {
+  use_gen(Gen::Gfx9);
+  Pm4Encoder enc(Gen::Gfx9, {});
+  Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
+  auto* sig = data.at<uint64_t>(0x40);
+  __atomic_store_n(sig, 0xFFFFFFF0ull, __ATOMIC_RELEASE);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  enc.wait(cs, data.va(0x40), 0x100000010ull, sites);
+  r.submit(cat({{cs.data(), cs.data() + cs.size()},
+                release_mem(pm4::kDataSel64, 0, data.va(0x48), 0x5555)}));
+  for (uint64_t v : {0xFFFFFFF0ull, 0xFFFFFFFFull, 0x100000000ull, 0x10000000Full}) {
+    __atomic_store_n(sig, v, __ATOMIC_RELEASE);
+    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(load(data.at<uint64_t>(0x48)), 0u) << std::hex << v;
+  }
+  __atomic_store_n(sig, 0x100000010ull, __ATOMIC_RELEASE);
+  ASSERT_TRUE(r.drained());
+  EXPECT_EQ(*data.at<uint64_t>(0x48), 0x5555u);
+  EXPECT_EQ(ev.fault_count(), 0u);
+}
+
+// Two gfx9 queues take turns on one 64-bit timeline from 0xFFFFFFF0 past 0x1_0000_0010, each
+// waiting (encoder bytes) for the other's last value before signalling the next: every wait
+// must pass in order, or a turn is skipped and the timeline never reaches its end value.
+TEST_F(EngineTest, Gfx9EncoderWaitsOrderATimelineAcross2To32) {
+  use_gen(Gen::Gfx9);
+  Pm4Encoder enc(Gen::Gfx9, {});
+  const uint64_t base = 0xFFFFFFF0ull, turns = 20;  // ends at 0x1_0000_0018
+  auto* sig = data.at<uint64_t>(0x40);
+  __atomic_store_n(sig, base, __ATOMIC_RELEASE);
+  CommandStream a, b;
+  std::vector<PatchSite> sites;
+  for (uint64_t i = 0; i < turns; i++) {
+    enc.wait(a, data.va(0x40), base + 2 * i, sites);
+    enc.signal(a, data.va(0x40), base + 2 * i + 1, false, sites);
+    enc.wait(b, data.va(0x40), base + 2 * i + 1, sites);
+    enc.signal(b, data.va(0x40), base + 2 * i + 2, false, sites);
+  }
+  Ring ra(mem, *eng, QueueDesc::Type::Pm4, 1, 4096), rb(mem, *eng, QueueDesc::Type::Pm4, 2, 4096);
+  rb.submit({b.data(), b.data() + b.size()});
+  ra.submit({a.data(), a.data() + a.size()});
+  ASSERT_TRUE(ra.drained());
+  ASSERT_TRUE(rb.drained());
+  EXPECT_EQ(*sig, base + 2 * turns);
+  EXPECT_EQ(ev.fault_count(), 0u);
+}
+
+// The documented limit of the two-poll wait: a value that has already moved past the next
+// multiple of 2^32 when the low-word poll runs (0xFFFFFFF8 awaited, 0x1_0000_0010 seen)
+// stalls that poll; the high-word poll alone passes.
+TEST_F(EngineTest, Gfx9EncoderWaitStallsWhenTheValueOvershootsAMultipleOf2To32) {
+  use_gen(Gen::Gfx9);
+  Pm4Encoder enc(Gen::Gfx9, {});
+  Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
+  __atomic_store_n(data.at<uint64_t>(0x40), 0x100000010ull, __ATOMIC_RELEASE);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  enc.wait(cs, data.va(0x40), 0xFFFFFFF8ull, sites);
+  r.submit({cs.data(), cs.data() + cs.size()});
+  EXPECT_TRUE(eventually([&] { return r.rptr() == 7; }));  // past the high-word poll
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(r.rptr(), 7u);  // held at the low-word poll
+  __atomic_store_n(data.at<uint64_t>(0x40), 0x1FFFFFFF8ull, __ATOMIC_RELEASE);
+  ASSERT_TRUE(r.drained());
 }
 
 TEST_F(EngineTest, BlockedQueueDoesNotBlockOthers) {

@@ -1,6 +1,6 @@
 // Byte-exact PM4 and SDMA encodings. The expected dwords are worked out by hand from the
 // public packet definitions (Linux amdgpu nvd.h/soc15d.h, sdma_v6_0_0_pkt_open.h,
-// vega10_sdma_pkt_open.h, PAL's WAIT_REG_MEM64), not from hcq's own tables.
+// vega10_sdma_pkt_open.h), not from hcq's own tables.
 #include "amd/encoders.hpp"
 
 #include <gtest/gtest.h>
@@ -15,8 +15,8 @@ const InterruptTarget kIrq{0x7f0000001008, 7};
 
 Words words(const CommandStream& cs) { return Words(cs.data(), cs.data() + cs.size()); }
 
-TEST(Pm4Encoder, WaitIsWaitRegMem64GreaterEqual) {
-  for (Gen g : {Gen::Gfx9, Gen::Gfx11, Gen::Gfx12}) {
+TEST(Pm4Encoder, WaitIsWaitRegMem64GreaterEqualOnGfx11AndGfx12) {
+  for (Gen g : {Gen::Gfx11, Gen::Gfx12}) {
     Pm4Encoder e(g, kIrq);
     CommandStream cs;
     std::vector<PatchSite> sites;
@@ -27,6 +27,23 @@ TEST(Pm4Encoder, WaitIsWaitRegMem64GreaterEqual) {
     EXPECT_EQ(cs.data()[4], 0x11223344u);
     EXPECT_EQ(cs.data()[5], 0xAABBCCDDu);
   }
+}
+
+// gfx9: two WAIT_REG_MEMs (Linux soc15d.h: PACKET3(0x3C, 5) = 0xC0053C00; FUNCTION 5 (>=) |
+// MEM_SPACE 1 << 4 = 0x15; address, reference, mask, poll interval 4 as gfx_v9_0.c
+// emit_pipeline_sync), on the high word (address + 4) and then the low word.
+TEST(Pm4Encoder, WaitOnGfx9IsTwo32BitWaitRegMems) {
+  Pm4Encoder e(Gen::Gfx9, kIrq);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  e.wait(cs, 0x00007f0012345678, 0x100000002, sites);
+  EXPECT_EQ(words(cs), (Words{0xC0053C00, 0x15, 0x1234567C, 0x7f00, 0x1, 0xffffffff, 0x4,  //
+                              0xC0053C00, 0x15, 0x12345678, 0x7f00, 0x2, 0xffffffff, 0x4}));
+  // Patching the value and the address moves both halves.
+  for (auto& site : sites)
+    cs.patch(site, site.role == PatchRole::WaitValue ? 0xAABBCCDD11223344 : 0x7f0000001000);
+  EXPECT_EQ(words(cs), (Words{0xC0053C00, 0x15, 0x00001004, 0x7f00, 0xAABBCCDD, 0xffffffff, 0x4,
+                              0xC0053C00, 0x15, 0x00001000, 0x7f00, 0x11223344, 0xffffffff, 0x4}));
 }
 
 TEST(Pm4Encoder, SignalPerGenerationWithAndWithoutWake) {

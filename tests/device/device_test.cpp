@@ -47,7 +47,7 @@ const Vendor& vendor_of(std::string target) {
        "  pending 0x0008  0xc0064900  RELEASE_MEM"},
       {{"compute queue 0: read pointer", "(dwords)"},
        {"  done    0x0000", "ACQUIRE_MEM"},  // the barrier ran
-       {"  HERE >  ", "WAIT_REG_MEM64"},     // stuck on the wait
+       {"  HERE >  ", "WAIT_REG_MEM"},       // stuck on the wait (gfx9: the low-word one)
        {"  pending ", "RELEASE_MEM"},
        {"copy queue 1: read pointer", "(bytes)"},
        {"  done    0x0000", "POLL_REGMEM"},  // high word: passed

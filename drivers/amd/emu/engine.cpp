@@ -162,6 +162,7 @@ Engine::Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz
       kernels_(std::make_unique<KernelCache>()) {
   if (timestamp_hz_ == 0) throw hcq::InvalidInput("emulated GPU: timestamp frequency is 0");
   for (auto& p : pm4::packets()) {
+    if (!p.exists_on(gen_)) continue;  // an unknown opcode here (WAIT_REG_MEM64 on gfx9)
     pm4_info_[p.opcode] = &p;
     // Fixed size from the description; otherwise the last dword any field of this generation
     // uses: the exact size of ACQUIRE_MEM (6 on gfx9, 7 on gfx10+), a minimum elsewhere.
@@ -429,8 +430,12 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
   }
   const uint32_t op = pm4::header_opcode(h);
   const PacketInfo* info = pm4_info_[op];
-  if (!info)
-    bad(strf("unknown PM4 opcode 0x%02X %s (header 0x%08X)", op, q.where().c_str(), h));
+  if (!info) {
+    const PacketInfo* other_gen = pm4::find(uint8_t(op));  // described, not for this gen
+    bad(strf("unknown PM4 opcode 0x%02X %s (header 0x%08X)%s%s%s", op, q.where().c_str(), h,
+             other_gen ? ": " : "", other_gen ? other_gen->name : "",
+             other_gen ? (std::string(" is not a ") + to_string(gen_) + " packet").c_str() : ""));
+  }
   q.cur_name = info->name;
   const uint32_t body = len - 1;
   if (pm4_exact_[op] ? body != pm4_body_[op] : body < pm4_body_[op])
