@@ -279,6 +279,13 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
              HLSQ_CS_NDRANGE_0_LOCALSIZEZ(g, block.z - 1),
          grid.x * block.x, 0, grid.y * block.y, 0, grid.z * block.z, 0});
   pkt4s(RegId::HLSQ_CS_KERNEL_GROUP_X, {1, 1, 1});
+  uint32_t last_at = 0;  // a7xx: the last workgroup's size (whole workgroups: the local size)
+  if (g != Gen::A6xx) {
+    last_at = uint32_t(w.size()) + 1;
+    pkt4s(RegId::HLSQ_CS_LAST_LOCAL_SIZE, {HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX(g, block.x - 1) |
+                                           HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY(g, block.y - 1) |
+                                           HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ(g, block.z - 1)});
+  }
   const uint32_t exec_at = uint32_t(w.size()) + 2;
   w.insert(w.end(), {pkt7(CP_EXEC_CS, 4), 0, grid.x, grid.y, grid.z});
   w.push_back(pkt7(CP_WAIT_FOR_IDLE, 0));  // launches in a queue run one after another
@@ -289,6 +296,9 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
     s.push_back(offset_site(at + dword, PatchFormat::LoHi64, PatchRole::KernargAddress, offset));
   const RegField* local[3] = {&HLSQ_CS_NDRANGE_0_LOCALSIZEX, &HLSQ_CS_NDRANGE_0_LOCALSIZEY,
                               &HLSQ_CS_NDRANGE_0_LOCALSIZEZ};
+  const RegField* last[3] = {&HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX,
+                             &HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY,
+                             &HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ};
   const PatchRole blocks[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};
   const PatchRole grids[3] = {PatchRole::GridX, PatchRole::GridY, PatchRole::GridZ};
   const size_t gi = g == Gen::A6xx ? 0 : 1;
@@ -296,6 +306,11 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
     PatchSite b = field_site(at + ndrange_at, blocks[i], local[i]->lo[gi], local[i]->width[gi]);
     b.add = kMinusOne;  // written minus one
     s.push_back(b);
+    if (last_at) {
+      PatchSite l = field_site(at + last_at, blocks[i], last[i]->lo[gi], last[i]->width[gi]);
+      l.add = kMinusOne;
+      s.push_back(l);
+    }
     s.push_back({at + exec_at + uint32_t(i), PatchFormat::Lo32, grids[i]});
   }
   // HLSQ_CS_NDRANGE_1/3/5 (global sizes) are grid * block: a patch of one of them leaves them

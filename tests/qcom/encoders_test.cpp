@@ -107,6 +107,35 @@ TEST(QcomEncoder, LaunchesLoadStateAndExecute) {
   }
 }
 
+// a7xx writes HLSQ_CS_LAST_LOCAL_SIZE (0xa9df: eleven ones, parity 0; count 1 = 0x40a9df01)
+// after HLSQ_CS_KERNEL_GROUP_X..Z (0xa9dc: nine ones, parity 0; count 3: parity 1 at bit 7 =
+// 0x40a9dc83) as turnip's tu_dispatch does: block 8x4x2 minus one is 7 << 2 | 3 << 12 | 1 << 22
+// = 0x40301c. a6xx (0xb999: 0x40b99983) has no such register.
+TEST(QcomEncoder, A7xxWritesTheLastLocalSize) {
+  const AdrenoKernel k = kernel(64, 16, 32);
+  auto has = [](const Words& w, std::initializer_list<uint32_t> seq) {
+    return std::search(w.begin(), w.end(), seq.begin(), seq.end()) != w.end();
+  };
+  for (bool prepared : {false, true}) {
+    AdrenoKernel pk = k;
+    if (prepared) CpEncoder(Gen::A7xx, kMem).prepare(pk);
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    CpEncoder(Gen::A7xx, kMem).exec(cs, pk, 0x7f0000020000, {5, 6, 7}, {8, 4, 2}, s);
+    EXPECT_TRUE(has(words(cs), {0x40a9dc83, 1, 1, 1, 0x40a9df01, 0x40301c, 0x70b30004, 0, 5, 6,
+                                7}))
+        << prepared;
+    // A patched block size moves it with HLSQ_CS_NDRANGE_0: 16x4x2 gives 15 << 2 | ... = 0x40303c.
+    for (auto& site : s)
+      if (site.role == PatchRole::BlockX) cs.patch(site, 16);
+    EXPECT_TRUE(has(words(cs), {0x40a9df01, 0x40303c})) << prepared;
+  }
+  CommandStream a6;
+  std::vector<PatchSite> s;
+  CpEncoder(Gen::A6xx, kMem).exec(a6, k, 0x7f0000020000, {5, 6, 7}, {8, 4, 2}, s);
+  EXPECT_TRUE(has(words(a6), {0x40b99983, 1, 1, 1, 0x70b30004}));
+}
+
 // The shader's workgroup id in r15.x (regid 15 * 4 = 0x3c) and local id in r0.x, 128-wide
 // waves: a6xx writes HLSQ_CS_CNTL_0/1, a7xx SP_CS_CNTL_0/1 and HLSQ_CS_CNTL_1.
 TEST(QcomEncoder, LaunchesTellTheShaderWhereItsIdsAre) {

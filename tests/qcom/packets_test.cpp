@@ -228,7 +228,7 @@ TEST(QcomPackets, RegisterAddressesPerGeneration) {
       {RegId::SP_CS_CTRL_REG0, 0xa9b0, 0xa9b0},   {RegId::SP_CS_OBJ_START_LO, 0xa9b4, 0xa9b4},
       {RegId::SP_CS_CONFIG, 0xa9bb, 0xa9bb},      {RegId::SP_CS_INSTRLEN, 0xa9bc, 0xa9bc},
       {RegId::SP_CS_CNTL_0, 0xa9c2, 0xa9c2},      {RegId::CP_ALWAYS_ON_COUNTER_LO, 0x980, 0x980},
-      {RegId::HLSQ_CS_CNTL_0, 0xb997, 0},         {RegId::HLSQ_CS_LOCAL_SIZE, 0, 0xa9df},
+      {RegId::HLSQ_CS_CNTL_0, 0xb997, 0},         {RegId::HLSQ_CS_LAST_LOCAL_SIZE, 0, 0xa9df},
       {RegId::SP_CS_UNKNOWN_A9BE, 0, 0xa9be},
   };
   for (const Expect& e : moved) {

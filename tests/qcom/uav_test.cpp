@@ -252,6 +252,31 @@ TEST_P(Uav, BadUavStateFaultsTheQueueWithWhatIsWrong) {
       });
 }
 
+// The emulated GPU reads the launch's sizes as the hardware does: on a7xx,
+// HLSQ_CS_LAST_LOCAL_SIZE for the last workgroups (turnip tu_dispatch): a last-workgroup size
+// left at zero faults the queue saying so.
+TEST_P(Uav, LaunchSizesAreCheckedInTheirUnits) {
+  using Words = std::vector<uint32_t>;
+  auto check = [&](const Words& from, const Words& to, const std::string& expected) {
+    A_ = Buffer();  // a faulted context takes no more work: each case on a new device
+    B_ = Buffer();
+    img_.reset();
+    dev_ = Device::open("emu:" + GetParam());
+    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+    A_ = dev_->allocate(kN * 4);
+    B_ = dev_->allocate(kN * 4);
+    EXPECT_EQ(fault_after(*dev_, program(), A_, B_,
+                          [&](Words& w, uint32_t*, uint64_t) { replace(w, from, to); }),
+              expected);
+  };
+  if (GetParam().starts_with("a7")) {
+    // HLSQ_CS_LAST_LOCAL_SIZE (0x40a9df01) of 0 for 64x1x1 workgroups (63 << 2 = 0xfc).
+    check({0x40a9df01, 0xfc}, {0x40a9df01, 0},
+          "CP_EXEC_CS: HLSQ_CS_LAST_LOCAL_SIZE gives the last workgroup 1x1x1, the others are "
+          "64x1x1 (the emulated GPU runs whole workgroups only)");
+  }
+}
+
 // CP_MEM_TO_MEM, which the launches copy addresses with, sums its sources with their NEG_*
 // signs: 32-bit *DST = *A - *B (NEG_B, bit 1), and 64-bit (DOUBLE, bit 29) *DST = -*A + *B
 // (NEG_A, bit 0).

@@ -415,6 +415,20 @@ void Engine::launch(Context& c, const uint32_t* p) {
              HLSQ_CS_NDRANGE_0_LOCALSIZEZ.get(gen_, nd0) + 1};
   Dim3 grid{CP_EXEC_CS_NGROUPS_X.get(p), CP_EXEC_CS_NGROUPS_Y.get(p), CP_EXEC_CS_NGROUPS_Z.get(p)};
   if (grid.count() == 0) return;
+  if (gen_ == Gen::A7xx) {
+    // a7xx sizes the last workgroup in each dimension from HLSQ_CS_LAST_LOCAL_SIZE (turnip
+    // tu_dispatch); the emulated GPU runs whole workgroups only, so it must match the rest.
+    const uint32_t last = reg(RegId::HLSQ_CS_LAST_LOCAL_SIZE);
+    const Dim3 last_block{HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX.get(gen_, last) + 1,
+                          HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY.get(gen_, last) + 1,
+                          HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ.get(gen_, last) + 1};
+    if (last_block.x != block.x || last_block.y != block.y || last_block.z != block.z)
+      bad("CP_EXEC_CS: HLSQ_CS_LAST_LOCAL_SIZE gives the last workgroup " +
+          std::to_string(last_block.x) + "x" + std::to_string(last_block.y) + "x" +
+          std::to_string(last_block.z) + ", the others are " + std::to_string(block.x) + "x" +
+          std::to_string(block.y) + "x" + std::to_string(block.z) +
+          " (the emulated GPU runs whole workgroups only)");
+  }
   if (!SP_CS_CONFIG_ENABLED.get(gen_, reg(RegId::SP_CS_CONFIG)))
     bad("CP_EXEC_CS with the compute stage disabled (SP_CS_CONFIG.ENABLED is 0)");
   const uint64_t program =
