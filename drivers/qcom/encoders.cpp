@@ -211,9 +211,10 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
            HLSQ_CS_CNTL_1_YALIGN(g, 8)});
   }
   pkt4s(RegId::SP_CS_OBJ_START_LO, {lo(k.code_va), hi(k.code_va)});
-  pkt4s(RegId::SP_CS_INSTRLEN, {SP_CS_INSTRLEN_INSTRLEN(g, k.instr_dwords)});
-  // The shader, then the argument block (and ir3's immediates) into the constant file.
+  // The shader's length and its load count the same 128-byte units (regs.def SP_CS_INSTRLEN).
   const uint32_t shader_units = uint32_t((k.instr_dwords * 4 + 127) / 128);
+  pkt4s(RegId::SP_CS_INSTRLEN, {SP_CS_INSTRLEN_INSTRLEN(g, shader_units)});
+  // The shader, then the argument block (and ir3's immediates) into the constant file.
   w.insert(w.end(), {pkt7(CP_LOAD_STATE6_FRAG, 3),
                      CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_SHADER) |
                          CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |

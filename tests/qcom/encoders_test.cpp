@@ -107,6 +107,23 @@ TEST(QcomEncoder, LaunchesLoadStateAndExecute) {
   }
 }
 
+// SP_CS_INSTRLEN in 128-byte units (Mesa ir3_shader.h instrlen, turnip tu6_emit_xs): pkt4 of
+// 0xa9bc (nine ones: parity 0; count 1) = 0x40a9bc01; 64 dwords (256 bytes) are 2 units, 66
+// dwords (264 bytes) 3.
+TEST(QcomEncoder, InstrlenCounts128ByteUnits) {
+  for (Gen g : {Gen::A6xx, Gen::A7xx})
+    for (auto [dwords, units] : {std::pair{64u, 2u}, std::pair{66u, 3u}}) {
+      CommandStream cs;
+      std::vector<PatchSite> s;
+      CpEncoder(g, kMem).exec(cs, kernel(dwords, 16, 32), 0x7f0000020000, {1, 1, 1}, {64, 1, 1},
+                              s);
+      const Words w = words(cs);
+      const Words seq = {0x40a9bc01, units};
+      EXPECT_NE(std::search(w.begin(), w.end(), seq.begin(), seq.end()), w.end())
+          << to_string(g) << " " << dwords;
+    }
+}
+
 // a7xx writes HLSQ_CS_LAST_LOCAL_SIZE (0xa9df: eleven ones, parity 0; count 1 = 0x40a9df01)
 // after HLSQ_CS_KERNEL_GROUP_X..Z (0xa9dc: nine ones, parity 0; count 3: parity 1 at bit 7 =
 // 0x40a9dc83) as turnip's tu_dispatch does: block 8x4x2 minus one is 7 << 2 | 3 << 12 | 1 << 22

@@ -17,6 +17,7 @@
 #include "core/program.hpp"
 #include "core/queue.hpp"
 #include "kernels.hpp"
+#include "qcom/encoders.hpp"
 #include "qcom/ir3_program.hpp"
 
 namespace hcq::qcom {
@@ -252,11 +253,14 @@ TEST_P(Uav, BadUavStateFaultsTheQueueWithWhatIsWrong) {
       });
 }
 
-// The emulated GPU reads the launch's sizes as the hardware does: on a7xx,
-// HLSQ_CS_LAST_LOCAL_SIZE for the last workgroups (turnip tu_dispatch): a last-workgroup size
-// left at zero faults the queue saying so.
+// The emulated GPU reads the launch's sizes as the hardware does: SP_CS_INSTRLEN in 128-byte
+// units (Mesa ir3_shader.h) and, on a7xx, HLSQ_CS_LAST_LOCAL_SIZE for the last workgroups
+// (turnip tu_dispatch): a shader length in dwords, or a last-workgroup size left at zero,
+// faults the queue saying which.
 TEST_P(Uav, LaunchSizesAreCheckedInTheirUnits) {
   using Words = std::vector<uint32_t>;
+  const uint64_t instr_dwords = static_cast<const AdrenoKernel&>(program().kernel()).instr_dwords;
+  const uint32_t units = uint32_t((instr_dwords * 4 + 127) / 128);
   auto check = [&](const Words& from, const Words& to, const std::string& expected) {
     A_ = Buffer();  // a faulted context takes no more work: each case on a new device
     B_ = Buffer();
@@ -269,6 +273,11 @@ TEST_P(Uav, LaunchSizesAreCheckedInTheirUnits) {
                           [&](Words& w, uint32_t*, uint64_t) { replace(w, from, to); }),
               expected);
   };
+  // SP_CS_INSTRLEN (0x40a9bc01) in dwords.
+  check({0x40a9bc01, units}, {0x40a9bc01, uint32_t(instr_dwords)},
+        "CP_EXEC_CS: SP_CS_INSTRLEN is " + std::to_string(instr_dwords) +
+            " (128-byte units); kernel 'vector_add_uav' has " + std::to_string(instr_dwords * 4) +
+            " bytes of instructions, " + std::to_string(units) + " units");
   if (GetParam().starts_with("a7")) {
     // HLSQ_CS_LAST_LOCAL_SIZE (0x40a9df01) of 0 for 64x1x1 workgroups (63 << 2 = 0xfc).
     check({0x40a9df01, 0xfc}, {0x40a9df01, 0},

@@ -41,6 +41,7 @@ struct Engine::KernelCache {
   struct Entry {
     std::string name;
     uint32_t args_offset = 0, args_bytes = 0, uav_count = 0;
+    uint64_t instr_bytes = 0;
     const hcq::emu::KernelFn* fn = nullptr;
     uint64_t map_base = 0, map_size = 0;
   };
@@ -464,6 +465,7 @@ void Engine::launch(Context& c, const uint32_t* p) {
       e.args_offset = found->args_offset;
       e.args_bytes = found->args_bytes;
       e.uav_count = found->uav_count;
+      e.instr_bytes = uint64_t(found->instructions.size()) * 4;
     } catch (const InvalidInput& err) {
       bad("CP_EXEC_CS: shader address " + hex(program) + " is not in an ir3 container: " + err.what());
     }
@@ -474,6 +476,14 @@ void Engine::launch(Context& c, const uint32_t* p) {
     it = cache.emplace(program, std::move(e)).first;
   }
   const auto& k = it->second;
+  // SP_CS_INSTRLEN counts 128-byte units (16 ir3 instructions): Mesa ir3_shader.h instrlen,
+  // turnip tu6_emit_xs; tinygrad's ops_qcom.py agrees since 2026-07.
+  const uint64_t instrlen = SP_CS_INSTRLEN_INSTRLEN.get(gen_, reg(RegId::SP_CS_INSTRLEN));
+  const uint64_t needed = (k.instr_bytes + 127) / 128;
+  if (instrlen != needed)
+    bad("CP_EXEC_CS: SP_CS_INSTRLEN is " + std::to_string(instrlen) + " (128-byte units); kernel '" +
+        k.name + "' has " + std::to_string(k.instr_bytes) + " bytes of instructions, " +
+        std::to_string(needed) + " units");
   bind_uavs(c, k.name, k.uav_count);
   hcq::emu::Dispatch d;
   d.grid = grid;
