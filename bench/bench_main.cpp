@@ -211,7 +211,7 @@ const std::string& page_cached_file() {
       out.write(reinterpret_cast<const char*>(block.data()), std::streamsize(block.size() * 8));
     }
     out.close();
-    if (!out) throw std::runtime_error("cannot write " + p.string());
+    if (!out) throw std::runtime_error(std::string("cannot write ") + p.string());
     path = p.string();
     std::atexit([] { std::filesystem::remove(cached_file_path()); });
   }
@@ -221,7 +221,7 @@ const std::string& page_cached_file() {
 // read() of [0, size) of `path` into `dst`, the whole range asked for at once.
 void read_whole(const std::string& path, char* dst, uint64_t size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path);
   uint64_t got = 0;
   while (got < size) {
     const ssize_t r = ::read(fd, dst + got, size - got);
@@ -229,7 +229,7 @@ void read_whole(const std::string& path, char* dst, uint64_t size) {
     got += uint64_t(r);
   }
   ::close(fd);
-  if (got != size) throw std::runtime_error("short read of " + path);
+  if (got != size) throw std::runtime_error(std::string("short read of ") + path);
 }
 
 // The file-load benchmarks' destinations, made once per process (once per benchmark run on
