@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -188,7 +190,11 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// A 1 GiB file in the page cache (written once per process, removed at exit).
+constexpr uint64_t kFileBytes = 1ull << 30;
+
+// A 1 GiB file in the page cache (written once per process, removed at exit). Each page
+// holds different bytes, so no two pages of the file (or of a buffer it is read into) are
+// alike.
 std::string& cached_file_path() {
   static std::string path;
   return path;
@@ -196,48 +202,115 @@ std::string& cached_file_path() {
 const std::string& page_cached_file() {
   std::string& path = cached_file_path();
   if (path.empty()) {
-    const auto p = std::filesystem::temp_directory_path() / ("hcq_bench_1g_" + std::to_string(getpid()));
-    std::vector<char> block(64 << 20, 7);
+    const auto p =
+        std::filesystem::temp_directory_path() / ("hcq_bench_1g_" + std::to_string(getpid()));
+    std::vector<uint64_t> block((64 << 20) / sizeof(uint64_t));
     std::ofstream out(p, std::ios::binary);
-    for (int i = 0; i < 16; i++) out.write(block.data(), std::streamsize(block.size()));
+    for (uint64_t i = 0; i < kFileBytes / (64 << 20); i++) {
+      for (uint64_t w = 0; w < block.size(); w++) block[w] = i * block.size() + w;
+      out.write(reinterpret_cast<const char*>(block.data()), std::streamsize(block.size() * 8));
+    }
+    out.close();
+    if (!out) throw std::runtime_error(std::string("cannot write ") + p.string());
     path = p.string();
     std::atexit([] { std::filesystem::remove(cached_file_path()); });
   }
   return path;
 }
 
-// Loading that file into a device: io_uring reads into staging slots overlapped with
-// copy-queue copies (buffered reads: from the page cache).
-void loads_file(benchmark::State& state, const std::string& device) {
-  auto dev = Device::open(device);
-  const std::string& path = page_cached_file();
-  const uint64_t size = 1ull << 30;
-  Buffer dst = dev->allocate(size);
-  io::LoadOptions o;
-  o.direct = false;
-  io::load_file(*dev, dst, 0, path, 0, size, o);  // fault the pages in once
-  for (auto _ : state) io::load_file(*dev, dst, 0, path, 0, size, o);
-  state.SetBytesProcessed(int64_t(state.iterations() * size));
+// read() of [0, size) of `path` into `dst`, the whole range asked for at once.
+void read_whole(const std::string& path, char* dst, uint64_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path);
+  uint64_t got = 0;
+  while (got < size) {
+    const ssize_t r = ::read(fd, dst + got, size - got);
+    if (r <= 0) break;
+    got += uint64_t(r);
+  }
+  ::close(fd);
+  if (got != size) throw std::runtime_error(std::string("short read of ") + path);
 }
-void BM_LoadFile(benchmark::State& state) { loads_file(state, "emu:gfx1100"); }
+
+// The file-load benchmarks' destinations, made once per process (once per benchmark run on
+// a real GPU) and warmed outside every timed region: a fresh 1 GiB destination costs far more
+// to fault in than to fill (on the 2-vCPU VM of docs/performance.md, seconds for the memset
+// and seconds more for the first read() into the memset pages, against 0.1-0.3 s for a read
+// into warm pages), so a benchmark that allocates its destination measures page faults, not
+// the copy. The warm-up therefore reads into the destination once; a memset is not enough.
+struct LoadTarget {
+  std::unique_ptr<Device> dev;
+  Buffer dst;
+};
+std::map<std::string, LoadTarget>& load_targets() {
+  static std::map<std::string, LoadTarget> targets;
+  return targets;
+}
+void release_load_targets() { load_targets().clear(); }
+
+char* warm_host_destination() {
+  static std::vector<char> dst;
+  if (dst.empty()) {
+    dst.assign(kFileBytes, 0);
+    read_whole(page_cached_file(), dst.data(), kFileBytes);
+  }
+  return dst.data();
+}
+
+io::LoadOptions page_cache_options() {
+  io::LoadOptions o;
+  o.direct = false;  // from the page cache, as read() is
+  return o;
+}
+io::LoadOptions buffered_load_options(benchmark::State& state) {
+  io::LoadOptions o = page_cache_options();
+  if (state.range(0)) o.slot_bytes = uint64_t(state.range(0)) << 10;
+  if (state.range(1)) o.slots = uint32_t(state.range(1));
+  return o;
+}
+
+// Loading the page-cached file into a device with `io::load_file` (buffered reads). The
+// device, its 1 GiB destination and the staging slots (the device's allocation cache keeps
+// them between loads) are warmed by one load before the first timed one.
+void loads_file(benchmark::State& state, const std::string& device, const io::LoadOptions& o) {
+  const std::string& path = page_cached_file();
+  LoadTarget& t = load_targets()[device];
+  if (!t.dev) {
+    t.dev = Device::open(device);
+    t.dst = t.dev->allocate(kFileBytes);
+    io::load_file(*t.dev, t.dst, 0, path, 0, kFileBytes, o);
+  }
+  io::load_file(*t.dev, t.dst, 0, path, 0, kFileBytes, o);  // these slots, warm
+  for (auto _ : state) io::load_file(*t.dev, t.dst, 0, path, 0, kFileBytes, o);
+  state.SetBytesProcessed(int64_t(state.iterations() * kFileBytes));
+  state.counters["slot_kib"] = double(o.slot_bytes >> 10);
+  state.counters["slots"] = double(o.slots);
+  // A real GPU is not kept open (nor 1 GiB of its memory held) while other benchmarks use it.
+  if (device.rfind("emu:", 0) != 0) load_targets().erase(device);
+}
+// The default options; BM_LoadFileSlots/slot_kib:../slots:.. the same with other staging.
+void BM_LoadFile(benchmark::State& state) {
+  loads_file(state, "emu:gfx1100", page_cache_options());
+}
 BENCHMARK(BM_LoadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The reference: one thread's read() of the same file into host memory.
+void BM_LoadFileSlots(benchmark::State& state) {
+  loads_file(state, "emu:gfx1100", buffered_load_options(state));
+}
+BENCHMARK(BM_LoadFileSlots)
+    ->ArgsProduct({{256, 1024, 4096, 16384}, {4, 8}})->ArgNames({"slot_kib", "slots"})
+    ->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The reference, the page-cache limit: one thread's read() of the same file into a warm
+// 1 GiB host buffer (faulted in and read into once, outside the timed region).
 void BM_ReadFile(benchmark::State& state) {
   const std::string& path = page_cached_file();
-  const uint64_t size = 1ull << 30;
-  std::vector<char> dst(size);
+  char* dst = warm_host_destination();
   for (auto _ : state) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    for (uint64_t got = 0; got < size;) {
-      ssize_t r = ::read(fd, dst.data() + got, size - got);
-      if (r <= 0) break;
-      got += uint64_t(r);
-    }
-    ::close(fd);
+    read_whole(path, dst, kFileBytes);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(int64_t(state.iterations() * size));
+  state.SetBytesProcessed(int64_t(state.iterations() * kFileBytes));
 }
 BENCHMARK(BM_ReadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -276,13 +349,16 @@ int main(int argc, char** argv) {
                                  [d](benchmark::State& s) { staged_copies_in(s, d); })
         ->UseRealTime()->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("BM_LoadFile/" + d).c_str(),
-                                 [d](benchmark::State& s) { loads_file(s, d); })
+                                 [d](benchmark::State& s) {
+                                   loads_file(s, d, page_cache_options());
+                                 })
         ->UseRealTime()->Unit(benchmark::kMillisecond);
     hcq::bench::register_batch_benchmarks(d);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
+  release_load_targets();  // the devices close before the statics they use go
   benchmark::Shutdown();
   return 0;
 }

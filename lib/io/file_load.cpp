@@ -73,6 +73,12 @@ class Reader {
     in_flight_--;
     return out;
   }
+  // A finished read is waiting for next().
+  bool ready() {
+    if (!done_.empty()) return true;
+    io_uring_cqe* cqe = nullptr;
+    return ok_ && in_flight_ && io_uring_peek_cqe(&ring_, &cqe) == 0;
+  }
   void drain() {
     while (ok_ && in_flight_) {
       io_uring_cqe* cqe = nullptr;
@@ -255,8 +261,8 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
     len = staged ? align_up(s + n) - start : n;
     lead = s - start;
   };
-  // Half the slots take reads, the other half wait for their copies: a read goes to the slot
-  // whose copy was submitted longest ago, so it seldom waits.
+  // Reads in flight take at most half the slots, the others wait for their copies: a read
+  // goes to the slot whose copy was submitted longest ago, so it seldom waits.
   std::vector<uint32_t> slot_of(chunks, 0);
   std::deque<uint32_t> free_slots;
   for (uint32_t s = 0; s < slots; s++) free_slots.push_back(s);
@@ -276,39 +282,58 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
       reader.start(base + c * chunk, len, start, c);
     }
   };
-  try {
-    for (uint32_t s = 0; s < depth && issued < chunks; s++) issue();
-    while (finished < chunks) {
-      auto [c, got] = reader.next();
-      finished++;
-      uint64_t start, len, lead;
-      window(c, start, len, lead);
-      const uint64_t n = std::min(chunk, size - c * chunk);
-      const uint32_t slot = slot_of[c];
-      if (got < 0) {
-        if (error.empty()) {
-          error = who + "read at " + std::to_string(start);
-          error_code = int(-got);
-          os_error = true;
-        }
-      } else if (uint64_t(got) < lead + n) {
-        if (error.empty())
-          error = who + "short read at " + std::to_string(start) + ": " + std::to_string(got) +
-                  " of " + std::to_string(lead + n) + " bytes (did the file shrink?)";
-      } else if (staged && error.empty()) {
-        std::lock_guard lk(dev.submit_mutex());
-        auto r = dev.timeline().reserve();
-        CopyQueue q(dev);
-        q.wait(dev.timeline().signal(), r.prev);
-        q.copy(dst.va() + dst_offset + c * chunk, staging.va() + slot * stride + lead, n);
-        q.signal(dev.timeline().signal(), r.next);
-        q.submit();
-        r.commit();
-        slot_free_at[slot] = r.next;
-        result.done = r.next;
+  // A finished read: its copy (staged), and its slot back to the free ones.
+  auto finish = [&](uint64_t c, int64_t got) {
+    finished++;
+    uint64_t start, len, lead;
+    window(c, start, len, lead);
+    const uint64_t n = std::min(chunk, size - c * chunk);
+    const uint32_t slot = slot_of[c];
+    if (got < 0) {
+      if (error.empty()) {
+        error = who + "read at " + std::to_string(start);
+        error_code = int(-got);
+        os_error = true;
       }
-      free_slots.push_back(slot);
-      if (error.empty() && issued < chunks) issue();
+    } else if (uint64_t(got) < lead + n) {
+      if (error.empty())
+        error = who + "short read at " + std::to_string(start) + ": " + std::to_string(got) +
+                " of " + std::to_string(lead + n) + " bytes (did the file shrink?)";
+    } else if (staged && error.empty()) {
+      std::lock_guard lk(dev.submit_mutex());
+      auto r = dev.timeline().reserve();
+      CopyQueue q(dev);
+      q.wait(dev.timeline().signal(), r.prev);
+      q.copy(dst.va() + dst_offset + c * chunk, staging.va() + slot * stride + lead, n);
+      q.signal(dev.timeline().signal(), r.next);
+      q.submit();
+      r.commit();
+      slot_free_at[slot] = r.next;
+      result.done = r.next;
+    }
+    if (staged) free_slots.push_back(slot);
+  };
+  // Up to `depth` reads in flight; none after an error. A read that has landed already (a
+  // buffered read of cached data completes inside its submission) stops the refill: its copy
+  // goes out first, as soon as its data is there, so the other slots are all left to the
+  // copies under way (with 4 slots, a slot is read into again three copies later).
+  auto refill = [&] {
+    while (error.empty() && issued < chunks && issued - finished < depth) {
+      issue();
+      if (reader.ready()) return;
+    }
+  };
+  try {
+    refill();
+    while (finished < issued) {
+      auto [c, got] = reader.next();
+      finish(c, got);
+      // Reads that have landed get their copies before more reads are issued.
+      while (finished < issued && reader.ready()) {
+        auto [c2, got2] = reader.next();
+        finish(c2, got2);
+      }
+      refill();
     }
   } catch (...) {
     reader.drain();

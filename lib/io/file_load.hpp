@@ -17,7 +17,7 @@ namespace hcq::io {
 
 struct LoadOptions {
   uint64_t slot_bytes = 4 << 20;  // one read and one copy; a multiple of 4096
-  uint32_t slots = 4;             // staging slots: half take reads, half wait for copies
+  uint32_t slots = 4;             // staging slots; reads in flight take at most half
   bool direct = true;             // try O_DIRECT first
 };
 
