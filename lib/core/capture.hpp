@@ -1,5 +1,6 @@
-// Capture: every submission of every queue appended to a file (HCQ_CAPTURE=path, or
-// capture::start), for `hcq dump` to decode. The format is versioned and documented in
+// Capture: every submission of every queue written to a file as it is made (HCQ_CAPTURE=path,
+// or capture::start), for `hcq dump` to decode. Each capture starts its file afresh (an
+// existing file is truncated, not appended to). The format is versioned and documented in
 // docs/capture-format.md: a header, then typed, length-prefixed records, read as a stream.
 #pragma once
 

@@ -67,6 +67,33 @@ TEST(Capture, RecordsEverySubmissionWithItsDeviceAndCommands) {
   std::remove(path.c_str());
 }
 
+// docs/capture-format.md: a capture starts its file afresh (each process that captures, each
+// capture::start), never appending to what an earlier one left there.
+TEST(Capture, ASecondCaptureToTheSamePathReplacesTheFirst) {
+  std::string path = temp_path("again");
+  auto dev = Device::open("emu:gfx1100");
+  Buffer b = dev->allocate(4096);
+  std::vector<char> data(4096, 1);
+  capture::start(path);
+  for (int i = 0; i < 3; i++) dev->copy_in(b, 0, data.data(), data.size());
+  capture::stop();
+  const auto first_size = std::filesystem::file_size(path);
+  capture::start(path);
+  dev->copy_in(b, 0, data.data(), data.size());
+  capture::stop();
+  EXPECT_LT(std::filesystem::file_size(path), first_size);
+  capture::Reader r(path);
+  auto device = r.next();
+  ASSERT_TRUE(device);
+  EXPECT_EQ(device->type, capture::RecordType::Device);
+  auto only = r.next();
+  ASSERT_TRUE(only);
+  EXPECT_EQ(only->type, capture::RecordType::Submission);
+  EXPECT_EQ(only->submission.sequence, 0u);
+  EXPECT_FALSE(r.next());
+  std::remove(path.c_str());
+}
+
 TEST(Capture, TheReaderRejectsBadFilesWithTheOffset) {
   std::string path = temp_path("bad");
   auto write = [&](const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; };
