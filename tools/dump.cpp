@@ -20,15 +20,13 @@
 #include "core/capture.hpp"
 #include "core/error.hpp"
 #include "numbers.hpp"
+#include "usage.hpp"
 
 namespace hcq::tools {
 namespace {
 
-struct Options {
-  bool json = false;
-  std::string raw_format, gen_name, queue, packet, qmd = "v3";
+struct Options : DumpArgs {
   uint64_t first = 0, last = UINT64_MAX;
-  std::string file;
 };
 
 
@@ -261,19 +259,6 @@ int dump_capture(const Options& o) {
   return 0;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: hcq dump [--json] [--queue compute|copy] [--submissions A:B] "
-               "[--packet NAME] CAPTURE\n"
-               "       hcq dump --raw pm4|sdma [--gen gfx9|gfx11|gfx12|<target>] [--json] FILE\n"
-               "       hcq dump --raw nv-push [--gen ampere|ada|hopper|blackwell] FILE\n"
-               "       hcq dump --raw qmd [--qmd v3|v4|v5] FILE\n"
-               "       hcq dump --raw adreno-cp [--gen a6xx|a7xx|<chip>] FILE\n"
-               "       hcq dump --raw adreno-uav [--gen a6xx|a7xx|<chip>] FILE   (descriptors)\n"
-               "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
-  return 2;
-}
-
 }  // namespace
 
 std::string json_escape(const std::string& s) {
@@ -293,53 +278,32 @@ std::string json_escape(const std::string& s) {
 
 namespace {
 
-int dump(const std::vector<std::string>& args) {
+int dump(const DumpArgs& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); i++) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidInput("dump: " + a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--json") o.json = true;
-    else if (a == "--raw") o.raw_format = value();
-    else if (a == "--gen") o.gen_name = value();
-    else if (a == "--qmd") o.qmd = value();
-    else if (a == "--queue") o.queue = value();
-    else if (a == "--packet") o.packet = value();
-    else if (a == "--submissions") {
-      const std::string& r = value();
-      const size_t colon = r.find(':');
-      const std::string_view all(r), a_text = all.substr(0, colon);
-      try {
-        o.first = colon == 0 ? 0 : tools::parse_uint(a_text, UINT64_MAX, "--submissions");
-        o.last = colon == std::string::npos ? o.first
-                 : colon + 1 == r.size()
-                     ? UINT64_MAX
-                     : tools::parse_uint(all.substr(colon + 1), UINT64_MAX, "--submissions");
-      } catch (const InvalidInput& e) {
-        throw InvalidInput(std::string("dump: ") + e.what() + " (it takes A:B, A:, :B or A)");
-      }
-      if (o.first > o.last)
-        throw InvalidInput("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
-                           ") is after the last (" + std::to_string(o.last) + ")");
-    } else if (a.rfind("--", 0) == 0) {
-      throw InvalidInput("dump: unknown option " + a);
-    } else if (o.file.empty()) {
-      o.file = a;
-    } else {
-      throw InvalidInput("dump: more than one file given");
+  static_cast<DumpArgs&>(o) = args;
+  if (!o.submissions.empty()) {
+    const std::string& r = o.submissions;
+    const size_t colon = r.find(':');
+    const std::string_view all(r), a_text = all.substr(0, colon);
+    try {
+      o.first = colon == 0 ? 0 : tools::parse_uint(a_text, UINT64_MAX, "--submissions");
+      o.last = colon == std::string::npos ? o.first
+               : colon + 1 == r.size()
+                   ? UINT64_MAX
+                   : tools::parse_uint(all.substr(colon + 1), UINT64_MAX, "--submissions");
+    } catch (const InvalidInput& e) {
+      throw UsageError(std::string("dump: ") + e.what() + " (it takes A:B, A:, :B or A)");
     }
+    if (o.first > o.last)
+      throw UsageError("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
+                       ") is after the last (" + std::to_string(o.last) + ")");
   }
-  if (o.file.empty()) return usage();
-  if (!o.queue.empty() && o.queue != "compute" && o.queue != "copy")
-    throw InvalidInput("dump: --queue is compute or copy, not '" + o.queue + "'");
   if (o.raw_format.empty()) return dump_capture(o);
   if (o.raw_format == "pm4" || o.raw_format == "sdma") {
     amd::Gen gen;
     std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
     if (!amd::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
+      throw UsageError("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
     const bool sdma = o.raw_format == "sdma";
     for_each_packet(
         read_raw(o.file),
@@ -351,8 +315,8 @@ int dump(const std::vector<std::string>& args) {
     nv::Gen gen;
     std::string g = o.gen_name.empty() ? "ampere" : o.gen_name;
     if (!nv::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown NVIDIA generation '" + g +
-                         "' (ampere, ada, hopper, blackwell or sm_XX)");
+      throw UsageError("dump: unknown NVIDIA generation '" + g +
+                       "' (ampere, ada, hopper, blackwell or sm_XX)");
     for_each_packet(
         read_raw(o.file), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
@@ -363,7 +327,7 @@ int dump(const std::vector<std::string>& args) {
     if (o.qmd == "v3" || o.qmd == "3") v = nv::QmdVersion::V03;
     else if (o.qmd == "v4" || o.qmd == "4") v = nv::QmdVersion::V04;
     else if (o.qmd == "v5" || o.qmd == "5") v = nv::QmdVersion::V05;
-    else throw InvalidInput("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
+    else throw UsageError("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
     print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
     return 0;
   }
@@ -371,8 +335,8 @@ int dump(const std::vector<std::string>& args) {
     qcom::Gen gen;
     std::string g = o.gen_name.empty() ? "a6xx" : o.gen_name;
     if (!qcom::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown Adreno generation '" + g +
-                         "' (a6xx, a7xx or a chip: a630, a740, ...)");
+      throw UsageError("dump: unknown Adreno generation '" + g +
+                       "' (a6xx, a7xx or a chip: a630, a740, ...)");
     // Descriptors have one layout on both generations; --gen is checked all the same.
     const bool uav = o.raw_format == "adreno-uav";
     for_each_packet(
@@ -383,13 +347,13 @@ int dump(const std::vector<std::string>& args) {
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
-  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
-                     o.raw_format + "'");
+  throw UsageError("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
+                   o.raw_format + "'");
 }
 
 }  // namespace
 
-int cmd_dump(const std::vector<std::string>& args) {
+int cmd_dump(const DumpArgs& args) {
   const int rc = dump(args);
   finish_output();
   return rc;

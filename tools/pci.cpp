@@ -10,6 +10,7 @@
 #include "dump.hpp"
 #include "emulated_pci.hpp"
 #include "numbers.hpp"
+#include "usage.hpp"
 #include "os/pci_bar.hpp"
 
 namespace hcq::tools {
@@ -215,19 +216,9 @@ int cmd_ls_pci(bool all) {
   return 0;
 }
 
-int cmd_pci(const std::vector<std::string>& args) {
-  std::string address;
-  bool json = false, unbind = false, bind_vfio = false, force = false;
-  for (auto& a : args) {
-    if (a == "--json") json = true;
-    else if (a == "--unbind") unbind = true;
-    else if (a == "--bind-vfio") bind_vfio = true;
-    else if (a == "--force") force = true;
-    else if (a.rfind("--", 0) == 0) throw InvalidInput("unknown option " + a);
-    else address = a;
-  }
-  if (address.empty())
-    throw InvalidInput("usage: hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]");
+int cmd_pci(const PciArgs& args) {
+  const std::string& address = args.device;
+  const bool unbind = args.unbind, bind_vfio = args.bind_vfio, force = args.force;
   Bus bus;
   os::PciFunction f = os::pci_function(*bus.kernel, address);
   if (unbind || bind_vfio) {
@@ -240,26 +231,19 @@ int cmd_pci(const std::vector<std::string>& args) {
     f = os::pci_function(*bus.kernel, address);
   }
   auto all = by_address(os::pci_functions(*bus.kernel));
-  if (json) std::printf("%s\n", pci_json(f, all).c_str());
+  if (args.json) std::printf("%s\n", pci_json(f, all).c_str());
   else print_pci(f, all);
   return 0;
 }
 
-int cmd_reg(const std::vector<std::string>& args) {
-  std::vector<std::string> pos;
-  bool force = false;
-  int bar = -1;
-  for (size_t i = 0; i < args.size(); i++) {
-    if (args[i] == "--force") force = true;
-    else if (args[i] == "--bar" && i + 1 < args.size()) bar = int(parse_uint(args[++i], 5, "--bar"));
-    else if (args[i].rfind("--", 0) == 0) throw InvalidInput("unknown option " + args[i]);
-    else pos.push_back(args[i]);
-  }
-  const bool write = pos.size() == 4 && pos[1] == "write";
-  if (!(pos.size() == 3 && pos[1] == "read") && !write)
-    throw InvalidInput("usage: hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]");
+int cmd_reg(const RegArgs& args) {
+  const bool write = args.action == "write";
+  if (write && !args.value) throw UsageError("reg: write needs a VALUE");
+  if (!write && args.value) throw UsageError("reg: read takes no VALUE");
+  const std::string& target = args.target;
+  int bar = args.bar.value_or(-1);
   Bus bus;
-  os::PciFunction f = os::pci_function(*bus.kernel, pos[0]);
+  os::PciFunction f = os::pci_function(*bus.kernel, args.device);
   if (!f.is_gpu())
     throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
                        "); hcq reg maps GPU register BARs only");
@@ -270,27 +254,31 @@ int cmd_reg(const std::vector<std::string>& args) {
   const PciSupport::Register* named = nullptr;
   if (s)
     for (auto& r : s->registers)
-      if (r.name == pos[2]) named = &r;
+      if (r.name == target) named = &r;
   if (named) {
     name = named->name;
     offset = named->offset;
     if (bar < 0) bar = named->bar;
   } else {
-    if (pos[2].find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
+    if (target.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
       std::string known;
       if (s)
         for (auto& r : s->registers) known += (known.empty() ? "" : ", ") + r.name;
-      throw InvalidInput("unknown register " + pos[2] + " for " + f.address +
+      throw InvalidInput("unknown register " + target + " for " + f.address +
                          (known.empty() ? " (give an offset)" : " (known: " + known + ")"));
     }
     // Offsets are hex by convention (datasheets, headers, this command's own output), so a
     // bare 140 is refused rather than read as decimal; one digit reads the same either way.
-    if (pos[2].size() > 1 && !has_hex_prefix(pos[2])) {
-      const size_t nz = pos[2].find_first_not_of('0');
-      throw InvalidInput("register offset '" + pos[2] + "' needs 0x: register offsets are hex (0x" +
-                         pos[2].substr(nz == std::string::npos ? pos[2].size() - 1 : nz) + ")");
+    if (target.size() > 1 && !has_hex_prefix(target)) {
+      const size_t nz = target.find_first_not_of('0');
+      throw UsageError("register offset '" + target + "' needs 0x: register offsets are hex (0x" +
+                       target.substr(nz == std::string::npos ? target.size() - 1 : nz) + ")");
     }
-    offset = parse_uint(pos[2], UINT64_MAX, "register offset");
+    try {
+      offset = parse_uint(target, UINT64_MAX, "register offset");
+    } catch (const InvalidInput& e) {
+      throw UsageError(e.what());
+    }
     if (bar < 0) bar = s && !s->registers.empty() ? s->registers.front().bar : 0;
     if (s)
       for (auto& r : s->registers)
@@ -300,8 +288,8 @@ int cmd_reg(const std::vector<std::string>& args) {
                             (name.empty() ? "" : " " + name);
   uint32_t value = 0;
   if (write) {
-    value = uint32_t(parse_uint(pos[3], UINT32_MAX, "register value"));
-    if (!force)
+    value = *args.value;
+    if (!args.force)
       throw InvalidInput("refusing to write " + hex(value) + " to " + where +
                          " without --force (an MMIO write can hang the GPU or the machine)");
   }

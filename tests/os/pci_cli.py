@@ -11,13 +11,14 @@ HCQ = sys.argv[1]
 failures = []
 
 
-def run(args, emulated, ok=True):
+def run(args, emulated, ok=True, status=None):
+    """`ok`: exit 0 or not (then stderr is returned); `status`: exactly this exit status."""
     env = dict(os.environ)
     env.pop("HCQ_EMULATED_PCI", None)
     if emulated:
         env["HCQ_EMULATED_PCI"] = "1"
     p = subprocess.run([HCQ] + args, capture_output=True, text=True, env=env)
-    if (p.returncode == 0) != ok:
+    if (p.returncode == 0) != ok or status is not None and p.returncode != status:
         failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
     return p.stdout if ok else p.stderr
 
@@ -143,7 +144,8 @@ expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], Tr
        "hcq: unknown register GRBM_STATUS for 0000:22:00.0 (known: NV_PMC_BOOT_0, NV_PMC_INTR_0, "
        "NV_PMC_INTR_EN_0)\n")
 # Numbers: register offsets are hex with 0x (a single digit reads the same either way),
-# values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal.
+# values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal. These are
+# usage errors: status 2 and the usage hint.
 for args, msg in [
         (["read", "140"], "register offset '140' needs 0x: register offsets are hex (0x140)"),
         (["read", "0140"], "register offset '0140' needs 0x: register offsets are hex (0x140)"),
@@ -152,16 +154,19 @@ for args, msg in [
         (["read", "0x10000000000000000"],
          "register offset: '0x10000000000000000' is out of range (at most 0xffffffffffffffff)"),
         (["write", "0x140", "0x100000001", "--force"],
-         "register value: '0x100000001' is out of range (at most 0xffffffff)"),
+         "VALUE: '0x100000001' is out of range (at most 0xffffffff)"),
         (["write", "0x140", "4294967296", "--force"],
-         "register value: '4294967296' is out of range (at most 4294967295)"),
+         "VALUE: '4294967296' is out of range (at most 4294967295)"),
         (["write", "0x140", "-1", "--force"],
-         "register value: '-1' is not a number (decimal, or hex with 0x)"),
+         "VALUE: '-1' is not a number (decimal, or hex with 0x)"),
         (["write", "0x140", "010", "--force"],
-         "register value: '010' has a leading 0 (octal is not accepted: write 10 or 0x10)"),
+         "VALUE: '010' has a leading 0 (octal is not accepted: write 10 or 0x10)"),
+        (["write", "0x140"], "reg: write needs a VALUE"),
+        (["read", "0x140", "1"], "reg: read takes no VALUE"),
         (["read", "0", "--bar", "6"], "--bar: '6' is out of range (at most 5)"),
         (["read", "0", "--bar", "one"], "--bar: 'one' is not a number (decimal, or hex with 0x)")]:
-    expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False), f"hcq: {msg}\n")
+    expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False, status=2),
+           f"hcq: {msg}\nRun 'hcq reg --help' for usage.\n")
 expect("hcq reg write of a 32-bit decimal", run(["reg", "22:00.0", "write", "0x140", "4294967295", "--force"], True),
        "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 <- 0xffffffff (reads back 0xffffffff)\n")
 expect("hcq reg read of offset 4", run(["reg", "22:00.0", "read", "4"], True),

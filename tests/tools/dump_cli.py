@@ -139,7 +139,8 @@ expect("HCQ_CAPTURE=symlink", (rc, err),
            "links (errno 40)\n"))
 expect("the symlink's target is kept", open(target).read(), "keep me")
 
-# 10. --submissions numbers: strict, and the range in order.
+# 10. --submissions numbers: strict, and the range in order; usage errors (status 2).
+HINT = "Run 'hcq dump --help' for usage.\n"
 for arg, want in [
     ("-1", "hcq: dump: --submissions: '-1' is not a number (decimal, or hex with 0x) "
            "(it takes A:B, A:, :B or A)\n"),
@@ -149,7 +150,7 @@ for arg, want in [
              "or 0x140) (it takes A:B, A:, :B or A)\n"),
     ("2:1", "hcq: dump: --submissions 2:1: the first (2) is after the last (1)\n")]:
     rc, out, err, _ = run(["dump", "--submissions", arg, cap])
-    expect(f"dump --submissions {arg}", (rc, out, err), (1, "", want))
+    expect(f"dump --submissions {arg}", (rc, out, err), (2, "", want + HINT))
 rc, out, err, _ = run(["dump", "--submissions", "0x1:1", cap])
 expect("dump --submissions 0x1:1", (rc, out.startswith("submission 1 "), err), (0, True, ""))
 
