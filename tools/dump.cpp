@@ -19,6 +19,7 @@
 #include "qcom/decode.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
+#include "json.hpp"
 #include "numbers.hpp"
 #include "usage.hpp"
 
@@ -70,43 +71,32 @@ struct Context {
 void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& o, int indent) {
   if (!o.packet.empty() && p.name != o.packet) return;
   if (o.json) {
-    std::string s = "{";
-    if (c.submission >= 0)
-      s += "\"submission\":" + std::to_string(c.submission) + ",\"device\":\"" +
-           json_escape(c.device) + "\",\"queue\":\"" + c.queue +
-           "\",\"queue_index\":" + std::to_string(c.queue_index) + ",";
-    s += std::string("\"segment\":\"") + (c.indirect ? "indirect" : "ring") + "\",";
-    if (c.indirect) s += "\"ib_address\":" + std::to_string(c.ib_address) + ",";
-    s += "\"offset\":" + std::to_string(p.offset) + ",\"dwords\":" + std::to_string(p.dwords) +
-         ",\"header\":" + std::to_string(p.header) + ",\"name\":\"" + p.name + "\",\"ok\":" +
-         (p.ok ? "true" : "false");
-    if (!p.ok) s += ",\"problem\":\"" + json_escape(p.problem) + "\"";
-    s += ",\"fields\":{";
-    for (size_t i = 0; i < p.fields.size(); i++) {
-      // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
-      // "literal" + std::string.
-      if (i) s += ',';
-      s += '"';
-      s += p.fields[i].first;
-      s += "\":";
-      s += std::to_string(p.fields[i].second);
+    Json j;
+    if (c.submission >= 0) {
+      j["submission"] = c.submission;
+      j["device"] = c.device;
+      j["queue"] = c.queue;
+      j["queue_index"] = c.queue_index;
     }
-    s += "}";
+    j["segment"] = c.indirect ? "indirect" : "ring";
+    if (c.indirect) j["ib_address"] = c.ib_address;
+    j["offset"] = p.offset;
+    j["dwords"] = p.dwords;
+    j["header"] = p.header;
+    j["name"] = p.name;
+    j["ok"] = p.ok;
+    if (!p.ok) j["problem"] = p.problem;
+    Json& fields = j["fields"] = Json::object();
+    for (const auto& f : p.fields) fields[f.first] = f.second;
     if (!p.value_names.empty()) {
-      s += ",\"names\":{";
-      for (size_t i = 0; i < p.value_names.size(); i++)
-        s += (i ? "," : "") + std::string("\"") + p.value_names[i].first + "\":\"" +
-             p.value_names[i].second + "\"";
-      s += "}";
+      Json& names = j["names"];
+      for (const auto& n : p.value_names) names[n.first] = n.second;
     }
     if (!p.registers.empty()) {
-      s += ",\"registers\":{";
-      for (size_t i = 0; i < p.registers.size(); i++)
-        s += (i ? "," : "") + std::string("\"") + p.registers[i].first + "\":" +
-             std::to_string(p.registers[i].second);
-      s += "}";
+      Json& registers = j["registers"];
+      for (const auto& r : p.registers) registers[r.first] = r.second;
     }
-    out("%s}\n", s.c_str());
+    out("%s\n", json_line(j).c_str());
     return;
   }
   out("%*s%s\n", indent, "", hcq::to_text(p).c_str());
@@ -216,8 +206,9 @@ int dump_capture(const Options& o) {
       if (o.packet.empty()) {
         const auto& m = rec->memory;
         if (o.json)
-          out("{\"memory\":%llu,\"device\":%u,\"bytes\":%zu}\n",
-              static_cast<unsigned long long>(m.address), m.device, m.bytes.size());
+          out("%s\n",
+              json_line(Json{{"memory", m.address}, {"device", m.device}, {"bytes", m.bytes.size()}})
+                  .c_str());
         else
           out("memory %s  %zu bytes  (device %u)\n", hex(m.address).c_str(), m.bytes.size(),
               m.device);
@@ -258,25 +249,6 @@ int dump_capture(const Options& o) {
   }
   return 0;
 }
-
-}  // namespace
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (uint8_t(c) < 0x20) {  // a control character (a hostile capture's device name) breaks the line
-      char u[8];
-      std::snprintf(u, sizeof u, "\\u%04x", c);
-      o += u;
-      continue;
-    }
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
-
-namespace {
 
 int dump(const DumpArgs& args) {
   Options o;

@@ -15,7 +15,5 @@ struct DumpArgs {
 };
 
 int cmd_dump(const DumpArgs& args);
-// `s` with quotes and backslashes escaped, for a JSON string.
-std::string json_escape(const std::string& s);
 
 }  // namespace hcq::tools

@@ -22,6 +22,7 @@
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "dump.hpp"
+#include "json.hpp"
 #include "kernels.hpp"
 #include "numbers.hpp"
 #include "os/output_file.hpp"
@@ -30,16 +31,43 @@
 
 namespace {
 
-int cmd_ls(bool all) {
+using hcq::tools::Json;
+using hcq::tools::json_line;
+
+int cmd_ls(bool all, bool json) {
+  if (json) {
+    Json devices = Json::array();
+    for (auto& l : hcq::Device::list())
+      devices.push_back({{"name", l.name}, {"description", l.description}, {"emulated", l.emulated}});
+    std::printf("%s\n",
+                json_line({{"devices", devices}, {"pci", hcq::tools::ls_pci_json(all)}}).c_str());
+    return 0;
+  }
   for (auto& l : hcq::Device::list())
     std::printf("%-16s %s%s\n", l.name.c_str(), l.description.c_str(),
                 l.emulated ? "  [emulated]" : "");
   return hcq::tools::cmd_ls_pci(all);
 }
 
-int cmd_info(const std::string& name) {
+int cmd_info(const std::string& name, bool json) {
   auto dev = hcq::Device::open(name);
   const auto& p = dev->properties();
+  if (json) {
+    std::printf("%s\n", json_line({{"name", p.name},
+                                   {"vendor", p.vendor},
+                                   {"arch", p.arch},
+                                   {"description", p.description},
+                                   {"emulated", p.emulated},
+                                   {"compute_units", p.compute_units},
+                                   {"wave_size", p.wave_size},
+                                   {"device_memory_bytes", p.device_memory_bytes},
+                                   {"timestamp_hz", p.timestamp_hz},
+                                   {"copy_engine", p.caps.copy_engine},
+                                   {"uma", p.caps.uma},
+                                   {"host_reachable", p.caps.host_reachable}})
+                             .c_str());
+    return 0;
+  }
   std::printf("name          %s\nvendor        %s\narch          %s\ndescription   %s\n"
               "emulated      %s\ncompute units %u\nwave size     %u\ndevice memory %.1f GiB\n"
               "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\nhost memory   %s\n",
@@ -55,13 +83,14 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-int cmd_run(const std::string& name, uint32_t n) {
+int cmd_run(const std::string& name, uint32_t n, bool json) {
   using namespace hcq;
   kernels::register_cpu_implementations();
   auto dev = Device::open(name);
   const auto& p = dev->properties();
-  std::printf("device   %s: %s%s\n", p.name.c_str(), p.description.c_str(),
-              p.emulated ? " [emulated]" : "");
+  if (!json)
+    std::printf("device   %s: %s%s\n", p.name.c_str(), p.description.c_str(),
+                p.emulated ? " [emulated]" : "");
   auto image = kernels::code_object(p.arch);
   if (image.empty())
     throw Error("no code object was built for " + p.arch +
@@ -130,12 +159,32 @@ int cmd_run(const std::string& name, uint32_t n) {
 
   // A device without a copy engine shares memory with the host: its copies are host copies.
   const bool engine = dev->properties().caps.copy_engine;
+  const double copied = 2.0 * double(bytes), median_rtt = rtt[50];
+  if (json) {
+    Json verify{{"ok", bad == 0}, {"wrong", bad}};
+    verify["first_wrong"] = bad ? Json(first_bad) : Json(nullptr);
+    std::printf("%s\n",
+                json_line({{"device", {{"name", p.name},
+                                      {"description", p.description},
+                                      {"emulated", p.emulated}}},
+                           {"size", n},
+                           {"launches", launches + 100},
+                           {"device_copies", copies},
+                           {"copy_engine", engine},
+                           {"copy_in", {{"bytes", uint64_t(copied)},
+                                        {"seconds", copy_in_s},
+                                        {"gb_per_s", copied / copy_in_s / 1e9}}},
+                           {"launch_round_trip_median_us", median_rtt * 1e6},
+                           {"verify", verify}})
+                    .c_str());
+    return bad ? 1 : 0;
+  }
   std::printf("launches %d kernels on the compute queue, %d device copies %s\n", launches + 100,
               copies, engine ? "on the copy queue" : "as host copies (shared memory)");
-  std::printf("copy-in  %.1f MiB in %.2f ms (%.2f GB/s, %s)\n", 2.0 * double(bytes) / (1 << 20),
-              copy_in_s * 1e3, 2.0 * double(bytes) / copy_in_s / 1e9,
+  std::printf("copy-in  %.1f MiB in %.2f ms (%.2f GB/s, %s)\n", copied / (1 << 20),
+              copy_in_s * 1e3, copied / copy_in_s / 1e9,
               engine ? "staged through the copy queue" : "memcpy into shared memory");
-  std::printf("latency  empty launch round trip: median %.1f us\n", rtt[50] * 1e6);
+  std::printf("latency  empty launch round trip: median %.1f us\n", median_rtt * 1e6);
   if (bad) {
     std::printf("verify   FAILED: %u of %u results wrong (first at %u)\n", bad, n, first_bad);
     return 1;
@@ -213,7 +262,7 @@ struct Command {
   CLI::App* dump = nullptr;
   CLI::App* pci = nullptr;
   CLI::App* reg = nullptr;
-  bool all = false;
+  bool all = false, json = false;
   std::string device = "auto", trace_file = "hcq-trace.json";
   uint32_t size = 1 << 20;
   hcq::tools::DumpArgs dump_args;
@@ -239,15 +288,18 @@ void define(CLI::App& app, Command& c) {
 
   c.ls = app.add_subcommand("ls", "list the devices hcq can open and the GPUs on the PCI bus");
   c.ls->add_flag("--all", c.all, "every PCI function, not only GPUs");
+  c.ls->add_flag("--json", c.json, "the same as one JSON object: {devices, pci}");
 
   c.info = sub("info", "properties and capabilities of a device");
   c.info->add_option("DEVICE", c.device, "the device (default: auto)");
+  c.info->add_flag("--json", c.json, "the same as one JSON object");
 
   c.run = sub("run", "the demo (the README's main job): copy in, kernels, copies, copy out, "
                      "verify, report");
   c.run->add_option("DEVICE", c.device, "the device (default: auto)");
   c.run->add_option("--size", c.size, "elements per buffer: 1 to 4294967295, decimal or 0x hex\n(default 1048576)")
       ->transform(uint_option(1, UINT32_MAX));
+  c.run->add_flag("--json", c.json, "the figures as one JSON object");
 
   c.trace = sub("trace", "the demo as a compiled, profiled batch: writes a Chrome/Perfetto trace");
   c.trace->add_option("DEVICE", c.device, "the device (default: auto)");
@@ -299,9 +351,9 @@ void define(CLI::App& app, Command& c) {
 }
 
 int run_command(const Command& c) {
-  if (*c.ls) return cmd_ls(c.all);
-  if (*c.info) return cmd_info(c.device);
-  if (*c.run) return cmd_run(c.device, c.size);
+  if (*c.ls) return cmd_ls(c.all, c.json);
+  if (*c.info) return cmd_info(c.device, c.json);
+  if (*c.run) return cmd_run(c.device, c.size, c.json);
   if (*c.trace) return cmd_trace(c.device, c.trace_file);
   if (*c.dump) return hcq::tools::cmd_dump(c.dump_args);
   if (*c.pci) return hcq::tools::cmd_pci(c.pci_args);

@@ -7,8 +7,8 @@
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
-#include "dump.hpp"
 #include "emulated_pci.hpp"
+#include "json.hpp"
 #include "numbers.hpp"
 #include "usage.hpp"
 #include "os/pci_bar.hpp"
@@ -85,64 +85,51 @@ std::map<std::string, os::PciFunction> by_address(const std::vector<os::PciFunct
   return m;
 }
 
-std::string quoted(const std::string& s) {
-  std::string q = json_escape(s);  // appended, not "literal" + string: GCC 12 -Wrestrict
-  q.insert(q.begin(), '"');
-  q += '"';
-  return q;
-}
-
-std::string pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
-  auto hx = [](uint64_t v) { return quoted(hex(v)); };
-  std::string j = "{\"address\":" + quoted(f.address) + ",\"vendor\":" + hx(f.vendor) +
-                  ",\"device\":" + hx(f.device) + ",\"subsystem_vendor\":" + hx(f.subsystem_vendor) +
-                  ",\"subsystem_device\":" + hx(f.subsystem_device) + ",\"revision\":" +
-                  hx(f.revision) + ",\"class\":" + quoted(class_of(f.class_code)) +
-                  ",\"gpu\":" + (f.is_gpu() ? "true" : "false") + ",\"driver\":" +
-                  (f.driver.empty() ? "null" : quoted(f.driver)) + ",\"hcq_path\":" +
-                  quoted(open_path(f)) + ",\"iommu_group\":" +
-                  (f.iommu_group < 0 ? "null" : std::to_string(f.iommu_group)) +
-                  ",\"numa_node\":" + std::to_string(f.numa_node) + ",\"bars\":[";
-  for (size_t i = 0; i < f.bars.size(); i++) {
-    const auto& b = f.bars[i];
-    j += std::string(i ? "," : "") + "{\"index\":" + std::to_string(b.index) + ",\"base\":" +
-         hx(b.base) + ",\"size\":" + std::to_string(b.size) + ",\"io\":" + (b.io ? "true" : "false") +
-         ",\"64bit\":" + (b.is64 ? "true" : "false") + ",\"prefetchable\":" +
-         (b.prefetchable ? "true" : "false") + "}";
-  }
-  j += "],\"resizable_bars\":[";
-  for (size_t i = 0; i < f.resizable_bars.size(); i++) {
-    const auto& r = f.resizable_bars[i];
-    j += std::string(i ? "," : "") + "{\"bar\":" + std::to_string(r.bar) + ",\"current\":" +
-         std::to_string(r.current) + ",\"supported\":[";
-    for (size_t k = 0; k < r.supported.size(); k++) {
-      if (k) j += ',';
-      j += std::to_string(r.supported[k]);
-    }
-    j += "]}";
-  }
-  j += "],\"port\":" + quoted(os::pci_port_name(f.port)) + ",\"link\":";
+Json pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
+  auto or_null = [](bool present, const auto& v) { return present ? Json(v) : Json(nullptr); };
+  Json j{{"address", f.address},
+         {"vendor", hex(f.vendor)},
+         {"device", hex(f.device)},
+         {"subsystem_vendor", hex(f.subsystem_vendor)},
+         {"subsystem_device", hex(f.subsystem_device)},
+         {"revision", hex(f.revision)},
+         {"class", class_of(f.class_code)},
+         {"gpu", f.is_gpu()},
+         {"driver", or_null(!f.driver.empty(), f.driver)},
+         {"hcq_path", open_path(f)},
+         {"iommu_group", or_null(f.iommu_group >= 0, f.iommu_group)},
+         {"numa_node", f.numa_node}};
+  Json& bars = j["bars"] = Json::array();
+  for (const auto& b : f.bars)
+    bars.push_back({{"index", b.index}, {"base", hex(b.base)}, {"size", b.size}, {"io", b.io},
+                    {"64bit", b.is64}, {"prefetchable", b.prefetchable}});
+  Json& resizable = j["resizable_bars"] = Json::array();
+  for (const auto& r : f.resizable_bars)
+    resizable.push_back({{"bar", r.bar}, {"current", r.current}, {"supported", r.supported}});
+  j["port"] = os::pci_port_name(f.port);
+  j["link"] = nullptr;
   if (f.link) {
     const auto& l = *f.link;
-    j += "{\"speed\":" + quoted(os::pcie_speed(l.speed)) + ",\"width\":" + std::to_string(l.width) +
-         ",\"max_speed\":" + quoted(os::pcie_speed(l.max_speed)) + ",\"max_width\":" +
-         std::to_string(l.max_width) + ",\"capable_speed\":" + quoted(os::pcie_speed(l.capable_speed())) +
-         ",\"capable_width\":" + std::to_string(l.capable_width()) + ",\"degraded\":" +
-         (l.degraded() ? "true" : "false") + "}";
-  } else {
-    j += "null";
+    j["link"] = {{"speed", os::pcie_speed(l.speed)},
+                 {"width", l.width},
+                 {"max_speed", os::pcie_speed(l.max_speed)},
+                 {"max_width", l.max_width},
+                 {"capable_speed", os::pcie_speed(l.capable_speed())},
+                 {"capable_width", l.capable_width()},
+                 {"degraded", l.degraded()}};
   }
-  j += std::string(",\"thunderbolt\":") + (f.thunderbolt ? "true" : "false") + ",\"upstream\":[";
-  for (size_t i = 0; i < f.upstream.size(); i++) {
-    auto it = all.find(f.upstream[i]);
-    j += std::string(i ? "," : "") + "{\"address\":" + quoted(f.upstream[i]);
-    if (it != all.end())
-      j += ",\"port\":" + quoted(os::pci_port_name(it->second.port)) + ",\"id\":" +
-           quoted(id_of(it->second.vendor, it->second.device)) + ",\"thunderbolt\":" +
-           (it->second.thunderbolt ? "true" : "false");
-    j += "}";
+  j["thunderbolt"] = f.thunderbolt;
+  Json& upstream = j["upstream"] = Json::array();
+  for (const auto& address : f.upstream) {
+    Json u{{"address", address}};
+    if (auto it = all.find(address); it != all.end()) {
+      u["port"] = os::pci_port_name(it->second.port);
+      u["id"] = id_of(it->second.vendor, it->second.device);
+      u["thunderbolt"] = it->second.thunderbolt;
+    }
+    upstream.push_back(u);
   }
-  return j + "]}";
+  return j;
 }
 
 void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
@@ -216,6 +203,21 @@ int cmd_ls_pci(bool all) {
   return 0;
 }
 
+Json ls_pci_json(bool all) {
+  Bus bus;
+  Json list = Json::array();
+  for (auto& f : os::pci_functions(*bus.kernel))
+    if (all || f.is_gpu())
+      list.push_back({{"address", f.address},
+                      {"vendor", hex(f.vendor)},
+                      {"device", hex(f.device)},
+                      {"class", class_of(f.class_code)},
+                      {"gpu", f.is_gpu()},
+                      {"driver", f.driver.empty() ? Json(nullptr) : Json(f.driver)},
+                      {"hcq_path", open_path(f)}});
+  return list;
+}
+
 int cmd_pci(const PciArgs& args) {
   const std::string& address = args.device;
   const bool unbind = args.unbind, bind_vfio = args.bind_vfio, force = args.force;
@@ -231,7 +233,7 @@ int cmd_pci(const PciArgs& args) {
     f = os::pci_function(*bus.kernel, address);
   }
   auto all = by_address(os::pci_functions(*bus.kernel));
-  if (args.json) std::printf("%s\n", pci_json(f, all).c_str());
+  if (args.json) std::printf("%s\n", json_line(pci_json(f, all)).c_str());
   else print_pci(f, all);
   return 0;
 }

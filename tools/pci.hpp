@@ -6,10 +6,14 @@
 #include <optional>
 #include <string>
 
+#include "json.hpp"
+
 namespace hcq::tools {
 
 // Every GPU on the bus (every function with `all`), its driver and the hcq path to it.
 int cmd_ls_pci(bool all);
+// The same as JSON: an array of {address, vendor, device, class, gpu, driver, hcq_path}.
+Json ls_pci_json(bool all);
 
 // hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]: binding changes take a GPU or
 // a processing accelerator; anything else needs --force.

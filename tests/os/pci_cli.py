@@ -73,6 +73,17 @@ expect("emulated hcq ls keeps the openable devices", "emu:sm_90        NVIDIA H1
 expect("emulated hcq ls lists GPUs only", [r.split()[0] for r in pci_section(out)],
        ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
 
+j = json.loads(run(["ls", "--all", "--json"], True))
+expect("emulated hcq ls --all --json", [(f["address"], f["vendor"], f["device"], f["class"], f["gpu"],
+                                         f["driver"]) for f in j["pci"]][:5],
+       [("0000:00:00.0", "0x8086", "0x9a14", "0x060000", False, None),
+        ("0000:00:01.0", "0x8086", "0x9a09", "0x060400", False, "pcieport"),
+        ("0000:00:02.0", "0x8086", "0x9a49", "0x030000", True, "i915"),
+        ("0000:00:07.0", "0x8086", "0x9a23", "0x060400", False, "pcieport"),
+        ("0000:01:00.0", "0x1002", "0x744c", "0x030000", True, "amdgpu")])
+expect("emulated hcq ls --json: GPUs only", [f["address"] for f in json.loads(run(["ls", "--json"], True))["pci"]],
+       ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
+
 expect("hcq pci of the eGPU", run(["pci", "22:00.0"], True), f"""\
 function       0000:22:00.0
 identity       10de:2330 NVIDIA, subsystem 10de:16c1, revision a1

@@ -95,6 +95,29 @@ for args, want in [
 p = run(["info", "emu:nope"], status=1)
 expect("hcq info emu:nope: one line", p.stderr.count("\n"), 1)
 
+# ---- --json: one valid JSON document, the figures a script wants ----
+def json_of(args):
+    p = run(args, status=0)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        failures.append(f"hcq {' '.join(args)}: not JSON ({e}): {p.stdout!r}")
+        return {}
+
+
+j = json_of(["ls", "--json"])
+expect("hcq ls --json", ({"name": "emu:gfx1100", "description": "AMD Radeon RX 7900 XTX (emulated)",
+                          "emulated": True} in j.get("devices", []), isinstance(j.get("pci"), list)),
+       (True, True))
+j = json_of(["info", "emu:gfx942", "--json"])
+expect("hcq info --json", {k: j.get(k) for k in ("name", "vendor", "arch", "wave_size", "copy_engine")},
+       {"name": "emu:gfx942", "vendor": "AMD", "arch": "gfx942", "wave_size": 64, "copy_engine": True})
+j = json_of(["run", "emu:a660", "--size", "1000", "--json"])
+expect("hcq run --json", (j.get("device", {}).get("name"), j.get("size"), j.get("launches"),
+                          j.get("device_copies"), j.get("copy_engine"), j.get("copy_in", {}).get("bytes"),
+                          j.get("verify")),
+       ("emu:a660", 1000, 107, 3, False, 8000, {"ok": True, "wrong": 0, "first_wrong": None}))
+
 # ---- numbers: decimal or 0x hex, nothing else, within range, the value named ----
 NUM = "(decimal, or hex with 0x)"
 for arg, msg in [

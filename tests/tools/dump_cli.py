@@ -154,6 +154,34 @@ for arg, want in [
 rc, out, err, _ = run(["dump", "--submissions", "0x1:1", cap])
 expect("dump --submissions 0x1:1", (rc, out.startswith("submission 1 "), err), (0, True, ""))
 
+# 11. --json writes valid JSON Lines whatever a capture's strings hold: control characters,
+# quotes, backslashes, and a byte that is not UTF-8 (replaced by U+FFFD).
+import json
+name = b"emu:\x01evil\n\t\x1b[31m\"quoted\"\\\x7f\xff"
+device = struct.pack("<I", 7) + b"".join(struct.pack("<H", len(x)) + x
+                                         for x in (name, b"AMD", b"gfx1100"))
+nop = struct.pack("<II", (3 << 30) | (0 << 16) | (0x10 << 8), 0)  # PM4 NOP, 1 body dword
+submission = (struct.pack("<IBBHQQI", 7, 0, 0, 0, 0, 0, 1) +
+              struct.pack("<BBHIQ", 0, 0, 0, len(nop) // 4, 0) + nop)
+path = os.path.join(tmp, "hostile_name.hcqcap")
+with open(path, "wb") as f:
+    f.write(header() + record(1, device) + record(2, submission))
+p = subprocess.run([HCQ, "dump", "--json", path], capture_output=True, timeout=60)
+try:
+    out = p.stdout.decode("utf-8")  # JSON is UTF-8 (RFC 8259 8.1): strictly, no byte replaced
+except UnicodeDecodeError as e:
+    out = f"not UTF-8: {e}"
+expect("dump --json of a hostile device name", (p.returncode, p.stderr, len(out.splitlines())),
+       (0, b"", 1))
+for line in out.splitlines():
+    try:
+        j = json.loads(line)
+    except ValueError as e:
+        j = {"device": f"not JSON: {e}: {line!r}"}
+    expect("the device name survives the JSON line", (j["device"], j["name"]),
+           (name[:-1].decode() + "\ufffd", "NOP"))
+    expect("no raw control character in the line", any(ord(c) < 0x20 for c in line), False)
+
 subprocess.run(["rm", "-rf", tmp], check=False)
 for f in failures:
     print("FAIL", f)
