@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cerrno>
 #include <cstdarg>
@@ -12,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "amd/decode.hpp"
 #include "nv/push.hpp"
@@ -37,6 +37,11 @@ constexpr uint64_t kMaxRawBytes = 64ull << 20;
 // Packets are decoded this many dwords at a time and printed before the next window, so memory
 // holds one window's decoded packets (about 50 bytes per input byte), not the whole stream's.
 constexpr size_t kDecodeWindow = 1 << 18;
+
+// The forms of --raw's hex text, for messages and --help.
+constexpr const char* kTextForms =
+    "expected hex dwords such as c0001000 or 0xc0001000, separated by spaces or commas; a "
+    "line may start with a kernel-log timestamp [  12.345678] and a prefix ending in ':'";
 
 // Standard output, every write checked: `hcq dump x > /dev/full` must fail, not report success.
 [[noreturn]] void output_failed() {
@@ -140,62 +145,104 @@ StreamDecoder decoder_for(const capture::DeviceRecord& d) {
   return nullptr;
 }
 
-std::vector<uint32_t> read_raw(const std::string& path) {
+// Text is what a person pastes: printable ASCII, tabs and line ends, and UTF-8 beyond ASCII (a
+// log's quotes). Any other control byte, NUL above all, means binary: command streams are full
+// of zero bytes.
+bool looks_like_text(const std::string& data) {
+  if (data.empty()) return false;
+  for (const char c : data) {
+    const auto ch = uint8_t(c);
+    if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7f) return false;
+  }
+  return true;
+}
+
+bool is_hex_word(std::string_view w) {
+  if (has_hex_prefix(w)) w.remove_prefix(2);
+  return !w.empty() && w.size() <= 8 &&
+         std::all_of(w.begin(), w.end(), [](char c) { return std::isxdigit(uint8_t(c)); });
+}
+
+// Hex text, a line at a time. A line may start with a kernel-log timestamp ("[  123.456789]"),
+// then anything up to its last ':' ("amdgpu 0000:03:00.0: ring gfx:", an offset "00000010:")
+// is a prefix; what follows is dwords in hex, with or without 0x, separated by spaces or
+// commas. A line that holds anything else is refused with its number, not skipped: a typo
+// must not shift every later dword.
+std::vector<uint32_t> parse_hex_text(const std::string& data, const std::string& name) {
+  std::vector<uint32_t> words;
+  size_t line_number = 0, start = 0;
+  while (start < data.size()) {
+    size_t end = data.find('\n', start);
+    if (end == std::string::npos) end = data.size();
+    std::string_view line(data.data() + start, end - start);
+    start = end + 1;
+    line_number++;
+    const size_t first = line.find_first_not_of(" \t");
+    line.remove_prefix(first == std::string_view::npos ? line.size() : first);
+    if (line.starts_with('[')) {  // dmesg's "[seconds.micros]"
+      const size_t close = line.find(']');
+      if (close != std::string_view::npos &&
+          line.substr(1, close - 1).find_first_not_of(" 0123456789.") == std::string_view::npos)
+        line.remove_prefix(close + 1);
+    }
+    if (const size_t colon = line.rfind(':'); colon != std::string_view::npos)
+      line.remove_prefix(colon + 1);
+    size_t at = 0;
+    while (at < line.size()) {
+      const size_t b = line.find_first_not_of(" \t\r,", at);
+      if (b == std::string_view::npos) break;
+      size_t e = line.find_first_of(" \t\r,", b);
+      if (e == std::string_view::npos) e = line.size();
+      const std::string_view word = line.substr(b, e - b);
+      if (!is_hex_word(word))
+        throw InvalidInput("dump: " + name + " line " + std::to_string(line_number) + ": '" +
+                           std::string(word) + "' is not a 32-bit hex dword (" + kTextForms +
+                           "; --format binary reads the file as binary)");
+      const std::string_view digits = has_hex_prefix(word) ? word.substr(2) : word;
+      uint32_t v = 0;
+      std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+      words.push_back(v);
+      at = e;
+    }
+  }
+  return words;
+}
+
+// --raw's input: `format` "text", "binary" or "auto" (text when looks_like_text says so).
+std::vector<uint32_t> read_raw(const std::string& file, const std::string& format) {
+  const bool from_stdin = file == "-";
+  const std::string path = from_stdin ? "/dev/stdin" : file,
+                    name = from_stdin ? "standard input" : file;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!in) throw OsError("dump: cannot open " + path, errno);
+  if (!in) throw OsError("dump: cannot open " + name, errno);
   struct stat st {};
   if (::fstat(::fileno(in.get()), &st) == 0 && S_ISDIR(st.st_mode))
-    throw InvalidInput("dump: " + path + " is a directory, not a file of dwords");
+    throw InvalidInput("dump: " + name + " is a directory, not a file of dwords");
   std::string data;
   char chunk[1 << 16];
   while (size_t n = std::fread(chunk, 1, sizeof chunk, in.get())) {
     if (data.size() + n > kMaxRawBytes)
-      throw InvalidInput("dump: " + path + " holds more than " + std::to_string(kMaxRawBytes) +
+      throw InvalidInput("dump: " + name + " holds more than " + std::to_string(kMaxRawBytes) +
                          " bytes (" + std::to_string(kMaxRawBytes >> 20) +
                          " MiB), the most --raw reads");
     data.append(chunk, n);
   }
   if (std::ferror(in.get()))
-    throw OsError("dump: reading " + path + " failed after " + std::to_string(data.size()) +
+    throw OsError("dump: reading " + name + " failed after " + std::to_string(data.size()) +
                       " bytes",
                   errno);
-  // Hex text (as pasted from a kernel log or a ring dump): hex digits, 0x, commas, spaces.
-  bool text = !data.empty();
-  for (char ch : data)
-    if (!std::isxdigit(uint8_t(ch)) && !std::isspace(uint8_t(ch)) && ch != 'x' && ch != 'X' &&
-        ch != ',')
-      text = false;
-  std::vector<uint32_t> words;
-  if (text) {
-    std::string token;
-    std::istringstream ss(data);
-    for (char& ch : data)
-      if (ch == ',') ch = ' ';
-    ss.str(data);
-    while (ss >> token) {
-      size_t used = 0;
-      unsigned long long v = 0;
-      try {
-        v = std::stoull(token, &used, 16);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != token.size() || v > 0xffffffffull)
-        throw InvalidInput("dump: '" + token + "' in " + path + " is not a 32-bit hex dword");
-      words.push_back(uint32_t(v));
-    }
-    return words;
-  }
+  if (format == "text" || (format == "auto" && looks_like_text(data)))
+    return parse_hex_text(data, name);
   if (data.size() % 4)
-    throw InvalidInput("dump: " + path + " is " + std::to_string(data.size()) +
+    throw InvalidInput("dump: " + name + " is " + std::to_string(data.size()) +
                        " bytes, not whole dwords (binary input is little-endian dwords)");
-  words.resize(data.size() / 4);
+  std::vector<uint32_t> words(data.size() / 4);
   std::memcpy(words.data(), data.data(), data.size());
   return words;
 }
 
 int dump_capture(const Options& o) {
-  capture::Reader r(o.file);
+  capture::Reader r(o.file == "-" ? "/dev/stdin" : o.file);
   std::map<uint32_t, capture::DeviceRecord> devices;
   while (auto rec = r.next()) {
     if (rec->type == capture::RecordType::Device) {
@@ -278,7 +325,7 @@ int dump(const DumpArgs& args) {
       throw UsageError("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
     const bool sdma = o.raw_format == "sdma";
     for_each_packet(
-        read_raw(o.file),
+        read_raw(o.file, o.format),
         [&](std::span<const uint32_t> w) { return sdma ? amd::decode_sdma(w, gen) : amd::decode_pm4(w, gen); },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
@@ -290,7 +337,7 @@ int dump(const DumpArgs& args) {
       throw UsageError("dump: unknown NVIDIA generation '" + g +
                        "' (ampere, ada, hopper, blackwell or sm_XX)");
     for_each_packet(
-        read_raw(o.file), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
+        read_raw(o.file, o.format), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
@@ -300,7 +347,7 @@ int dump(const DumpArgs& args) {
     else if (o.qmd == "v4" || o.qmd == "4") v = nv::QmdVersion::V04;
     else if (o.qmd == "v5" || o.qmd == "5") v = nv::QmdVersion::V05;
     else throw UsageError("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
-    print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
+    print_packet(nv::decode_qmd(read_raw(o.file, o.format), v), Context{}, o, 0);
     return 0;
   }
   if (o.raw_format == "adreno-cp" || o.raw_format == "cp" || o.raw_format == "adreno-uav") {
@@ -312,7 +359,7 @@ int dump(const DumpArgs& args) {
     // Descriptors have one layout on both generations; --gen is checked all the same.
     const bool uav = o.raw_format == "adreno-uav";
     for_each_packet(
-        read_raw(o.file),
+        read_raw(o.file, o.format),
         [&](std::span<const uint32_t> w) {
           return uav ? qcom::decode_descriptors(w) : qcom::decode_cp(w, gen);
         },

@@ -11,9 +11,11 @@ struct DumpArgs {
   std::string file;  // "-": standard input
   bool json = false;
   std::string raw_format, gen_name, queue, packet, qmd = "v3";
+  std::string format = "auto";  // --raw's input: text, binary or auto
   std::string submissions;  // "A:B", "A:", ":B" or "A"; empty: all
 };
 
 int cmd_dump(const DumpArgs& args);
+
 
 }  // namespace hcq::tools

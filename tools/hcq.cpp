@@ -233,16 +233,23 @@ int cmd_trace(const std::string& name, const std::string& path) {
   for (int round = 0; round < 3; round++) d = (c = 2 * c + 1) + float(round);
   for (float v : out)
     if (v != d) throw Error("trace: the batch computed a wrong result");
-  // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
   std::ostringstream json;
   exe.write_trace(json);
-  auto f = os::OutputFile::create(path);
-  f.write(json.str());
-  f.close();
-  std::printf("trace    %zu calls on %s (%zu cross-queue waits) -> %s\n", s.calls(),
-              p.name.c_str(),
-              exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
-              path.c_str());
+  const bool to_stdout = path == "-";
+  if (to_stdout) {
+    // main() flushes standard output and reports a failed write.
+    std::fwrite(json.str().data(), 1, json.str().size(), stdout);
+  } else {
+    // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
+    auto f = os::OutputFile::create(path);
+    f.write(json.str());
+    f.close();
+  }
+  // With the trace on standard output, the summary goes to standard error.
+  std::fprintf(to_stdout ? stderr : stdout, "trace    %zu calls on %s (%zu cross-queue waits) -> %s\n",
+               s.calls(), p.name.c_str(),
+               exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
+               to_stdout ? "standard output" : path.c_str());
   return 0;
 }
 
@@ -303,13 +310,15 @@ void define(CLI::App& app, Command& c) {
 
   c.trace = sub("trace", "the demo as a compiled, profiled batch: writes a Chrome/Perfetto trace");
   c.trace->add_option("DEVICE", c.device, "the device (default: auto)");
-  c.trace->add_option("FILE", c.trace_file, "where the trace goes (default hcq-trace.json)");
+  c.trace->add_option("FILE", c.trace_file,
+                      "where the trace goes (default hcq-trace.json; '-': standard output)");
 
   auto& d = c.dump_args;
   c.dump = app.add_subcommand(
       "dump", "decode a capture (HCQ_CAPTURE=FILE) or raw dwords (--raw pm4|sdma|nv-push|qmd|"
               "adreno-cp|adreno-uav)");
-  c.dump->add_option("FILE", d.file, "the capture, or with --raw the dwords")->required();
+  c.dump->add_option("FILE", d.file, "the capture, or with --raw the dwords ('-': standard input)")
+      ->required();
   c.dump->add_flag("--json", d.json, "JSON Lines: one object per packet");
   c.dump->add_option("--queue", d.queue, "a capture's packets of one queue only")
       ->check(CLI::IsMember({"compute", "copy"}));
@@ -321,7 +330,16 @@ void define(CLI::App& app, Command& c) {
                                           "(pm4, sdma); ampere (default), ada, hopper, blackwell or\n"
                                           "sm_XX (nv-push); a6xx (default), a7xx or a chip (adreno-cp)");
   c.dump->add_option("--qmd", d.qmd, "--raw qmd's version: v3 (default), v4 or v5");
-  c.dump->footer("FILE: binary little-endian dwords, or hex text (as pasted from a log).");
+  c.dump->add_option("--format", d.format, "--raw's input: text, binary or auto (default: text when\n"
+                                            "every byte is printable, a tab or a line end)")
+      ->check(CLI::IsMember({"auto", "text", "binary"}));
+  c.dump->footer(
+      "FILE: '-' reads standard input. With --raw: binary little-endian dwords, or hex text as\n"
+      "pasted from a log, one or more dwords a line:\n"
+      "  c0001000 00000000, 0x00000001\n"
+      "  [  123.456789] amdgpu 0000:03:00.0: ring gfx: c0001000 00000000\n"
+      "  00000010: c0001000 00000000\n"
+      "(a kernel-log timestamp, then anything up to the line's last ':', is skipped).");
 
   auto& p = c.pci_args;
   c.pci = sub("pci", "bring-up view of a PCI function: identity, BARs, link, driver, IOMMU, "

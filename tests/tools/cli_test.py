@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-HCQ, VERSION = sys.argv[1], sys.argv[2]
+HCQ, VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
 SUBCOMMANDS = ["ls", "info", "run", "trace", "dump", "pci", "reg"]
 failures = []
 # An AddressSanitizer build reserves terabytes of shadow memory at start, which a data limit
@@ -177,6 +177,16 @@ with tempfile.TemporaryDirectory() as tmp:
     except ValueError as e:
         events = f"not JSON: {e}"
     expect("the trace is JSON with events", isinstance(events, dict) and bool(events.get("traceEvents")), True)
+    # '-' is standard output: the trace there, the summary on standard error, no file '-'.
+    p = subprocess.run([HCQ, "trace", "emu:gfx1100", "-"], capture_output=True, text=True, cwd=tmp)
+    try:
+        events = json.loads(p.stdout)
+    except ValueError as e:
+        events = f"not JSON: {e}"
+    expect("hcq trace DEV -", (p.returncode, isinstance(events, dict) and bool(events.get("traceEvents")),
+                               p.stderr.startswith("trace    ") and p.stderr.endswith("-> standard output\n"),
+                               os.path.exists(os.path.join(tmp, "-"))),
+           (0, True, True, False))
 
 if failures:
     print("\n\n".join(failures))
