@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -88,9 +89,18 @@ int cmd_run(const std::string& name, uint32_t n, bool json) {
   kernels::register_cpu_implementations();
   auto dev = Device::open(name);
   const auto& p = dev->properties();
-  if (!json)
+  // Capture writes every submission (and with ,full buffer contents) to a file as it goes:
+  // the figures are then the capture's as much as the device's, and say so.
+  const char* capture_spec = std::getenv("HCQ_CAPTURE");
+  const bool capturing = capture_spec && *capture_spec;
+  if (!json) {
     std::printf("device   %s: %s%s\n", p.name.c_str(), p.description.c_str(),
                 p.emulated ? " [emulated]" : "");
+    if (capturing)
+      std::printf("capture  on (HCQ_CAPTURE=%s): every submission is recorded, so the figures "
+                  "below are slower than without\n",
+                  capture_spec);
+  }
   auto image = kernels::code_object(p.arch);
   if (image.empty())
     throw Error("no code object was built for " + p.arch +
@@ -175,7 +185,8 @@ int cmd_run(const std::string& name, uint32_t n, bool json) {
                                         {"seconds", copy_in_s},
                                         {"gb_per_s", copied / copy_in_s / 1e9}}},
                            {"launch_round_trip_median_us", median_rtt * 1e6},
-                           {"verify", verify}})
+                           {"verify", verify},
+                           {"capture", capturing ? Json(capture_spec) : Json(nullptr)}})
                     .c_str());
     return bad ? 1 : 0;
   }

@@ -118,6 +118,22 @@ expect("hcq run --json", (j.get("device", {}).get("name"), j.get("size"), j.get(
                           j.get("verify")),
        ("emu:a660", 1000, 107, 3, False, 8000, {"ok": True, "wrong": 0, "first_wrong": None}))
 
+# ---- a capture slows the run: hcq run says so beside its figures ----
+with tempfile.TemporaryDirectory() as tmp:
+    cap = os.path.join(tmp, "demo.hcqcap")
+    p = subprocess.run([HCQ, "run", "emu:gfx1100", "--size", "1000"], capture_output=True, text=True,
+                       env=dict(os.environ, HCQ_CAPTURE=cap))
+    expect("hcq run with HCQ_CAPTURE", (p.returncode, p.stdout.splitlines()[1:2]),
+           (0, [f"capture  on (HCQ_CAPTURE={cap}): every submission is recorded, so the figures "
+                "below are slower than without"]))
+    p = subprocess.run([HCQ, "run", "emu:gfx1100", "--size", "1000", "--json"], capture_output=True,
+                       text=True, env=dict(os.environ, HCQ_CAPTURE=cap + ",zlib"))
+    expect("hcq run --json with HCQ_CAPTURE", (p.returncode, json.loads(p.stdout or "{}").get("capture")),
+           (0, cap + ",zlib"))
+expect("hcq run without HCQ_CAPTURE", [l for l in run(["run", "emu:gfx1100", "--size", "1000"]).stdout.splitlines()
+                                       if l.startswith("capture")], [])
+expect("hcq run --json without HCQ_CAPTURE", "capture" in j and j["capture"] is None, True)
+
 # ---- numbers: decimal or 0x hex, nothing else, within range, the value named ----
 NUM = "(decimal, or hex with 0x)"
 for arg, msg in [
