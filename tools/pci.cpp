@@ -1,5 +1,6 @@
 #include "pci.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +80,18 @@ std::string bar_text(const os::PciBar& b) {
          ", " + (b.prefetchable ? "prefetchable" : "non-prefetchable");
 }
 
+// A name from the PCI ID database, null when it has none.
+Json name_json(const std::string& name) { return name.empty() ? Json(nullptr) : Json(name); }
+
+// "NVIDIA Corporation GH100[H100 SXM5 80GB]", as lspci names a function.
+std::string name_line(const os::PciFunction& f) {
+  const os::PciNames n = os::pci_names(f.vendor, f.device);
+  if (!n.database) return "unknown (the PCI ID database, pci.ids, is not installed)";
+  if (n.vendor.empty()) return "unknown (not in the PCI ID database)";
+  return n.device.empty() ? n.vendor + ", device not in the PCI ID database"
+                          : n.vendor + " " + n.device;
+}
+
 std::map<std::string, os::PciFunction> by_address(const std::vector<os::PciFunction>& all) {
   std::map<std::string, os::PciFunction> m;
   for (auto& f : all) m[f.address] = f;
@@ -93,6 +106,8 @@ Json pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunct
          {"subsystem_vendor", hex(f.subsystem_vendor)},
          {"subsystem_device", hex(f.subsystem_device)},
          {"revision", hex(f.revision)},
+         {"vendor_name", name_json(os::pci_names(f.vendor, f.device).vendor)},
+         {"device_name", name_json(os::pci_names(f.vendor, f.device).device)},
          {"class", class_of(f.class_code)},
          {"gpu", f.is_gpu()},
          {"driver", or_null(!f.driver.empty(), f.driver)},
@@ -138,6 +153,7 @@ void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunc
   std::printf("identity       %s%s%s, subsystem %s, revision %s\n", id_of(f.vendor, f.device).c_str(),
               s ? " " : "", s ? s->vendor_name.c_str() : "",
               id_of(f.subsystem_vendor, f.subsystem_device).c_str(), hex_n(f.revision, 2).c_str());
+  std::printf("name           %s\n", name_line(f).c_str());
   std::printf("class          %s (%s)\n", class_of(f.class_code).c_str(),
               f.is_gpu() ? "GPU" : "not a GPU");
   std::printf("driver         %s\n", f.driver.empty() ? "none" : f.driver.c_str());
@@ -189,17 +205,28 @@ bool gpu_class(const os::PciFunction& f) {
 int cmd_ls_pci(bool all) {
   Bus bus;
   auto fns = os::pci_functions(*bus.kernel);
-  size_t shown = 0;
-  for (auto& f : fns) {
-    if (!all && !f.is_gpu()) continue;
-    if (!shown++)
-      std::printf("\n%-13s %-9s  %-8s  %-12s %s\n", "PCI FUNCTION", "ID", "CLASS", "DRIVER", "HCQ PATH");
-    std::printf("%-13s %-9s  %-8s  %-12s %s\n", f.address.c_str(), id_of(f.vendor, f.device).c_str(),
-                class_of(f.class_code).c_str(), f.driver.empty() ? "-" : f.driver.c_str(),
-                open_path(f).c_str());
-  }
-  if (!shown)
+  std::vector<std::pair<const os::PciFunction*, std::string>> shown;  // with its name
+  size_t name_width = 4;
+  bool database = true;
+  for (auto& f : fns)
+    if (all || f.is_gpu()) {
+      const os::PciNames n = os::pci_names(f.vendor, f.device);
+      database = n.database;
+      shown.emplace_back(&f, n.device.empty() ? "-" : n.device);
+      name_width = std::max(name_width, shown.back().second.size());
+    }
+  if (shown.empty()) {
     std::printf("\nno GPU on the PCI bus (%zu functions; hcq ls --all lists them)\n", fns.size());
+    return 0;
+  }
+  std::printf("\n%-13s %-9s  %-8s  %-12s %-*s  %s\n", "PCI FUNCTION", "ID", "CLASS", "DRIVER",
+              int(name_width), "NAME", "HCQ PATH");
+  for (const auto& [f, name] : shown)
+    std::printf("%-13s %-9s  %-8s  %-12s %-*s  %s\n", f->address.c_str(),
+                id_of(f->vendor, f->device).c_str(), class_of(f->class_code).c_str(),
+                f->driver.empty() ? "-" : f->driver.c_str(), int(name_width), name.c_str(),
+                open_path(*f).c_str());
+  if (!database) std::printf("(no names: the PCI ID database, pci.ids, is not installed)\n");
   return 0;
 }
 
@@ -214,7 +241,9 @@ Json ls_pci_json(bool all) {
                       {"class", class_of(f.class_code)},
                       {"gpu", f.is_gpu()},
                       {"driver", f.driver.empty() ? Json(nullptr) : Json(f.driver)},
-                      {"hcq_path", open_path(f)}});
+                      {"hcq_path", open_path(f)},
+                      {"vendor_name", name_json(os::pci_names(f.vendor, f.device).vendor)},
+                      {"device_name", name_json(os::pci_names(f.vendor, f.device).device)}});
   return list;
 }
 
