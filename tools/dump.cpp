@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cerrno>
 #include <cstdarg>
@@ -12,23 +13,21 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "amd/decode.hpp"
 #include "nv/push.hpp"
 #include "qcom/decode.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
+#include "json.hpp"
 #include "numbers.hpp"
+#include "usage.hpp"
 
 namespace hcq::tools {
 namespace {
 
-struct Options {
-  bool json = false;
-  std::string raw_format, gen_name, queue, packet, qmd = "v3";
+struct Options : DumpArgs {
   uint64_t first = 0, last = UINT64_MAX;
-  std::string file;
 };
 
 
@@ -38,6 +37,11 @@ constexpr uint64_t kMaxRawBytes = 64ull << 20;
 // Packets are decoded this many dwords at a time and printed before the next window, so memory
 // holds one window's decoded packets (about 50 bytes per input byte), not the whole stream's.
 constexpr size_t kDecodeWindow = 1 << 18;
+
+// The forms of --raw's hex text, for messages and --help.
+constexpr const char* kTextForms =
+    "expected hex dwords such as c0001000 or 0xc0001000, separated by spaces or commas; a "
+    "line may start with a kernel-log timestamp [  12.345678] and a prefix ending in ':'";
 
 // Standard output, every write checked: `hcq dump x > /dev/full` must fail, not report success.
 [[noreturn]] void output_failed() {
@@ -72,43 +76,32 @@ struct Context {
 void print_packet(const amd::DecodedPacket& p, const Context& c, const Options& o, int indent) {
   if (!o.packet.empty() && p.name != o.packet) return;
   if (o.json) {
-    std::string s = "{";
-    if (c.submission >= 0)
-      s += "\"submission\":" + std::to_string(c.submission) + ",\"device\":\"" +
-           json_escape(c.device) + "\",\"queue\":\"" + c.queue +
-           "\",\"queue_index\":" + std::to_string(c.queue_index) + ",";
-    s += std::string("\"segment\":\"") + (c.indirect ? "indirect" : "ring") + "\",";
-    if (c.indirect) s += "\"ib_address\":" + std::to_string(c.ib_address) + ",";
-    s += "\"offset\":" + std::to_string(p.offset) + ",\"dwords\":" + std::to_string(p.dwords) +
-         ",\"header\":" + std::to_string(p.header) + ",\"name\":\"" + p.name + "\",\"ok\":" +
-         (p.ok ? "true" : "false");
-    if (!p.ok) s += ",\"problem\":\"" + json_escape(p.problem) + "\"";
-    s += ",\"fields\":{";
-    for (size_t i = 0; i < p.fields.size(); i++) {
-      // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive) on
-      // "literal" + std::string.
-      if (i) s += ',';
-      s += '"';
-      s += p.fields[i].first;
-      s += "\":";
-      s += std::to_string(p.fields[i].second);
+    Json j;
+    if (c.submission >= 0) {
+      j["submission"] = c.submission;
+      j["device"] = c.device;
+      j["queue"] = c.queue;
+      j["queue_index"] = c.queue_index;
     }
-    s += "}";
+    j["segment"] = c.indirect ? "indirect" : "ring";
+    if (c.indirect) j["ib_address"] = c.ib_address;
+    j["offset"] = p.offset;
+    j["dwords"] = p.dwords;
+    j["header"] = p.header;
+    j["name"] = p.name;
+    j["ok"] = p.ok;
+    if (!p.ok) j["problem"] = p.problem;
+    Json& fields = j["fields"] = Json::object();
+    for (const auto& f : p.fields) fields[f.first] = f.second;
     if (!p.value_names.empty()) {
-      s += ",\"names\":{";
-      for (size_t i = 0; i < p.value_names.size(); i++)
-        s += (i ? "," : "") + std::string("\"") + p.value_names[i].first + "\":\"" +
-             p.value_names[i].second + "\"";
-      s += "}";
+      Json& names = j["names"];
+      for (const auto& n : p.value_names) names[n.first] = n.second;
     }
     if (!p.registers.empty()) {
-      s += ",\"registers\":{";
-      for (size_t i = 0; i < p.registers.size(); i++)
-        s += (i ? "," : "") + std::string("\"") + p.registers[i].first + "\":" +
-             std::to_string(p.registers[i].second);
-      s += "}";
+      Json& registers = j["registers"];
+      for (const auto& r : p.registers) registers[r.first] = r.second;
     }
-    out("%s}\n", s.c_str());
+    out("%s\n", json_line(j).c_str());
     return;
   }
   out("%*s%s\n", indent, "", hcq::to_text(p).c_str());
@@ -152,62 +145,104 @@ StreamDecoder decoder_for(const capture::DeviceRecord& d) {
   return nullptr;
 }
 
-std::vector<uint32_t> read_raw(const std::string& path) {
+// Text is what a person pastes: printable ASCII, tabs and line ends, and UTF-8 beyond ASCII (a
+// log's quotes). Any other control byte, NUL above all, means binary: command streams are full
+// of zero bytes.
+bool looks_like_text(const std::string& data) {
+  if (data.empty()) return false;
+  for (const char c : data) {
+    const auto ch = uint8_t(c);
+    if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7f) return false;
+  }
+  return true;
+}
+
+bool is_hex_word(std::string_view w) {
+  if (has_hex_prefix(w)) w.remove_prefix(2);
+  return !w.empty() && w.size() <= 8 &&
+         std::all_of(w.begin(), w.end(), [](char c) { return std::isxdigit(uint8_t(c)); });
+}
+
+// Hex text, a line at a time. A line may start with a kernel-log timestamp ("[  123.456789]"),
+// then anything up to its last ':' ("amdgpu 0000:03:00.0: ring gfx:", an offset "00000010:")
+// is a prefix; what follows is dwords in hex, with or without 0x, separated by spaces or
+// commas. A line that holds anything else is refused with its number, not skipped: a typo
+// must not shift every later dword.
+std::vector<uint32_t> parse_hex_text(const std::string& data, const std::string& name) {
+  std::vector<uint32_t> words;
+  size_t line_number = 0, start = 0;
+  while (start < data.size()) {
+    size_t end = data.find('\n', start);
+    if (end == std::string::npos) end = data.size();
+    std::string_view line(data.data() + start, end - start);
+    start = end + 1;
+    line_number++;
+    const size_t first = line.find_first_not_of(" \t");
+    line.remove_prefix(first == std::string_view::npos ? line.size() : first);
+    if (line.starts_with('[')) {  // dmesg's "[seconds.micros]"
+      const size_t close = line.find(']');
+      if (close != std::string_view::npos &&
+          line.substr(1, close - 1).find_first_not_of(" 0123456789.") == std::string_view::npos)
+        line.remove_prefix(close + 1);
+    }
+    if (const size_t colon = line.rfind(':'); colon != std::string_view::npos)
+      line.remove_prefix(colon + 1);
+    size_t at = 0;
+    while (at < line.size()) {
+      const size_t b = line.find_first_not_of(" \t\r,", at);
+      if (b == std::string_view::npos) break;
+      size_t e = line.find_first_of(" \t\r,", b);
+      if (e == std::string_view::npos) e = line.size();
+      const std::string_view word = line.substr(b, e - b);
+      if (!is_hex_word(word))
+        throw InvalidInput("dump: " + name + " line " + std::to_string(line_number) + ": '" +
+                           std::string(word) + "' is not a 32-bit hex dword (" + kTextForms +
+                           "; --format binary reads the file as binary)");
+      const std::string_view digits = has_hex_prefix(word) ? word.substr(2) : word;
+      uint32_t v = 0;
+      std::from_chars(digits.data(), digits.data() + digits.size(), v, 16);
+      words.push_back(v);
+      at = e;
+    }
+  }
+  return words;
+}
+
+// --raw's input: `format` "text", "binary" or "auto" (text when looks_like_text says so).
+std::vector<uint32_t> read_raw(const std::string& file, const std::string& format) {
+  const bool from_stdin = file == "-";
+  const std::string path = from_stdin ? "/dev/stdin" : file,
+                    name = from_stdin ? "standard input" : file;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!in) throw OsError("dump: cannot open " + path, errno);
+  if (!in) throw OsError("dump: cannot open " + name, errno);
   struct stat st {};
   if (::fstat(::fileno(in.get()), &st) == 0 && S_ISDIR(st.st_mode))
-    throw InvalidInput("dump: " + path + " is a directory, not a file of dwords");
+    throw InvalidInput("dump: " + name + " is a directory, not a file of dwords");
   std::string data;
   char chunk[1 << 16];
   while (size_t n = std::fread(chunk, 1, sizeof chunk, in.get())) {
     if (data.size() + n > kMaxRawBytes)
-      throw InvalidInput("dump: " + path + " holds more than " + std::to_string(kMaxRawBytes) +
+      throw InvalidInput("dump: " + name + " holds more than " + std::to_string(kMaxRawBytes) +
                          " bytes (" + std::to_string(kMaxRawBytes >> 20) +
                          " MiB), the most --raw reads");
     data.append(chunk, n);
   }
   if (std::ferror(in.get()))
-    throw OsError("dump: reading " + path + " failed after " + std::to_string(data.size()) +
+    throw OsError("dump: reading " + name + " failed after " + std::to_string(data.size()) +
                       " bytes",
                   errno);
-  // Hex text (as pasted from a kernel log or a ring dump): hex digits, 0x, commas, spaces.
-  bool text = !data.empty();
-  for (char ch : data)
-    if (!std::isxdigit(uint8_t(ch)) && !std::isspace(uint8_t(ch)) && ch != 'x' && ch != 'X' &&
-        ch != ',')
-      text = false;
-  std::vector<uint32_t> words;
-  if (text) {
-    std::string token;
-    std::istringstream ss(data);
-    for (char& ch : data)
-      if (ch == ',') ch = ' ';
-    ss.str(data);
-    while (ss >> token) {
-      size_t used = 0;
-      unsigned long long v = 0;
-      try {
-        v = std::stoull(token, &used, 16);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != token.size() || v > 0xffffffffull)
-        throw InvalidInput("dump: '" + token + "' in " + path + " is not a 32-bit hex dword");
-      words.push_back(uint32_t(v));
-    }
-    return words;
-  }
+  if (format == "text" || (format == "auto" && looks_like_text(data)))
+    return parse_hex_text(data, name);
   if (data.size() % 4)
-    throw InvalidInput("dump: " + path + " is " + std::to_string(data.size()) +
+    throw InvalidInput("dump: " + name + " is " + std::to_string(data.size()) +
                        " bytes, not whole dwords (binary input is little-endian dwords)");
-  words.resize(data.size() / 4);
+  std::vector<uint32_t> words(data.size() / 4);
   std::memcpy(words.data(), data.data(), data.size());
   return words;
 }
 
 int dump_capture(const Options& o) {
-  capture::Reader r(o.file);
+  capture::Reader r(o.file == "-" ? "/dev/stdin" : o.file);
   std::map<uint32_t, capture::DeviceRecord> devices;
   while (auto rec = r.next()) {
     if (rec->type == capture::RecordType::Device) {
@@ -218,8 +253,9 @@ int dump_capture(const Options& o) {
       if (o.packet.empty()) {
         const auto& m = rec->memory;
         if (o.json)
-          out("{\"memory\":%llu,\"device\":%u,\"bytes\":%zu}\n",
-              static_cast<unsigned long long>(m.address), m.device, m.bytes.size());
+          out("%s\n",
+              json_line(Json{{"memory", m.address}, {"device", m.device}, {"bytes", m.bytes.size()}})
+                  .c_str());
         else
           out("memory %s  %zu bytes  (device %u)\n", hex(m.address).c_str(), m.bytes.size(),
               m.device);
@@ -261,88 +297,35 @@ int dump_capture(const Options& o) {
   return 0;
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: hcq dump [--json] [--queue compute|copy] [--submissions A:B] "
-               "[--packet NAME] CAPTURE\n"
-               "       hcq dump --raw pm4|sdma [--gen gfx9|gfx11|gfx12|<target>] [--json] FILE\n"
-               "       hcq dump --raw nv-push [--gen ampere|ada|hopper|blackwell] FILE\n"
-               "       hcq dump --raw qmd [--qmd v3|v4|v5] FILE\n"
-               "       hcq dump --raw adreno-cp [--gen a6xx|a7xx|<chip>] FILE\n"
-               "       hcq dump --raw adreno-uav [--gen a6xx|a7xx|<chip>] FILE   (descriptors)\n"
-               "FILE: binary little-endian dwords, or hex text (as pasted from a log)\n");
-  return 2;
-}
-
-}  // namespace
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (uint8_t(c) < 0x20) {  // a control character (a hostile capture's device name) breaks the line
-      char u[8];
-      std::snprintf(u, sizeof u, "\\u%04x", c);
-      o += u;
-      continue;
-    }
-    if (c == '"' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
-
-namespace {
-
-int dump(const std::vector<std::string>& args) {
+int dump(const DumpArgs& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); i++) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw InvalidInput("dump: " + a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--json") o.json = true;
-    else if (a == "--raw") o.raw_format = value();
-    else if (a == "--gen") o.gen_name = value();
-    else if (a == "--qmd") o.qmd = value();
-    else if (a == "--queue") o.queue = value();
-    else if (a == "--packet") o.packet = value();
-    else if (a == "--submissions") {
-      const std::string& r = value();
-      const size_t colon = r.find(':');
-      const std::string_view all(r), a_text = all.substr(0, colon);
-      try {
-        o.first = colon == 0 ? 0 : tools::parse_uint(a_text, UINT64_MAX, "--submissions");
-        o.last = colon == std::string::npos ? o.first
-                 : colon + 1 == r.size()
-                     ? UINT64_MAX
-                     : tools::parse_uint(all.substr(colon + 1), UINT64_MAX, "--submissions");
-      } catch (const InvalidInput& e) {
-        throw InvalidInput(std::string("dump: ") + e.what() + " (it takes A:B, A:, :B or A)");
-      }
-      if (o.first > o.last)
-        throw InvalidInput("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
-                           ") is after the last (" + std::to_string(o.last) + ")");
-    } else if (a.rfind("--", 0) == 0) {
-      throw InvalidInput("dump: unknown option " + a);
-    } else if (o.file.empty()) {
-      o.file = a;
-    } else {
-      throw InvalidInput("dump: more than one file given");
+  static_cast<DumpArgs&>(o) = args;
+  if (!o.submissions.empty()) {
+    const std::string& r = o.submissions;
+    const size_t colon = r.find(':');
+    const std::string_view all(r), a_text = all.substr(0, colon);
+    try {
+      o.first = colon == 0 ? 0 : tools::parse_uint(a_text, UINT64_MAX, "--submissions");
+      o.last = colon == std::string::npos ? o.first
+               : colon + 1 == r.size()
+                   ? UINT64_MAX
+                   : tools::parse_uint(all.substr(colon + 1), UINT64_MAX, "--submissions");
+    } catch (const InvalidInput& e) {
+      throw UsageError(std::string("dump: ") + e.what() + " (it takes A:B, A:, :B or A)");
     }
+    if (o.first > o.last)
+      throw UsageError("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
+                       ") is after the last (" + std::to_string(o.last) + ")");
   }
-  if (o.file.empty()) return usage();
-  if (!o.queue.empty() && o.queue != "compute" && o.queue != "copy")
-    throw InvalidInput("dump: --queue is compute or copy, not '" + o.queue + "'");
   if (o.raw_format.empty()) return dump_capture(o);
   if (o.raw_format == "pm4" || o.raw_format == "sdma") {
     amd::Gen gen;
     std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
     if (!amd::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
+      throw UsageError("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
     const bool sdma = o.raw_format == "sdma";
     for_each_packet(
-        read_raw(o.file),
+        read_raw(o.file, o.format),
         [&](std::span<const uint32_t> w) { return sdma ? amd::decode_sdma(w, gen) : amd::decode_pm4(w, gen); },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
@@ -351,10 +334,10 @@ int dump(const std::vector<std::string>& args) {
     nv::Gen gen;
     std::string g = o.gen_name.empty() ? "ampere" : o.gen_name;
     if (!nv::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown NVIDIA generation '" + g +
-                         "' (ampere, ada, hopper, blackwell or sm_XX)");
+      throw UsageError("dump: unknown NVIDIA generation '" + g +
+                       "' (ampere, ada, hopper, blackwell or sm_XX)");
     for_each_packet(
-        read_raw(o.file), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
+        read_raw(o.file, o.format), [&](std::span<const uint32_t> w) { return nv::decode_push(w, gen); },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
@@ -363,33 +346,33 @@ int dump(const std::vector<std::string>& args) {
     if (o.qmd == "v3" || o.qmd == "3") v = nv::QmdVersion::V03;
     else if (o.qmd == "v4" || o.qmd == "4") v = nv::QmdVersion::V04;
     else if (o.qmd == "v5" || o.qmd == "5") v = nv::QmdVersion::V05;
-    else throw InvalidInput("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
-    print_packet(nv::decode_qmd(read_raw(o.file), v), Context{}, o, 0);
+    else throw UsageError("dump: --qmd takes v3, v4 or v5, not '" + o.qmd + "'");
+    print_packet(nv::decode_qmd(read_raw(o.file, o.format), v), Context{}, o, 0);
     return 0;
   }
   if (o.raw_format == "adreno-cp" || o.raw_format == "cp" || o.raw_format == "adreno-uav") {
     qcom::Gen gen;
     std::string g = o.gen_name.empty() ? "a6xx" : o.gen_name;
     if (!qcom::parse_gen(g, gen))
-      throw InvalidInput("dump: unknown Adreno generation '" + g +
-                         "' (a6xx, a7xx or a chip: a630, a740, ...)");
+      throw UsageError("dump: unknown Adreno generation '" + g +
+                       "' (a6xx, a7xx or a chip: a630, a740, ...)");
     // Descriptors have one layout on both generations; --gen is checked all the same.
     const bool uav = o.raw_format == "adreno-uav";
     for_each_packet(
-        read_raw(o.file),
+        read_raw(o.file, o.format),
         [&](std::span<const uint32_t> w) {
           return uav ? qcom::decode_descriptors(w) : qcom::decode_cp(w, gen);
         },
         [&](const DecodedPacket& p) { print_packet(p, Context{}, o, 0); });
     return 0;
   }
-  throw InvalidInput("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
-                     o.raw_format + "'");
+  throw UsageError("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not '" +
+                   o.raw_format + "'");
 }
 
 }  // namespace
 
-int cmd_dump(const std::vector<std::string>& args) {
+int cmd_dump(const DumpArgs& args) {
   const int rc = dump(args);
   finish_output();
   return rc;

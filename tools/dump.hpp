@@ -3,12 +3,19 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
 namespace hcq::tools {
 
-int cmd_dump(const std::vector<std::string>& args);
-// `s` with quotes and backslashes escaped, for a JSON string.
-std::string json_escape(const std::string& s);
+// What `hcq dump` was given (tools/hcq.cpp parses the command line).
+struct DumpArgs {
+  std::string file;  // "-": standard input
+  bool json = false;
+  std::string raw_format, gen_name, queue, packet, qmd = "v3";
+  std::string format = "auto";  // --raw's input: text, binary or auto
+  std::string submissions;  // "A:B", "A:", ":B" or "A"; empty: all
+};
+
+int cmd_dump(const DumpArgs& args);
+
 
 }  // namespace hcq::tools

@@ -1,13 +1,16 @@
 // hcq: the command-line tool. `hcq ls` lists devices and the GPUs on the PCI bus, `hcq info
 // DEVICE` shows one, `hcq run` runs the demo workload (the README's main job) on the best
 // device, an emulated AMD GPU when no GPU is present; `hcq pci` and `hcq reg` are for
-// bring-up. Errors become one line on stderr and a non-zero exit.
+// bring-up. Errors become one line on stderr and exit status 1; a command line hcq cannot use
+// (CLI11's parse, or a UsageError) exits 2 with where the usage is; --help and --version
+// print to standard output and exit 0.
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
@@ -15,56 +18,57 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "dump.hpp"
+#include "json.hpp"
 #include "kernels.hpp"
 #include "numbers.hpp"
 #include "os/output_file.hpp"
 #include "pci.hpp"
+#include "usage.hpp"
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: hcq ls [--all]         list the devices hcq can open and the GPUs on the\n"
-               "                              PCI bus (--all: every PCI function)\n"
-               "       hcq info [DEVICE]      properties of a device\n"
-               "       hcq run [DEVICE] [--size N]  (N: 1 to 4294967295, decimal or 0x hex)\n"
-               "                              demo: copy in, a chain of kernels, copies on the\n"
-               "                              copy queue, copy out, verify, report\n"
-               "       hcq trace [DEVICE] [FILE]\n"
-               "                              the demo as a compiled, profiled batch; writes a\n"
-               "                              Chrome/Perfetto trace (default hcq-trace.json)\n"
-               "       hcq dump [--json] [--queue Q] [--submissions A:B] [--packet NAME] FILE\n"
-               "       hcq dump --raw pm4|sdma [--gen G] FILE\n"
-               "                              decode a capture (HCQ_CAPTURE=FILE) or raw dwords\n"
-               "       hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]\n"
-               "                              bring-up view of a PCI function: identity, BARs,\n"
-               "                              resizable BAR, link, driver, IOMMU group, bridges;\n"
-               "                              --unbind/--bind-vfio take a GPU or accelerator\n"
-               "                              (class 0x03/0x12), anything else needs --force\n"
-               "       hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]\n"
-               "                              MMIO peek/poke in the GPU's register BAR; OFFSET\n"
-               "                              is hex with 0x (0x140), VALUE decimal or 0x hex\n"
-               "                              up to 0xffffffff\n"
-               "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1100|gfx1201|\n"
-               "        gfx1100_usb|sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated),\n"
-               "        auto; for pci and reg a PCI address (0000:03:00.0 or 03:00.0);\n"
-               "        HCQ_EMULATED_PCI=1 runs them on an emulated PCI system\n");
-  return 2;
-}
+using hcq::tools::Json;
+using hcq::tools::json_line;
 
-int cmd_ls(bool all) {
+int cmd_ls(bool all, bool json) {
+  if (json) {
+    Json devices = Json::array();
+    for (auto& l : hcq::Device::list())
+      devices.push_back({{"name", l.name}, {"description", l.description}, {"emulated", l.emulated}});
+    std::printf("%s\n",
+                json_line({{"devices", devices}, {"pci", hcq::tools::ls_pci_json(all)}}).c_str());
+    return 0;
+  }
   for (auto& l : hcq::Device::list())
     std::printf("%-16s %s%s\n", l.name.c_str(), l.description.c_str(),
                 l.emulated ? "  [emulated]" : "");
   return hcq::tools::cmd_ls_pci(all);
 }
 
-int cmd_info(const std::string& name) {
+int cmd_info(const std::string& name, bool json) {
   auto dev = hcq::Device::open(name);
   const auto& p = dev->properties();
+  if (json) {
+    std::printf("%s\n", json_line({{"name", p.name},
+                                   {"vendor", p.vendor},
+                                   {"arch", p.arch},
+                                   {"description", p.description},
+                                   {"emulated", p.emulated},
+                                   {"compute_units", p.compute_units},
+                                   {"wave_size", p.wave_size},
+                                   {"device_memory_bytes", p.device_memory_bytes},
+                                   {"timestamp_hz", p.timestamp_hz},
+                                   {"copy_engine", p.caps.copy_engine},
+                                   {"uma", p.caps.uma},
+                                   {"host_reachable", p.caps.host_reachable}})
+                             .c_str());
+    return 0;
+  }
   std::printf("name          %s\nvendor        %s\narch          %s\ndescription   %s\n"
               "emulated      %s\ncompute units %u\nwave size     %u\ndevice memory %.1f GiB\n"
               "timestamp     %.0f MHz\ncopy engine   %s\nUMA           %s\nhost memory   %s\n",
@@ -80,13 +84,23 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-int cmd_run(const std::string& name, uint32_t n) {
+int cmd_run(const std::string& name, uint32_t n, bool json) {
   using namespace hcq;
   kernels::register_cpu_implementations();
   auto dev = Device::open(name);
   const auto& p = dev->properties();
-  std::printf("device   %s: %s%s\n", p.name.c_str(), p.description.c_str(),
-              p.emulated ? " [emulated]" : "");
+  // Capture writes every submission (and with ,full buffer contents) to a file as it goes:
+  // the figures are then the capture's as much as the device's, and say so.
+  const char* capture_spec = std::getenv("HCQ_CAPTURE");
+  const bool capturing = capture_spec && *capture_spec;
+  if (!json) {
+    std::printf("device   %s: %s%s\n", p.name.c_str(), p.description.c_str(),
+                p.emulated ? " [emulated]" : "");
+    if (capturing)
+      std::printf("capture  on (HCQ_CAPTURE=%s): every submission is recorded, so the figures "
+                  "below are slower than without\n",
+                  capture_spec);
+  }
   auto image = kernels::code_object(p.arch);
   if (image.empty())
     throw Error("no code object was built for " + p.arch +
@@ -155,12 +169,33 @@ int cmd_run(const std::string& name, uint32_t n) {
 
   // A device without a copy engine shares memory with the host: its copies are host copies.
   const bool engine = dev->properties().caps.copy_engine;
+  const double copied = 2.0 * double(bytes), median_rtt = rtt[50];
+  if (json) {
+    Json verify{{"ok", bad == 0}, {"wrong", bad}};
+    verify["first_wrong"] = bad ? Json(first_bad) : Json(nullptr);
+    std::printf("%s\n",
+                json_line({{"device", {{"name", p.name},
+                                      {"description", p.description},
+                                      {"emulated", p.emulated}}},
+                           {"size", n},
+                           {"launches", launches + 100},
+                           {"device_copies", copies},
+                           {"copy_engine", engine},
+                           {"copy_in", {{"bytes", uint64_t(copied)},
+                                        {"seconds", copy_in_s},
+                                        {"gb_per_s", copied / copy_in_s / 1e9}}},
+                           {"launch_round_trip_median_us", median_rtt * 1e6},
+                           {"verify", verify},
+                           {"capture", capturing ? Json(capture_spec) : Json(nullptr)}})
+                    .c_str());
+    return bad ? 1 : 0;
+  }
   std::printf("launches %d kernels on the compute queue, %d device copies %s\n", launches + 100,
               copies, engine ? "on the copy queue" : "as host copies (shared memory)");
-  std::printf("copy-in  %.1f MiB in %.2f ms (%.2f GB/s, %s)\n", 2.0 * double(bytes) / (1 << 20),
-              copy_in_s * 1e3, 2.0 * double(bytes) / copy_in_s / 1e9,
+  std::printf("copy-in  %.1f MiB in %.2f ms (%.2f GB/s, %s)\n", copied / (1 << 20),
+              copy_in_s * 1e3, copied / copy_in_s / 1e9,
               engine ? "staged through the copy queue" : "memcpy into shared memory");
-  std::printf("latency  empty launch round trip: median %.1f us\n", rtt[50] * 1e6);
+  std::printf("latency  empty launch round trip: median %.1f us\n", median_rtt * 1e6);
   if (bad) {
     std::printf("verify   FAILED: %u of %u results wrong (first at %u)\n", bad, n, first_bad);
     return 1;
@@ -209,60 +244,195 @@ int cmd_trace(const std::string& name, const std::string& path) {
   for (int round = 0; round < 3; round++) d = (c = 2 * c + 1) + float(round);
   for (float v : out)
     if (v != d) throw Error("trace: the batch computed a wrong result");
-  // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
   std::ostringstream json;
   exe.write_trace(json);
-  auto f = os::OutputFile::create(path);
-  f.write(json.str());
-  f.close();
-  std::printf("trace    %zu calls on %s (%zu cross-queue waits) -> %s\n", s.calls(),
-              p.name.c_str(),
-              exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
-              path.c_str());
+  const bool to_stdout = path == "-";
+  if (to_stdout) {
+    // main() flushes standard output and reports a failed write.
+    std::fwrite(json.str().data(), 1, json.str().size(), stdout);
+  } else {
+    // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
+    auto f = os::OutputFile::create(path);
+    f.write(json.str());
+    f.close();
+  }
+  // With the trace on standard output, the summary goes to standard error.
+  std::fprintf(to_stdout ? stderr : stdout, "trace    %zu calls on %s (%zu cross-queue waits) -> %s\n",
+               s.calls(), p.name.c_str(),
+               exe.stats(QueueKind::Compute).waits + exe.stats(QueueKind::Copy).waits,
+               to_stdout ? "standard output" : path.c_str());
   return 0;
 }
 
-int run_command(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") return usage();
-  if (args[0] == "ls") {
-    if (args.size() > 2 || (args.size() == 2 && args[1] != "--all")) return usage();
-    return cmd_ls(args.size() == 2);
+constexpr const char* kDevices =
+    "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1100|gfx1201|gfx1100_usb|\n"
+    "        sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated), auto (the default: the\n"
+    "        best device, an emulated AMD GPU when no GPU is present); for pci and reg a PCI\n"
+    "        address (0000:03:00.0 or 03:00.0). HCQ_EMULATED_PCI=1 runs pci and reg on an\n"
+    "        emulated PCI system.\n";
+
+// Everything the command line asked for; the subcommand that was given runs.
+struct Command {
+  CLI::App* ls = nullptr;
+  CLI::App* info = nullptr;
+  CLI::App* run = nullptr;
+  CLI::App* trace = nullptr;
+  CLI::App* dump = nullptr;
+  CLI::App* pci = nullptr;
+  CLI::App* reg = nullptr;
+  bool all = false, json = false;
+  std::string device = "auto", trace_file = "hcq-trace.json";
+  uint32_t size = 1 << 20;
+  hcq::tools::DumpArgs dump_args;
+  hcq::tools::PciArgs pci_args;
+  hcq::tools::RegArgs reg_args;
+};
+
+// One parser for every subcommand: `hcq --help` and `hcq SUB --help` print to standard
+// output and exit 0, `hcq --version` likewise; usage errors exit 2 (main()).
+void define(CLI::App& app, Command& c) {
+  using hcq::tools::uint_option;
+  app.set_help_flag("-h,--help", "print this help and exit");
+  app.set_version_flag("--version", "hcq " HCQ_VERSION, "print the version and exit");
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(30);
+  app.footer(std::string(kDevices) +
+             "Every subcommand takes --help. Exit status: 0 success, 1 failure, 2 usage error.");
+  auto sub = [&](const char* name, const char* about) {
+    CLI::App* s = app.add_subcommand(name, about);
+    s->footer(kDevices);
+    return s;
+  };
+
+  c.ls = app.add_subcommand("ls", "list the devices hcq can open and the GPUs on the PCI bus");
+  c.ls->add_flag("--all", c.all, "every PCI function, not only GPUs");
+  c.ls->add_flag("--json", c.json, "the same as one JSON object: {devices, pci}");
+
+  c.info = sub("info", "properties and capabilities of a device");
+  c.info->add_option("DEVICE", c.device, "the device (default: auto)");
+  c.info->add_flag("--json", c.json, "the same as one JSON object");
+
+  c.run = sub("run", "the demo (the README's main job): copy in, kernels, copies, copy out, "
+                     "verify, report");
+  c.run->add_option("DEVICE", c.device, "the device (default: auto)");
+  c.run->add_option("--size", c.size, "elements per buffer: 1 to 4294967295, decimal or 0x hex\n(default 1048576)")
+      ->transform(uint_option(1, UINT32_MAX));
+  c.run->add_flag("--json", c.json, "the figures as one JSON object");
+
+  c.trace = sub("trace", "the demo as a compiled, profiled batch: writes a Chrome/Perfetto trace");
+  c.trace->add_option("DEVICE", c.device, "the device (default: auto)");
+  c.trace->add_option("FILE", c.trace_file,
+                      "where the trace goes (default hcq-trace.json; '-': standard output)");
+
+  auto& d = c.dump_args;
+  c.dump = app.add_subcommand(
+      "dump", "decode a capture (HCQ_CAPTURE=FILE) or raw dwords (--raw pm4|sdma|nv-push|qmd|"
+              "adreno-cp|adreno-uav)");
+  c.dump->add_option("FILE", d.file, "the capture, or with --raw the dwords ('-': standard input)")
+      ->required();
+  c.dump->add_flag("--json", d.json, "JSON Lines: one object per packet");
+  c.dump->add_option("--queue", d.queue, "a capture's packets of one queue only")
+      ->check(CLI::IsMember({"compute", "copy"}));
+  c.dump->add_option("--submissions", d.submissions, "a capture's submissions A to B (A:B, A:, :B or A)");
+  c.dump->add_option("--packet", d.packet, "only packets of this name (COPY_LINEAR, ...)");
+  c.dump->add_option("--raw", d.raw_format, "decode raw dwords: pm4, sdma, nv-push, qmd, "
+                                            "adreno-cp or adreno-uav");
+  c.dump->add_option("--gen", d.gen_name, "--raw's generation: gfx9, gfx11 (default), gfx12 or a target\n"
+                                          "(pm4, sdma); ampere (default), ada, hopper, blackwell or\n"
+                                          "sm_XX (nv-push); a6xx (default), a7xx or a chip (adreno-cp)");
+  c.dump->add_option("--qmd", d.qmd, "--raw qmd's version: v3 (default), v4 or v5");
+  c.dump->add_option("--format", d.format, "--raw's input: text, binary or auto (default: text when\n"
+                                            "every byte is printable, a tab or a line end)")
+      ->check(CLI::IsMember({"auto", "text", "binary"}));
+  c.dump->footer(
+      "FILE: '-' reads standard input. With --raw: binary little-endian dwords, or hex text as\n"
+      "pasted from a log, one or more dwords a line:\n"
+      "  c0001000 00000000, 0x00000001\n"
+      "  [  123.456789] amdgpu 0000:03:00.0: ring gfx: c0001000 00000000\n"
+      "  00000010: c0001000 00000000\n"
+      "(a kernel-log timestamp, then anything up to the line's last ':', is skipped).");
+
+  auto& p = c.pci_args;
+  c.pci = sub("pci", "bring-up view of a PCI function: identity, BARs, link, driver, IOMMU, "
+                     "bridges");
+  c.pci->add_option("DEVICE", p.device, "a PCI address (0000:03:00.0 or 03:00.0)")->required();
+  c.pci->add_flag("--json", p.json, "the same as one JSON object");
+  auto* unbind = c.pci->add_flag("--unbind", p.unbind, "unbind the function from its driver");
+  c.pci->add_flag("--bind-vfio", p.bind_vfio, "unbind, set driver_override and bind to vfio-pci")
+      ->excludes(unbind);
+  c.pci->add_flag("--force", p.force, "let --unbind/--bind-vfio take a function that is not a "
+                                      "GPU or accelerator (class 0x03/0x12)");
+
+  auto& r = c.reg_args;
+  c.reg = sub("reg", "MMIO peek/poke in a GPU's register BAR");
+  c.reg->add_option("DEVICE", r.device, "a PCI address (0000:03:00.0 or 03:00.0)")->required();
+  c.reg->add_option("ACTION", r.action, "read or write")
+      ->required()
+      ->check(CLI::IsMember({"read", "write"}));
+  c.reg->add_option("REGISTER", r.target, "a register name, or an offset in hex with 0x (0x140)")
+      ->required();
+  c.reg->add_option("VALUE", r.value, "write's value, decimal or 0x hex up to 0xffffffff")
+      ->transform(uint_option(0, UINT32_MAX));
+  c.reg->add_option("--bar", r.bar, "the BAR, 0 to 5 (default: the register's, else the\n"
+                                    "vendor's register BAR)")
+      ->transform(uint_option(0, 5));
+  c.reg->add_flag("--force", r.force, "needed to write");
+}
+
+int run_command(const Command& c) {
+  if (*c.ls) return cmd_ls(c.all, c.json);
+  if (*c.info) return cmd_info(c.device, c.json);
+  if (*c.run) return cmd_run(c.device, c.size, c.json);
+  if (*c.trace) return cmd_trace(c.device, c.trace_file);
+  if (*c.dump) return hcq::tools::cmd_dump(c.dump_args);
+  if (*c.pci) return hcq::tools::cmd_pci(c.pci_args);
+  if (*c.reg) return hcq::tools::cmd_reg(c.reg_args);
+  return 2;  // unreachable: CLI11 requires one subcommand
+}
+
+// "hcq: MESSAGE" and where the usage is, for a command line hcq cannot use: exit status 2.
+int usage_error(const CLI::App& app, const std::string& message) {
+  std::string help = "hcq";
+  for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().front();
+    help += " " + sub->get_name();
   }
-  if (args[0] == "pci") return hcq::tools::cmd_pci({args.begin() + 1, args.end()});
-  if (args[0] == "reg") return hcq::tools::cmd_reg({args.begin() + 1, args.end()});
-  if (args[0] == "info") return cmd_info(args.size() > 1 ? args[1] : "auto");
-  if (args[0] == "dump") return hcq::tools::cmd_dump({args.begin() + 1, args.end()});
-  if (args[0] == "trace")
-    return cmd_trace(args.size() > 1 ? args[1] : "auto",
-                     args.size() > 2 ? args[2] : "hcq-trace.json");
-  if (args[0] == "run") {
-    std::string dev = "auto";
-    uint32_t n = 1 << 20;
-    for (size_t i = 1; i < args.size(); i++) {
-      if (args[i] == "--size") {
-        if (i + 1 == args.size()) throw hcq::InvalidInput("--size needs a value");
-        const std::string& text = args[++i];
-        n = uint32_t(hcq::tools::parse_uint(text, UINT32_MAX, "--size"));
-        if (n == 0) throw hcq::InvalidInput("--size: '" + text + "' is out of range (at least 1)");
-      } else if (args[i].rfind("--", 0) == 0) {
-        throw hcq::InvalidInput("unknown option " + args[i]);
-      } else {
-        dev = args[i];
-      }
-    }
-    return cmd_run(dev, n);
-  }
-  return usage();
+  std::fprintf(stderr, "hcq: %s\nRun '%s --help' for usage.\n", message.c_str(), help.c_str());
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int rc = 1;
+  CLI::App app("hcq drives GPUs from user space (AMD, NVIDIA, Qualcomm Adreno; emulated ones "
+               "without a GPU).",
+               "hcq");
+  Command command;
   // One line per failure. hcq::Error messages are written for a person; a std exception's
   // what() names only what threw ("stoi", "std::bad_alloc"), so it gets context here.
   try {
-    rc = run_command({argv + 1, argv + argc});
+    define(app, command);
+    try {
+      app.parse(argc, argv);
+      rc = run_command(command);
+    } catch (const CLI::Success& e) {
+      rc = app.exit(e);  // --help or --version, on standard output
+    } catch (const CLI::ParseError& e) {
+      // An argument no subcommand took is named the way a person reads it (CLI11 says "The
+      // following argument was not expected", and reports a missing subcommand first).
+      const auto extra = app.remaining(true);
+      std::string message = e.what();
+      if (!extra.empty() && (dynamic_cast<const CLI::ExtrasError*>(&e) ||
+                             app.get_subcommands().empty()))
+        message = extra[0].rfind('-', 0) == 0 ? "unknown option " + extra[0]
+                  : app.get_subcommands().empty()
+                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg)"
+                      : "unexpected argument " + extra[0];
+      rc = usage_error(app, message);
+    } catch (const hcq::tools::UsageError& e) {
+      rc = usage_error(app, e.what());
+    }
   } catch (const hcq::Error& e) {
     std::fprintf(stderr, "hcq: %s\n", e.what());
   } catch (const std::bad_alloc& e) {

@@ -1,9 +1,12 @@
-// Numbers on the hcq command line (run --size, reg offsets and values, --bar): one strict
-// parser, so that what runs is what was typed.
+// Numbers on the hcq command line (run --size, reg offsets and values, --bar, --count,
+// --submissions): one strict parser, so that what runs is what was typed.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include <CLI/CLI.hpp>
 
 namespace hcq::tools {
 
@@ -13,6 +16,11 @@ namespace hcq::tools {
 // naming `what` and the text: not a number, or above `max` ("--size: '5000000000' is out of
 // range (at most 4294967295)", the limit in hex when the text is hex).
 uint64_t parse_uint(std::string_view text, uint64_t max, const char* what);
+
+// The same check as a CLI11 transform for an option's value: the text is refused with
+// parse_uint's reason (CLI11 puts the option's name before it), or rewritten in decimal for
+// CLI11 to convert. `min` refuses a smaller value ("'0' is out of range (at least 1)").
+CLI::Validator uint_option(uint64_t min, uint64_t max);
 
 bool has_hex_prefix(std::string_view text);
 

@@ -1,5 +1,6 @@
 #include "pci.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -7,9 +8,10 @@
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
-#include "dump.hpp"
 #include "emulated_pci.hpp"
+#include "json.hpp"
 #include "numbers.hpp"
+#include "usage.hpp"
 #include "os/pci_bar.hpp"
 
 namespace hcq::tools {
@@ -78,70 +80,71 @@ std::string bar_text(const os::PciBar& b) {
          ", " + (b.prefetchable ? "prefetchable" : "non-prefetchable");
 }
 
+// A name from the PCI ID database, null when it has none.
+Json name_json(const std::string& name) { return name.empty() ? Json(nullptr) : Json(name); }
+
+// "NVIDIA Corporation GH100[H100 SXM5 80GB]", as lspci names a function.
+std::string name_line(const os::PciFunction& f) {
+  const os::PciNames n = os::pci_names(f.vendor, f.device);
+  if (!n.database) return "unknown (the PCI ID database, pci.ids, is not installed)";
+  if (n.vendor.empty()) return "unknown (not in the PCI ID database)";
+  return n.device.empty() ? n.vendor + ", device not in the PCI ID database"
+                          : n.vendor + " " + n.device;
+}
+
 std::map<std::string, os::PciFunction> by_address(const std::vector<os::PciFunction>& all) {
   std::map<std::string, os::PciFunction> m;
   for (auto& f : all) m[f.address] = f;
   return m;
 }
 
-std::string quoted(const std::string& s) {
-  std::string q = json_escape(s);  // appended, not "literal" + string: GCC 12 -Wrestrict
-  q.insert(q.begin(), '"');
-  q += '"';
-  return q;
-}
-
-std::string pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
-  auto hx = [](uint64_t v) { return quoted(hex(v)); };
-  std::string j = "{\"address\":" + quoted(f.address) + ",\"vendor\":" + hx(f.vendor) +
-                  ",\"device\":" + hx(f.device) + ",\"subsystem_vendor\":" + hx(f.subsystem_vendor) +
-                  ",\"subsystem_device\":" + hx(f.subsystem_device) + ",\"revision\":" +
-                  hx(f.revision) + ",\"class\":" + quoted(class_of(f.class_code)) +
-                  ",\"gpu\":" + (f.is_gpu() ? "true" : "false") + ",\"driver\":" +
-                  (f.driver.empty() ? "null" : quoted(f.driver)) + ",\"hcq_path\":" +
-                  quoted(open_path(f)) + ",\"iommu_group\":" +
-                  (f.iommu_group < 0 ? "null" : std::to_string(f.iommu_group)) +
-                  ",\"numa_node\":" + std::to_string(f.numa_node) + ",\"bars\":[";
-  for (size_t i = 0; i < f.bars.size(); i++) {
-    const auto& b = f.bars[i];
-    j += std::string(i ? "," : "") + "{\"index\":" + std::to_string(b.index) + ",\"base\":" +
-         hx(b.base) + ",\"size\":" + std::to_string(b.size) + ",\"io\":" + (b.io ? "true" : "false") +
-         ",\"64bit\":" + (b.is64 ? "true" : "false") + ",\"prefetchable\":" +
-         (b.prefetchable ? "true" : "false") + "}";
-  }
-  j += "],\"resizable_bars\":[";
-  for (size_t i = 0; i < f.resizable_bars.size(); i++) {
-    const auto& r = f.resizable_bars[i];
-    j += std::string(i ? "," : "") + "{\"bar\":" + std::to_string(r.bar) + ",\"current\":" +
-         std::to_string(r.current) + ",\"supported\":[";
-    for (size_t k = 0; k < r.supported.size(); k++) {
-      if (k) j += ',';
-      j += std::to_string(r.supported[k]);
-    }
-    j += "]}";
-  }
-  j += "],\"port\":" + quoted(os::pci_port_name(f.port)) + ",\"link\":";
+Json pci_json(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
+  auto or_null = [](bool present, const auto& v) { return present ? Json(v) : Json(nullptr); };
+  Json j{{"address", f.address},
+         {"vendor", hex(f.vendor)},
+         {"device", hex(f.device)},
+         {"subsystem_vendor", hex(f.subsystem_vendor)},
+         {"subsystem_device", hex(f.subsystem_device)},
+         {"revision", hex(f.revision)},
+         {"vendor_name", name_json(os::pci_names(f.vendor, f.device).vendor)},
+         {"device_name", name_json(os::pci_names(f.vendor, f.device).device)},
+         {"class", class_of(f.class_code)},
+         {"gpu", f.is_gpu()},
+         {"driver", or_null(!f.driver.empty(), f.driver)},
+         {"hcq_path", open_path(f)},
+         {"iommu_group", or_null(f.iommu_group >= 0, f.iommu_group)},
+         {"numa_node", f.numa_node}};
+  Json& bars = j["bars"] = Json::array();
+  for (const auto& b : f.bars)
+    bars.push_back({{"index", b.index}, {"base", hex(b.base)}, {"size", b.size}, {"io", b.io},
+                    {"64bit", b.is64}, {"prefetchable", b.prefetchable}});
+  Json& resizable = j["resizable_bars"] = Json::array();
+  for (const auto& r : f.resizable_bars)
+    resizable.push_back({{"bar", r.bar}, {"current", r.current}, {"supported", r.supported}});
+  j["port"] = os::pci_port_name(f.port);
+  j["link"] = nullptr;
   if (f.link) {
     const auto& l = *f.link;
-    j += "{\"speed\":" + quoted(os::pcie_speed(l.speed)) + ",\"width\":" + std::to_string(l.width) +
-         ",\"max_speed\":" + quoted(os::pcie_speed(l.max_speed)) + ",\"max_width\":" +
-         std::to_string(l.max_width) + ",\"capable_speed\":" + quoted(os::pcie_speed(l.capable_speed())) +
-         ",\"capable_width\":" + std::to_string(l.capable_width()) + ",\"degraded\":" +
-         (l.degraded() ? "true" : "false") + "}";
-  } else {
-    j += "null";
+    j["link"] = {{"speed", os::pcie_speed(l.speed)},
+                 {"width", l.width},
+                 {"max_speed", os::pcie_speed(l.max_speed)},
+                 {"max_width", l.max_width},
+                 {"capable_speed", os::pcie_speed(l.capable_speed())},
+                 {"capable_width", l.capable_width()},
+                 {"degraded", l.degraded()}};
   }
-  j += std::string(",\"thunderbolt\":") + (f.thunderbolt ? "true" : "false") + ",\"upstream\":[";
-  for (size_t i = 0; i < f.upstream.size(); i++) {
-    auto it = all.find(f.upstream[i]);
-    j += std::string(i ? "," : "") + "{\"address\":" + quoted(f.upstream[i]);
-    if (it != all.end())
-      j += ",\"port\":" + quoted(os::pci_port_name(it->second.port)) + ",\"id\":" +
-           quoted(id_of(it->second.vendor, it->second.device)) + ",\"thunderbolt\":" +
-           (it->second.thunderbolt ? "true" : "false");
-    j += "}";
+  j["thunderbolt"] = f.thunderbolt;
+  Json& upstream = j["upstream"] = Json::array();
+  for (const auto& address : f.upstream) {
+    Json u{{"address", address}};
+    if (auto it = all.find(address); it != all.end()) {
+      u["port"] = os::pci_port_name(it->second.port);
+      u["id"] = id_of(it->second.vendor, it->second.device);
+      u["thunderbolt"] = it->second.thunderbolt;
+    }
+    upstream.push_back(u);
   }
-  return j + "]}";
+  return j;
 }
 
 void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunction>& all) {
@@ -150,6 +153,7 @@ void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunc
   std::printf("identity       %s%s%s, subsystem %s, revision %s\n", id_of(f.vendor, f.device).c_str(),
               s ? " " : "", s ? s->vendor_name.c_str() : "",
               id_of(f.subsystem_vendor, f.subsystem_device).c_str(), hex_n(f.revision, 2).c_str());
+  std::printf("name           %s\n", name_line(f).c_str());
   std::printf("class          %s (%s)\n", class_of(f.class_code).c_str(),
               f.is_gpu() ? "GPU" : "not a GPU");
   std::printf("driver         %s\n", f.driver.empty() ? "none" : f.driver.c_str());
@@ -201,33 +205,51 @@ bool gpu_class(const os::PciFunction& f) {
 int cmd_ls_pci(bool all) {
   Bus bus;
   auto fns = os::pci_functions(*bus.kernel);
-  size_t shown = 0;
-  for (auto& f : fns) {
-    if (!all && !f.is_gpu()) continue;
-    if (!shown++)
-      std::printf("\n%-13s %-9s  %-8s  %-12s %s\n", "PCI FUNCTION", "ID", "CLASS", "DRIVER", "HCQ PATH");
-    std::printf("%-13s %-9s  %-8s  %-12s %s\n", f.address.c_str(), id_of(f.vendor, f.device).c_str(),
-                class_of(f.class_code).c_str(), f.driver.empty() ? "-" : f.driver.c_str(),
-                open_path(f).c_str());
-  }
-  if (!shown)
+  std::vector<std::pair<const os::PciFunction*, std::string>> shown;  // with its name
+  size_t name_width = 4;
+  bool database = true;
+  for (auto& f : fns)
+    if (all || f.is_gpu()) {
+      const os::PciNames n = os::pci_names(f.vendor, f.device);
+      database = n.database;
+      shown.emplace_back(&f, n.device.empty() ? "-" : n.device);
+      name_width = std::max(name_width, shown.back().second.size());
+    }
+  if (shown.empty()) {
     std::printf("\nno GPU on the PCI bus (%zu functions; hcq ls --all lists them)\n", fns.size());
+    return 0;
+  }
+  std::printf("\n%-13s %-9s  %-8s  %-12s %-*s  %s\n", "PCI FUNCTION", "ID", "CLASS", "DRIVER",
+              int(name_width), "NAME", "HCQ PATH");
+  for (const auto& [f, name] : shown)
+    std::printf("%-13s %-9s  %-8s  %-12s %-*s  %s\n", f->address.c_str(),
+                id_of(f->vendor, f->device).c_str(), class_of(f->class_code).c_str(),
+                f->driver.empty() ? "-" : f->driver.c_str(), int(name_width), name.c_str(),
+                open_path(*f).c_str());
+  if (!database) std::printf("(no names: the PCI ID database, pci.ids, is not installed)\n");
   return 0;
 }
 
-int cmd_pci(const std::vector<std::string>& args) {
-  std::string address;
-  bool json = false, unbind = false, bind_vfio = false, force = false;
-  for (auto& a : args) {
-    if (a == "--json") json = true;
-    else if (a == "--unbind") unbind = true;
-    else if (a == "--bind-vfio") bind_vfio = true;
-    else if (a == "--force") force = true;
-    else if (a.rfind("--", 0) == 0) throw InvalidInput("unknown option " + a);
-    else address = a;
-  }
-  if (address.empty())
-    throw InvalidInput("usage: hcq pci DEVICE [--json] [--unbind|--bind-vfio [--force]]");
+Json ls_pci_json(bool all) {
+  Bus bus;
+  Json list = Json::array();
+  for (auto& f : os::pci_functions(*bus.kernel))
+    if (all || f.is_gpu())
+      list.push_back({{"address", f.address},
+                      {"vendor", hex(f.vendor)},
+                      {"device", hex(f.device)},
+                      {"class", class_of(f.class_code)},
+                      {"gpu", f.is_gpu()},
+                      {"driver", f.driver.empty() ? Json(nullptr) : Json(f.driver)},
+                      {"hcq_path", open_path(f)},
+                      {"vendor_name", name_json(os::pci_names(f.vendor, f.device).vendor)},
+                      {"device_name", name_json(os::pci_names(f.vendor, f.device).device)}});
+  return list;
+}
+
+int cmd_pci(const PciArgs& args) {
+  const std::string& address = args.device;
+  const bool unbind = args.unbind, bind_vfio = args.bind_vfio, force = args.force;
   Bus bus;
   os::PciFunction f = os::pci_function(*bus.kernel, address);
   if (unbind || bind_vfio) {
@@ -240,26 +262,19 @@ int cmd_pci(const std::vector<std::string>& args) {
     f = os::pci_function(*bus.kernel, address);
   }
   auto all = by_address(os::pci_functions(*bus.kernel));
-  if (json) std::printf("%s\n", pci_json(f, all).c_str());
+  if (args.json) std::printf("%s\n", json_line(pci_json(f, all)).c_str());
   else print_pci(f, all);
   return 0;
 }
 
-int cmd_reg(const std::vector<std::string>& args) {
-  std::vector<std::string> pos;
-  bool force = false;
-  int bar = -1;
-  for (size_t i = 0; i < args.size(); i++) {
-    if (args[i] == "--force") force = true;
-    else if (args[i] == "--bar" && i + 1 < args.size()) bar = int(parse_uint(args[++i], 5, "--bar"));
-    else if (args[i].rfind("--", 0) == 0) throw InvalidInput("unknown option " + args[i]);
-    else pos.push_back(args[i]);
-  }
-  const bool write = pos.size() == 4 && pos[1] == "write";
-  if (!(pos.size() == 3 && pos[1] == "read") && !write)
-    throw InvalidInput("usage: hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]");
+int cmd_reg(const RegArgs& args) {
+  const bool write = args.action == "write";
+  if (write && !args.value) throw UsageError("reg: write needs a VALUE");
+  if (!write && args.value) throw UsageError("reg: read takes no VALUE");
+  const std::string& target = args.target;
+  int bar = args.bar.value_or(-1);
   Bus bus;
-  os::PciFunction f = os::pci_function(*bus.kernel, pos[0]);
+  os::PciFunction f = os::pci_function(*bus.kernel, args.device);
   if (!f.is_gpu())
     throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
                        "); hcq reg maps GPU register BARs only");
@@ -270,27 +285,31 @@ int cmd_reg(const std::vector<std::string>& args) {
   const PciSupport::Register* named = nullptr;
   if (s)
     for (auto& r : s->registers)
-      if (r.name == pos[2]) named = &r;
+      if (r.name == target) named = &r;
   if (named) {
     name = named->name;
     offset = named->offset;
     if (bar < 0) bar = named->bar;
   } else {
-    if (pos[2].find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
+    if (target.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
       std::string known;
       if (s)
         for (auto& r : s->registers) known += (known.empty() ? "" : ", ") + r.name;
-      throw InvalidInput("unknown register " + pos[2] + " for " + f.address +
+      throw InvalidInput("unknown register " + target + " for " + f.address +
                          (known.empty() ? " (give an offset)" : " (known: " + known + ")"));
     }
     // Offsets are hex by convention (datasheets, headers, this command's own output), so a
     // bare 140 is refused rather than read as decimal; one digit reads the same either way.
-    if (pos[2].size() > 1 && !has_hex_prefix(pos[2])) {
-      const size_t nz = pos[2].find_first_not_of('0');
-      throw InvalidInput("register offset '" + pos[2] + "' needs 0x: register offsets are hex (0x" +
-                         pos[2].substr(nz == std::string::npos ? pos[2].size() - 1 : nz) + ")");
+    if (target.size() > 1 && !has_hex_prefix(target)) {
+      const size_t nz = target.find_first_not_of('0');
+      throw UsageError("register offset '" + target + "' needs 0x: register offsets are hex (0x" +
+                       target.substr(nz == std::string::npos ? target.size() - 1 : nz) + ")");
     }
-    offset = parse_uint(pos[2], UINT64_MAX, "register offset");
+    try {
+      offset = parse_uint(target, UINT64_MAX, "register offset");
+    } catch (const InvalidInput& e) {
+      throw UsageError(e.what());
+    }
     if (bar < 0) bar = s && !s->registers.empty() ? s->registers.front().bar : 0;
     if (s)
       for (auto& r : s->registers)
@@ -300,8 +319,8 @@ int cmd_reg(const std::vector<std::string>& args) {
                             (name.empty() ? "" : " " + name);
   uint32_t value = 0;
   if (write) {
-    value = uint32_t(parse_uint(pos[3], UINT32_MAX, "register value"));
-    if (!force)
+    value = *args.value;
+    if (!args.force)
       throw InvalidInput("refusing to write " + hex(value) + " to " + where +
                          " without --force (an MMIO write can hang the GPU or the machine)");
   }

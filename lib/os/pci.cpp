@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "core/error.hpp"
 
@@ -278,6 +279,33 @@ void pci_bind_vfio(Kernel& k, const PciFunction& fn) {
     throw OsError(fn.address + ": cannot bind to vfio-pci: the driver is not loaded "
                   "(modprobe vfio-pci)", ENOENT);
   if (r < 0) throw OsError(fn.address + ": cannot bind to vfio-pci (write " + file + ")", -r);
+}
+
+PciNames pci_names(uint16_t vendor, uint16_t device) {
+  static std::mutex mu;
+  std::lock_guard lk(mu);
+  // One libpci context for the process: pci.ids (1.3 MB) is parsed at the first lookup only.
+  static Access names;
+  static bool configured = false, database = false;
+  if (!configured) {
+    names.a->error = libpci_error;
+    names.a->warning = libpci_quiet;
+    names.a->debug = libpci_quiet;
+    database = pci_load_name_list(names.a);  // each call reloads: once here
+    configured = true;
+  }
+  PciNames n;
+  n.database = database;
+  if (!database) return n;
+  char buf[256];
+  // NO_NUMBERS: NULL for an ID the file lacks, not the ID printed back; NO_HWDB: the file only.
+  const int flags = PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB;
+  if (const char* v = pci_lookup_name(names.a, buf, sizeof buf, flags | PCI_LOOKUP_VENDOR, vendor))
+    n.vendor = v;
+  if (const char* d =
+          pci_lookup_name(names.a, buf, sizeof buf, flags | PCI_LOOKUP_DEVICE, vendor, device))
+    n.device = d;
+  return n;
 }
 
 }  // namespace hcq::os

@@ -82,4 +82,14 @@ void pci_set_driver_override(Kernel& k, const PciFunction& fn, const std::string
 // Unbinds, overrides to vfio-pci and binds: the function is then openable through VFIO.
 void pci_bind_vfio(Kernel& k, const PciFunction& fn);
 
+// Names from the PCI ID database users know (pci.ids, as lspci shows them), through libpci's
+// pci_lookup_name. udev's hwdb is not asked, so the names are the file's whatever the host.
+struct PciNames {
+  bool database = false;  // false: no database to ask (pci.ids is not installed)
+  std::string vendor;     // "Advanced Micro Devices, Inc. [AMD/ATI]"; empty when not listed
+  std::string device;     // "Navi 31 [Radeon RX 7900 XT/7900 XTX]"; empty when not listed
+};
+// May be called from several threads: the database is loaded once and lookups take turns.
+PciNames pci_names(uint16_t vendor, uint16_t device);
+
 }  // namespace hcq::os

@@ -11,13 +11,14 @@ HCQ = sys.argv[1]
 failures = []
 
 
-def run(args, emulated, ok=True):
+def run(args, emulated, ok=True, status=None):
+    """`ok`: exit 0 or not (then stderr is returned); `status`: exactly this exit status."""
     env = dict(os.environ)
     env.pop("HCQ_EMULATED_PCI", None)
     if emulated:
         env["HCQ_EMULATED_PCI"] = "1"
     p = subprocess.run([HCQ] + args, capture_output=True, text=True, env=env)
-    if (p.returncode == 0) != ok:
+    if (p.returncode == 0) != ok or status is not None and p.returncode != status:
         failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
     return p.stdout if ok else p.stderr
 
@@ -25,6 +26,31 @@ def run(args, emulated, ok=True):
 def expect(what, got, want):
     if got != want:
         failures.append(f"{what}:\n--- got\n{got}--- want\n{want}")
+
+
+def pci_ids(path="/usr/share/misc/pci.ids"):
+    """{(vendor, device): (vendor name, device name)} from the PCI ID database libpci reads (its
+    default path on Debian), so the names expected are the installed file's whatever its
+    version; None when it is not installed."""
+    if not os.path.exists(path):
+        return None
+    names, vendor = {}, None
+    for line in open(path, encoding="utf-8", errors="replace"):
+        if line.startswith("C "):  # the class list follows the vendors
+            break
+        if line[:1] not in ("", "#", "\n") and line[0] != "\t":
+            vendor = (int(line[:4], 16), line[6:].rstrip("\n"))
+            names[(vendor[0], None)] = (vendor[1], "")
+        elif line.startswith("\t") and not line.startswith("\t\t") and vendor:
+            names[(vendor[0], int(line[1:5], 16))] = (vendor[1], line[7:].rstrip("\n"))
+    return names
+
+
+IDS = pci_ids()
+
+
+def device_name(vendor, device):
+    return (IDS or {}).get((vendor, device), ("", ""))[1] or "-"
 
 
 def pci_section(out):
@@ -45,10 +71,11 @@ for addr, row in zip(real, rows):
     drv = os.path.basename(os.readlink(os.path.join(d, "driver"))) if os.path.islink(
         os.path.join(d, "driver")) else "-"
     cols = row.split(None, 4)
-    expect(f"{addr} row", cols[1:4], [f"{int(attr('vendor'), 16):04x}:{int(attr('device'), 16):04x}",
-                                      f"0x{cls:06x}", drv])
+    vendor, device = int(attr("vendor"), 16), int(attr("device"), 16)
+    expect(f"{addr} row", cols[1:4], [f"{vendor:04x}:{device:04x}", f"0x{cls:06x}", drv])
+    expect(f"{addr} name (pci.ids)", cols[4].startswith(device_name(vendor, device) + "  "), True)
     if cls >> 16 != 3:
-        expect(f"{addr} is not a GPU", cols[4], "not a GPU")
+        expect(f"{addr} is not a GPU", cols[4].endswith("  not a GPU"), True)
         expect(f"hcq reg {addr} refuses before mapping", run(["reg", addr, "read", "0"], False, ok=False),
                f"hcq: {addr} is not a GPU (class 0x{cls:06x}); hcq reg maps GPU register BARs only\n")
 if not any(int(open(os.path.join(sysfs, a, "class")).read(), 16) >> 16 == 3 for a in real):
@@ -57,24 +84,43 @@ if not any(int(open(os.path.join(sysfs, a, "class")).read(), 16) >> 16 == 3 for 
 
 # ---- the emulated system ----
 NV_PATH = "none: bound to nouveau; hcq opens NVIDIA GPUs through the open nvidia.ko (RM) or vfio-pci"
-expect("emulated hcq ls --all", "\n".join(pci_section(run(["ls", "--all"], True))) + "\n", f"""\
-0000:00:00.0  8086:9a14  0x060000  -            not a GPU
-0000:00:01.0  8086:9a09  0x060400  pcieport     not a GPU
-0000:00:02.0  8086:9a49  0x030000  i915         none: hcq has no driver for vendor 8086 GPUs
-0000:00:07.0  8086:9a23  0x060400  pcieport     not a GPU
-0000:01:00.0  1002:744c  0x030000  amdgpu       KFD (amdgpu, amd:N)
-0000:20:00.0  8086:15ef  0x060400  pcieport     not a GPU
-0000:21:01.0  8086:15ef  0x060400  pcieport     not a GPU
-0000:22:00.0  10de:2330  0x030200  nouveau      {NV_PATH}
-""")
+EMULATED = [("0000:00:00.0", 0x8086, 0x9a14, "0x060000", "-", "not a GPU"),
+            ("0000:00:01.0", 0x8086, 0x9a09, "0x060400", "pcieport", "not a GPU"),
+            ("0000:00:02.0", 0x8086, 0x9a49, "0x030000", "i915", "none: hcq has no driver for vendor 8086 GPUs"),
+            ("0000:00:07.0", 0x8086, 0x9a23, "0x060400", "pcieport", "not a GPU"),
+            ("0000:01:00.0", 0x1002, 0x744c, "0x030000", "amdgpu", "KFD (amdgpu, amd:N)"),
+            ("0000:20:00.0", 0x8086, 0x15ef, "0x060400", "pcieport", "not a GPU"),
+            ("0000:21:01.0", 0x8086, 0x15ef, "0x060400", "pcieport", "not a GPU"),
+            ("0000:22:00.0", 0x10de, 0x2330, "0x030200", "nouveau", NV_PATH)]
+width = max(4, *(len(device_name(v, d)) for _, v, d, *_ in EMULATED))
+expect("emulated hcq ls --all", "\n".join(pci_section(run(["ls", "--all"], True))) + "\n", "".join(
+    f"{a:13} {v:04x}:{d:04x}  {c:8}  {drv:12} {device_name(v, d):{width}}  {path}\n"
+    for a, v, d, c, drv, path in EMULATED) + ("" if IDS else
+                                              "(no names: the PCI ID database, pci.ids, is not installed)\n"))
+if IDS:  # Debian 12's pci.ids (2023.04) has these: the names come from the database
+    expect("a name from pci.ids", device_name(0x1002, 0x744c).startswith("Navi 31 [Radeon RX 7900 XT"), True)
 out = run(["ls"], True)
 expect("emulated hcq ls keeps the openable devices", "emu:sm_90        NVIDIA H100 80GB HBM3 (emulated)  [emulated]" in out, True)
 expect("emulated hcq ls lists GPUs only", [r.split()[0] for r in pci_section(out)],
        ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
 
+j = json.loads(run(["ls", "--all", "--json"], True))
+expect("emulated hcq ls --all --json", [(f["address"], f["vendor"], f["device"], f["class"], f["gpu"],
+                                         f["driver"]) for f in j["pci"]][:5],
+       [("0000:00:00.0", "0x8086", "0x9a14", "0x060000", False, None),
+        ("0000:00:01.0", "0x8086", "0x9a09", "0x060400", False, "pcieport"),
+        ("0000:00:02.0", "0x8086", "0x9a49", "0x030000", True, "i915"),
+        ("0000:00:07.0", "0x8086", "0x9a23", "0x060400", False, "pcieport"),
+        ("0000:01:00.0", "0x1002", "0x744c", "0x030000", True, "amdgpu")])
+expect("emulated hcq ls --json: GPUs only", [f["address"] for f in json.loads(run(["ls", "--json"], True))["pci"]],
+       ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
+
+NV_NAME = (f"{IDS[(0x10de, None)][0]} {device_name(0x10de, 0x2330)}" if IDS
+           else "unknown (the PCI ID database, pci.ids, is not installed)")
 expect("hcq pci of the eGPU", run(["pci", "22:00.0"], True), f"""\
 function       0000:22:00.0
 identity       10de:2330 NVIDIA, subsystem 10de:16c1, revision a1
+name           {NV_NAME}
 class          0x030200 (GPU)
 driver         nouveau
 hcq path       {NV_PATH}
@@ -95,6 +141,8 @@ j = json.loads(run(["pci", "0000:01:00.0", "--json"], True))
 expect("hcq pci --json", (j["driver"], j["hcq_path"], j["link"]["degraded"], j["resizable_bars"][0]["current"],
                           [b["index"] for b in j["bars"]], [u["address"] for u in j["upstream"]]),
        ("amdgpu", "KFD (amdgpu, amd:N)", False, 256 << 20, [0, 2, 4, 5], ["0000:00:01.0"]))
+expect("hcq pci --json names", (j["vendor_name"], j["device_name"]),
+       (IDS[(0x1002, None)][0], device_name(0x1002, 0x744c)) if IDS else (None, None))
 expect("hcq pci --bind-vfio", [l for l in run(["pci", "22:00.0", "--bind-vfio"], True).splitlines()
                                if l.startswith(("driver", "hcq path"))],
        ["driver         vfio-pci", "hcq path       VFIO"])
@@ -143,7 +191,8 @@ expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], Tr
        "hcq: unknown register GRBM_STATUS for 0000:22:00.0 (known: NV_PMC_BOOT_0, NV_PMC_INTR_0, "
        "NV_PMC_INTR_EN_0)\n")
 # Numbers: register offsets are hex with 0x (a single digit reads the same either way),
-# values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal.
+# values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal. These are
+# usage errors: status 2 and the usage hint.
 for args, msg in [
         (["read", "140"], "register offset '140' needs 0x: register offsets are hex (0x140)"),
         (["read", "0140"], "register offset '0140' needs 0x: register offsets are hex (0x140)"),
@@ -152,16 +201,19 @@ for args, msg in [
         (["read", "0x10000000000000000"],
          "register offset: '0x10000000000000000' is out of range (at most 0xffffffffffffffff)"),
         (["write", "0x140", "0x100000001", "--force"],
-         "register value: '0x100000001' is out of range (at most 0xffffffff)"),
+         "VALUE: '0x100000001' is out of range (at most 0xffffffff)"),
         (["write", "0x140", "4294967296", "--force"],
-         "register value: '4294967296' is out of range (at most 4294967295)"),
+         "VALUE: '4294967296' is out of range (at most 4294967295)"),
         (["write", "0x140", "-1", "--force"],
-         "register value: '-1' is not a number (decimal, or hex with 0x)"),
+         "VALUE: '-1' is not a number (decimal, or hex with 0x)"),
         (["write", "0x140", "010", "--force"],
-         "register value: '010' has a leading 0 (octal is not accepted: write 10 or 0x10)"),
+         "VALUE: '010' has a leading 0 (octal is not accepted: write 10 or 0x10)"),
+        (["write", "0x140"], "reg: write needs a VALUE"),
+        (["read", "0x140", "1"], "reg: read takes no VALUE"),
         (["read", "0", "--bar", "6"], "--bar: '6' is out of range (at most 5)"),
         (["read", "0", "--bar", "one"], "--bar: 'one' is not a number (decimal, or hex with 0x)")]:
-    expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False), f"hcq: {msg}\n")
+    expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False, status=2),
+           f"hcq: {msg}\nRun 'hcq reg --help' for usage.\n")
 expect("hcq reg write of a 32-bit decimal", run(["reg", "22:00.0", "write", "0x140", "4294967295", "--force"], True),
        "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 <- 0xffffffff (reads back 0xffffffff)\n")
 expect("hcq reg read of offset 4", run(["reg", "22:00.0", "read", "4"], True),

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""The hcq CLI's argument handling and output as a user meets them: numbers parsed strictly
-with the value named, output that cannot be written (a full disk, a planted symlink) failing
-with one line and a non-zero exit instead of a silent success."""
+"""The hcq CLI's argument handling and output as a user meets them: the usual conventions
+(--help and SUB --help on standard output with status 0, --version, usage errors with status 2
+and a hint, failures with status 1), numbers parsed strictly with the value named, output that
+cannot be written (a full disk, a planted symlink) failing with one line and a non-zero exit
+instead of a silent success."""
 import json
 import os
 import resource
@@ -9,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 
-HCQ = sys.argv[1]
+HCQ, VERSION = os.path.abspath(sys.argv[1]), sys.argv[2]
+SUBCOMMANDS = ["ls", "info", "run", "trace", "dump", "pci", "reg"]
 failures = []
 # An AddressSanitizer build reserves terabytes of shadow memory at start, which a data limit
 # refuses; there the memory limit and the out-of-memory case (which needs it) are left out.
@@ -24,12 +27,14 @@ def limit_memory():
         resource.setrlimit(resource.RLIMIT_DATA, (4 << 30, 4 << 30))
 
 
-def run(args, ok=True, stdout=subprocess.PIPE):
+def run(args, ok=True, stdout=subprocess.PIPE, status=None):
+    """`ok`: exit 0 or not; `status`: exactly this exit status."""
     env = dict(os.environ)
     env.pop("HCQ_EMULATED_PCI", None)
+    env.pop("HCQ_CAPTURE", None)
     p = subprocess.run([HCQ] + args, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env,
                        preexec_fn=limit_memory)
-    if (p.returncode == 0) != ok:
+    if status is None and (p.returncode == 0) != ok or status is not None and p.returncode != status:
         failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
     return p
 
@@ -38,6 +43,96 @@ def expect(what, got, want):
     if got != want:
         failures.append(f"{what}:\n--- got\n{got!r}\n--- want\n{want!r}")
 
+
+def usage(message, sub=None):
+    """What a usage error prints: the message, then where the usage is."""
+    return f"hcq: {message}\nRun 'hcq{' ' + sub if sub else ''} --help' for usage.\n"
+
+
+# ---- help and version: standard output, status 0 ----
+for flag in ("--help", "-h"):
+    p = run([flag], status=0)
+    expect(f"hcq {flag}", (p.stdout.startswith("hcq drives GPUs from user space"), p.stderr), (True, ""))
+    for sub in SUBCOMMANDS:
+        expect(f"hcq {flag} names {sub}", f"\n  {sub} " in p.stdout, True)
+    # Every --raw format is in the top-level usage.
+    for fmt in ("pm4", "sdma", "nv-push", "qmd", "adreno-cp", "adreno-uav"):
+        expect(f"hcq {flag} names --raw {fmt}", fmt in p.stdout, True)
+for sub in SUBCOMMANDS:
+    for flag in ("--help", "-h"):
+        p = run([sub, flag], status=0)
+        expect(f"hcq {sub} {flag}", (p.stdout.startswith(f"{sub}\nUsage: hcq {sub} ") or
+                                     p.stdout.split("\n")[1].startswith(f"Usage: hcq {sub} "), p.stderr),
+               (True, ""))
+    # --help wins over a missing or bad argument: it is never taken for a device.
+    p = run([sub, "emu:gfx1100", "--bogus", "--help"], status=0)
+    expect(f"hcq {sub} ... --help", "Usage: hcq " + sub in p.stdout, True)
+p = run(["--version"], status=0)
+expect("hcq --version", (p.stdout, p.stderr), (f"hcq {VERSION}\n", ""))
+
+# ---- usage errors: one line saying what, one saying where the usage is; status 2 ----
+for args, want in [
+        ([], usage("A subcommand is required")),
+        (["frob"], usage("unknown subcommand frob (ls, info, run, trace, dump, pci, reg)")),
+        (["--frob"], usage("unknown option --frob")),
+        (["--frob", "ls"], usage("unknown option --frob", "ls")),
+        (["ls", "--bogus"], usage("unknown option --bogus", "ls")),
+        (["ls", "extra"], usage("unexpected argument extra", "ls")),
+        (["info", "emu:gfx1100", "--bogus"], usage("unknown option --bogus", "info")),
+        (["info", "emu:gfx1100", "emu:gfx942"], usage("unexpected argument emu:gfx942", "info")),
+        (["run", "--size"], usage("--size: 1 required UINT missing", "run")),
+        (["dump"], usage("FILE is required", "dump")),
+        (["dump", "--queue", "both", "x"], usage("--queue: both not in {compute,copy}", "dump")),
+        (["dump", "--raw", "pm5", "x"],
+         usage("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not 'pm5'", "dump")),
+        (["pci"], usage("DEVICE is required", "pci")),
+        (["pci", "01:00.0", "--unbind", "--bind-vfio"], usage("--unbind excludes --bind-vfio", "pci")),
+        (["reg", "01:00.0", "peek", "0x0"], usage("ACTION: peek not in {read,write}", "reg"))]:
+    p = run(args, status=2)
+    expect(f"hcq {' '.join(args)}", (p.stdout, p.stderr), ("", want))
+
+# ---- failures that are not usage errors: status 1 ----
+p = run(["info", "emu:nope"], status=1)
+expect("hcq info emu:nope: one line", p.stderr.count("\n"), 1)
+
+# ---- --json: one valid JSON document, the figures a script wants ----
+def json_of(args):
+    p = run(args, status=0)
+    try:
+        return json.loads(p.stdout)
+    except ValueError as e:
+        failures.append(f"hcq {' '.join(args)}: not JSON ({e}): {p.stdout!r}")
+        return {}
+
+
+j = json_of(["ls", "--json"])
+expect("hcq ls --json", ({"name": "emu:gfx1100", "description": "AMD Radeon RX 7900 XTX (emulated)",
+                          "emulated": True} in j.get("devices", []), isinstance(j.get("pci"), list)),
+       (True, True))
+j = json_of(["info", "emu:gfx942", "--json"])
+expect("hcq info --json", {k: j.get(k) for k in ("name", "vendor", "arch", "wave_size", "copy_engine")},
+       {"name": "emu:gfx942", "vendor": "AMD", "arch": "gfx942", "wave_size": 64, "copy_engine": True})
+j = json_of(["run", "emu:a660", "--size", "1000", "--json"])
+expect("hcq run --json", (j.get("device", {}).get("name"), j.get("size"), j.get("launches"),
+                          j.get("device_copies"), j.get("copy_engine"), j.get("copy_in", {}).get("bytes"),
+                          j.get("verify")),
+       ("emu:a660", 1000, 107, 3, False, 8000, {"ok": True, "wrong": 0, "first_wrong": None}))
+
+# ---- a capture slows the run: hcq run says so beside its figures ----
+with tempfile.TemporaryDirectory() as tmp:
+    cap = os.path.join(tmp, "demo.hcqcap")
+    p = subprocess.run([HCQ, "run", "emu:gfx1100", "--size", "1000"], capture_output=True, text=True,
+                       env=dict(os.environ, HCQ_CAPTURE=cap))
+    expect("hcq run with HCQ_CAPTURE", (p.returncode, p.stdout.splitlines()[1:2]),
+           (0, [f"capture  on (HCQ_CAPTURE={cap}): every submission is recorded, so the figures "
+                "below are slower than without"]))
+    p = subprocess.run([HCQ, "run", "emu:gfx1100", "--size", "1000", "--json"], capture_output=True,
+                       text=True, env=dict(os.environ, HCQ_CAPTURE=cap + ",zlib"))
+    expect("hcq run --json with HCQ_CAPTURE", (p.returncode, json.loads(p.stdout or "{}").get("capture")),
+           (0, cap + ",zlib"))
+expect("hcq run without HCQ_CAPTURE", [l for l in run(["run", "emu:gfx1100", "--size", "1000"]).stdout.splitlines()
+                                       if l.startswith("capture")], [])
+expect("hcq run --json without HCQ_CAPTURE", "capture" in j and j["capture"] is None, True)
 
 # ---- numbers: decimal or 0x hex, nothing else, within range, the value named ----
 NUM = "(decimal, or hex with 0x)"
@@ -56,10 +151,8 @@ for arg, msg in [
         ("0x100000000", "--size: '0x100000000' is out of range (at most 0xffffffff)"),
         ("99999999999999999999999", "--size: '99999999999999999999999' is out of range (at most 4294967295)"),
         ("0", "--size: '0' is out of range (at least 1)")]:
-    p = run(["run", "emu:gfx1100", "--size", arg], ok=False)
-    expect(f"hcq run --size {arg!r}", (p.stderr, p.stdout), (f"hcq: {msg}\n", ""))
-p = run(["run", "emu:gfx1100", "--size"], ok=False)
-expect("hcq run --size without a value", p.stderr, "hcq: --size needs a value\n")
+    p = run(["run", "emu:gfx1100", "--size", arg], status=2)
+    expect(f"hcq run --size {arg!r}", (p.stderr, p.stdout), (usage(msg, "run"), ""))
 expect("hcq run --size 0x100", (run(["run", "emu:gfx1100", "--size", "0x100"]).stdout.splitlines() or [""])[-1],
        "verify   OK: all 256 results match")
 
@@ -100,6 +193,16 @@ with tempfile.TemporaryDirectory() as tmp:
     except ValueError as e:
         events = f"not JSON: {e}"
     expect("the trace is JSON with events", isinstance(events, dict) and bool(events.get("traceEvents")), True)
+    # '-' is standard output: the trace there, the summary on standard error, no file '-'.
+    p = subprocess.run([HCQ, "trace", "emu:gfx1100", "-"], capture_output=True, text=True, cwd=tmp)
+    try:
+        events = json.loads(p.stdout)
+    except ValueError as e:
+        events = f"not JSON: {e}"
+    expect("hcq trace DEV -", (p.returncode, isinstance(events, dict) and bool(events.get("traceEvents")),
+                               p.stderr.startswith("trace    ") and p.stderr.endswith("-> standard output\n"),
+                               os.path.exists(os.path.join(tmp, "-"))),
+           (0, True, True, False))
 
 if failures:
     print("\n\n".join(failures))

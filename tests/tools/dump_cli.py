@@ -139,7 +139,8 @@ expect("HCQ_CAPTURE=symlink", (rc, err),
            "links (errno 40)\n"))
 expect("the symlink's target is kept", open(target).read(), "keep me")
 
-# 10. --submissions numbers: strict, and the range in order.
+# 10. --submissions numbers: strict, and the range in order; usage errors (status 2).
+HINT = "Run 'hcq dump --help' for usage.\n"
 for arg, want in [
     ("-1", "hcq: dump: --submissions: '-1' is not a number (decimal, or hex with 0x) "
            "(it takes A:B, A:, :B or A)\n"),
@@ -149,9 +150,91 @@ for arg, want in [
              "or 0x140) (it takes A:B, A:, :B or A)\n"),
     ("2:1", "hcq: dump: --submissions 2:1: the first (2) is after the last (1)\n")]:
     rc, out, err, _ = run(["dump", "--submissions", arg, cap])
-    expect(f"dump --submissions {arg}", (rc, out, err), (1, "", want))
+    expect(f"dump --submissions {arg}", (rc, out, err), (2, "", want + HINT))
 rc, out, err, _ = run(["dump", "--submissions", "0x1:1", cap])
 expect("dump --submissions 0x1:1", (rc, out.startswith("submission 1 "), err), (0, True, ""))
+
+# 11. --json writes valid JSON Lines whatever a capture's strings hold: control characters,
+# quotes, backslashes, and a byte that is not UTF-8 (replaced by U+FFFD).
+import json
+name = b"emu:\x01evil\n\t\x1b[31m\"quoted\"\\\x7f\xff"
+device = struct.pack("<I", 7) + b"".join(struct.pack("<H", len(x)) + x
+                                         for x in (name, b"AMD", b"gfx1100"))
+nop = struct.pack("<II", (3 << 30) | (0 << 16) | (0x10 << 8), 0)  # PM4 NOP, 1 body dword
+submission = (struct.pack("<IBBHQQI", 7, 0, 0, 0, 0, 0, 1) +
+              struct.pack("<BBHIQ", 0, 0, 0, len(nop) // 4, 0) + nop)
+path = os.path.join(tmp, "hostile_name.hcqcap")
+with open(path, "wb") as f:
+    f.write(header() + record(1, device) + record(2, submission))
+p = subprocess.run([HCQ, "dump", "--json", path], capture_output=True, timeout=60)
+try:
+    out = p.stdout.decode("utf-8")  # JSON is UTF-8 (RFC 8259 8.1): strictly, no byte replaced
+except UnicodeDecodeError as e:
+    out = f"not UTF-8: {e}"
+expect("dump --json of a hostile device name", (p.returncode, p.stderr, len(out.splitlines())),
+       (0, b"", 1))
+for line in out.splitlines():
+    try:
+        j = json.loads(line)
+    except ValueError as e:
+        j = {"device": f"not JSON: {e}: {line!r}"}
+    expect("the device name survives the JSON line", (j["device"], j["name"]),
+           (name[:-1].decode() + "\ufffd", "NOP"))
+    expect("no raw control character in the line", any(ord(c) < 0x20 for c in line), False)
+
+# 12. '-' is standard input, for a capture and for --raw.
+with open(cap, "rb") as f:
+    rc, out, err, _ = run(["dump", "-"], stdin=f)
+expect("dump - (a capture on standard input)", (rc, out, err), (0,) + run(["dump", cap])[1:3])
+golden = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden", "launch_gfx11.pm4.hex")
+with open(golden) as f:
+    golden_text = f.read()
+want = run(["dump", "--raw", "pm4", golden])
+expect("dump --raw pm4 of the golden text", (want[0], want[2], len(want[1].splitlines()) > 5), (0, "", True))
+with open(golden, "rb") as f:
+    expect("dump --raw pm4 - (text on standard input)", run(["dump", "--raw", "pm4", "-"], stdin=f)[:3], want[:3])
+
+# 13. --raw text: kernel-log lines (a timestamp, then a prefix up to the last ':') and offsets
+# are accepted; anything else is refused with the line and what was expected; the decision
+# text or binary is explicit (--format), never taken from the size.
+words = golden_text.split()
+forms = [f"[  {i}.123456] amdgpu 0000:03:00.0: ring gfx: " + " ".join(words[i:i + 4])
+         for i in range(0, len(words), 4)]
+forms[1] = "0x" + ", 0x".join(forms[1].rsplit(": ", 1)[1].split())  # 0x and commas, no prefix
+forms[2] = f"{8:08x}: " + forms[2].rsplit(": ", 1)[1]  # an offset, as in a ring dump
+path = os.path.join(tmp, "dmesg.txt")
+with open(path, "w") as f:
+    f.write("amdgpu 0000:03:00.0: ring gfx dump:\n\n" + "\r\n".join(forms) + "\n")
+expect("dump --raw pm4 of kernel-log lines", run(["dump", "--raw", "pm4", path])[:3], want[:3])
+EXPECTED = ("expected hex dwords such as c0001000 or 0xc0001000, separated by spaces or commas; a "
+            "line may start with a kernel-log timestamp [  12.345678] and a prefix ending in ':'; "
+            "--format binary reads the file as binary")
+typo = golden_text.replace(words[9], words[9][:3] + "g" + words[9][4:], 1)  # c00g5800
+typo += " " * (-len(typo) % 4)  # whole dwords in size: binary, if size decided
+path = os.path.join(tmp, "typo.txt")
+with open(path, "w") as f:
+    f.write(typo)
+expect("dump --raw pm4 of text with a typo (whole dwords in size)", run(["dump", "--raw", "pm4", path])[:3],
+       (1, "", f"hcq: dump: {path} line 2: '{words[9][:3]}g{words[9][4:]}' is not a 32-bit hex dword "
+               f"({EXPECTED})\n"))
+with open(path, "w") as f:
+    f.write("[  12.5] amdgpu 0000:03:00.0: ring gfx: c0001000\n"
+            "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx timeout\n")
+expect("dump --raw pm4 of a log line without dwords", run(["dump", "--raw", "pm4", path])[:3],
+       (1, "", f"hcq: dump: {path} line 2: 'amdgpu_job_timedout' is not a 32-bit hex dword "
+               f"({EXPECTED})\n"))
+with open(path, "w") as f:
+    f.write("c0001000 123456789\n")
+expect("dump --raw pm4 of a word wider than 32 bits", run(["dump", "--raw", "pm4", path])[2],
+       f"hcq: dump: {path} line 1: '123456789' is not a 32-bit hex dword ({EXPECTED})\n")
+# --format binary takes the same 8 bytes as two dwords; --format text refuses a binary file.
+with open(path, "w") as f:
+    f.write("00001000")
+expect("dump --raw pm4 --format binary of text", run(["dump", "--raw", "pm4", "--format", "binary", path])[:3],
+       (0, "0x0000  0x30303030  INVALID  !! type-0 header (hcq emits type-3 packets only)\n"
+           "0x0004  0x30303031  INVALID  !! type-0 header (hcq emits type-3 packets only)\n", ""))
+binary = os.path.join(tmp, "nops.bin")
+expect("dump --raw pm4 --format text of binary", run(["dump", "--raw", "pm4", "--format", "text", binary])[0], 1)
 
 subprocess.run(["rm", "-rf", tmp], check=False)
 for f in failures:
