@@ -238,9 +238,11 @@ class Executable {
     int64_t start_ns, end_ns;
   };
   std::vector<CallTime> profile() const;
-  // The last run as a Chrome / Perfetto trace (JSON): one complete event per call (two for a
-  // copy between devices) on a track per queue of each device, and a flow arrow for every
-  // cross-queue wait.
+  // The last run as a Chrome / Perfetto trace (JSON, docs/trace.md): one complete event per
+  // op (a copy between devices makes two or three) on a track per queue that ran calls, a
+  // process per device, and a flow arrow for every cross-queue wait; times in host
+  // CLOCK_MONOTONIC microseconds; each event's args name its call, kernel and dimensions or
+  // copy operands, and the capture submission it went out in. Throws Error when `out` fails.
   void write_trace(std::ostream& out) const;
 
   struct Impl;  // opaque: the compiled command buffers and patch table

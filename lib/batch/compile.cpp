@@ -11,6 +11,9 @@ namespace hcq::batch {
 
 namespace {
 
+// Threads per workgroup of a kernel copy (CompileOptions::copy_kernels).
+constexpr uint32_t kCopyKernelBlock = 256;
+
 // Byte-range dependency tracker for one memory object: segments with their last writer and
 // the readers since.
 struct RangeTracker {
@@ -120,6 +123,9 @@ class Compiler {
   void encode_launch(ComputeQueue& cq, size_t i);
   void encode_kernel_copy(ComputeQueue& cq, const Program& kernel, size_t i);
   void encode_copy(CopyQueue& kq, size_t i);
+  // What the profile and trace keep of op i; its commands span [dword_begin, dword_end) of
+  // its queue's recording (zeros on a host queue).
+  Executable::Impl::OpInfo op_info(size_t i, uint64_t dword_begin, uint64_t dword_end) const;
   // 6. Close: every queue reports its end; each device's compute queue waits for all of
   // them, then advances its device timeline (patched with each run's value).
   void close_queues();
@@ -566,10 +572,11 @@ void Compiler::encode() {
       x.stats[o.queue].waits += waits[i].size();
       x.stats[o.queue].calls++;
       x.stats[o.queue].signals += signals[i];
-      x.ops.push_back({o.call, o.queue, o.name});
+      x.ops.push_back(op_info(i, 0, 0));
       continue;
     }
     Queue& Q = *x.queues[o.queue];
+    const uint64_t dword_begin = Q.stream().size();
     for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq, x.area_of(o.queue)), value);
     x.stats[o.queue].waits += waits[i].size();
     if (x.profile) Q.timestamp_at(timestamp_va(i));  // two 16-byte records per op
@@ -585,8 +592,33 @@ void Compiler::encode() {
       Q.signal_at(signal_va(o.queue, x.area_of(o.queue)), pos[i], false);
       x.stats[o.queue].signals++;
     }
-    x.ops.push_back({o.call, o.queue, o.name});
+    x.ops.push_back(op_info(i, dword_begin, Q.stream().size()));
   }
+}
+
+Executable::Impl::OpInfo Compiler::op_info(size_t i, uint64_t dword_begin,
+                                           uint64_t dword_end) const {
+  const Op& o = ops[i];
+  Executable::Impl::OpInfo info{o.call, o.queue, o.name};
+  if (const Program* p = program_of(o)) info.kernel = p->kernel().name;
+  if (o.launch) {
+    info.grid = calls_[o.call].grid;
+    info.block = calls_[o.call].block;
+  } else if (program_of(o)) {  // a kernel copy: encode_kernel_copy's dimensions
+    info.grid = {uint32_t((o.size + kCopyKernelBlock - 1) / kCopyKernelBlock), 1, 1};
+    info.block = {kCopyKernelBlock, 1, 1};
+  }
+  if (!o.launch) {
+    info.dst_slot = o.dst_slot;
+    info.src_slot = o.src_slot;
+    info.dst_offset = o.dst_offset;
+    info.src_offset = o.src_offset;
+    info.size = o.size;
+    info.path = o.path;
+  }
+  info.dword_begin = dword_begin;
+  info.dword_end = dword_end;
+  return info;
 }
 
 void Compiler::encode_launch(ComputeQueue& cq, size_t i) {
@@ -631,13 +663,12 @@ void Compiler::encode_kernel_copy(ComputeQueue& cq, const Program& kernel, size_
   };
   put_address(ka[0], o.dst_slot, o.dst_offset);
   put_address(ka[1], o.src_slot, o.src_offset);
-  constexpr uint32_t kBlock = 256;
-  const uint32_t bytes = uint32_t(o.size);
+  const uint32_t bytes = uint32_t(o.size), block = kCopyKernelBlock;
   std::memcpy(args + ka[2]->offset, &bytes, 4);
-  std::memcpy(args + ka[3]->offset, &kBlock, 4);
+  std::memcpy(args + ka[3]->offset, &block, 4);
   cq.memory_barrier();
-  cq.exec(kernel, x.kernargs[d].va() + karg_off[i], {uint32_t((o.size + kBlock - 1) / kBlock), 1, 1},
-          {kBlock, 1, 1});
+  cq.exec(kernel, x.kernargs[d].va() + karg_off[i],
+          {uint32_t((o.size + block - 1) / block), 1, 1}, {block, 1, 1});
 }
 
 void Compiler::encode_copy(CopyQueue& kq, size_t i) {
@@ -689,17 +720,21 @@ void Compiler::build_patch_table() {
   x.timeline_waits.resize(devs_.size());
   x.timeline_signals.resize(devs_.size());
   x.device_queues.resize(devs_.size());
+  x.device_queue_ids.resize(devs_.size());
   for (uint32_t q = 0; q < nq; q++) {
-    if (x.used[q] && x.queues[q]) x.device_queues[x.queue_device[q]].push_back(x.queues[q].get());
+    if (x.used[q] && x.queues[q]) {
+      x.device_queues[x.queue_device[q]].push_back(x.queues[q].get());
+      x.device_queue_ids[x.queue_device[q]].push_back(q);
+    }
     for (auto& s : timeline_waits[q]) add_site(x.timeline_waits[x.queue_device[q]], *x.queues[q], s);
     for (auto& s : timeline_signals[q])
       add_site(x.timeline_signals[x.queue_device[q]], *x.queues[q], s);
   }
   if (x.profile) {
-    x.clock_offset_ns.assign(nq, 0);  // host queues record host time: no offset
+    x.clock_sync.assign(nq, {});  // host queues record host time: no offset
     for (uint32_t q = 0; q < nq; q++)
       if (x.used[q] && !x.host_queue[q])
-        x.clock_offset_ns[q] = x.device_of(q).clock_offset_ns(x.queue_kind[q]);
+        x.clock_sync[q] = x.device_of(q).clock_sync(x.queue_kind[q]);
   }
 }
 

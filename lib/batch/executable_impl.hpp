@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -175,6 +176,7 @@ struct Executable::Impl {
   // indirect buffer into the ring (one GPFIFO entry on NVIDIA).
   std::vector<std::vector<Target>> timeline_waits, timeline_signals;  // per device
   std::vector<std::vector<Queue*>> device_queues;  // per device: its used queues, submitted together
+  std::vector<std::vector<uint32_t>> device_queue_ids;  // the same queues' indices
   std::vector<Stats> stats;
   // Profiling: two timestamps per op, names, queues, and the cross-queue waits as edges.
   bool profile = false;
@@ -182,16 +184,35 @@ struct Executable::Impl {
     size_t call;
     uint32_t queue;
     std::string name;
+    // What the trace says of it: a launch's (or kernel copy's) kernel and dimensions, a
+    // copy's operands (slots as in HostOp), a load's file.
+    std::string kernel = {};
+    Dim3 grid = {}, block = {};
+    uint32_t dst_slot = 0, src_slot = 0;
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;
+    std::string path = {};
+    // Its commands in its queue's recording, in dwords (GPU queues): the range of the
+    // captured submission's packets (`hcq dump` offsets) that are this op's.
+    uint64_t dword_begin = 0, dword_end = 0;
   };
   std::vector<OpInfo> ops;
   std::vector<std::pair<size_t, size_t>> edges;  // producer op -> waiting op
-  std::vector<int64_t> clock_offset_ns;          // per queue
+  std::vector<Device::ClockSync> clock_sync;     // per queue (zero for host queues)
+  // A slot's address at the last run (an input's or bound buffer's, or staging).
+  uint64_t slot_address(uint32_t slot, uint64_t offset) const {
+    if (slot < patch_slots) return inputs[slot].bound_va + offset;
+    const StagingSlot& st = staging[slot - patch_slots];
+    return areas[st.area].staging.va() + st.offset + offset;
+  }
   // The devices' links: an executable may outlive its devices (running it is then an Error).
   std::vector<std::shared_ptr<DeviceLink>> links;
   std::mutex run_mu;    // held by run() from its fence to its submission
   mutable std::mutex state_mu;  // last_done and ran, which wait() and points() read during a run
   std::vector<uint64_t> last_run() const;  // last_done, or empty before the first run
   std::vector<uint64_t> last_done;               // per device
+  // Per queue: the capture record of the last run's submission (none for a host queue, or
+  // when no capture was on).
+  std::vector<std::optional<uint64_t>> capture_sequence;
   std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
   bool ran = false;
   size_t last_patches = 0;

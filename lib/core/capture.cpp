@@ -118,8 +118,8 @@ void close_locked(Writer& w) {
 
 // Writes the records of one submission: its device's (the first time), the buffers that
 // changed (full mode), the submission's. Each record is one checked write.
-void record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
-                   std::span<const Segment> segments) {
+uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
+                       std::span<const Segment> segments) {
   auto [it, fresh] = w.devices.emplace(dev.serial(), uint32_t(w.devices.size()));
   if (fresh) {
     const auto& p = dev.properties();
@@ -155,7 +155,8 @@ void record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_
   w.put(uint8_t(kind));
   w.put(uint8_t(queue_index));
   w.put(uint16_t(0));
-  w.put(w.sequence++);
+  const uint64_t sequence = w.sequence++;
+  w.put(sequence);
   w.put(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
   w.put(uint32_t(segments.size()));
   for (const Segment& s : segments) {
@@ -167,6 +168,7 @@ void record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_
     w.put(s.words.data(), s.words.size() * 4);
   }
   w.emit(RecordType::Submission);
+  return sequence;
 }
 
 }  // namespace
@@ -229,14 +231,14 @@ bool enabled() {
   return state == 1;
 }
 
-void submission(const Device& dev, QueueKind kind, uint32_t queue_index,
-                std::span<const Segment> segments) {
+std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t queue_index,
+                                   std::span<const Segment> segments) {
   Writer& w = writer();
   std::lock_guard lk(w.mu);
   if (w.failed) std::rethrow_exception(w.failed);
-  if (!w.file.is_open()) return;
+  if (!w.file.is_open()) return std::nullopt;
   try {
-    record_locked(w, dev, kind, queue_index, segments);
+    return record_locked(w, dev, kind, queue_index, segments);
   } catch (...) {
     // Part of a record may be in the file: nothing more goes after it.
     w.failed = std::current_exception();

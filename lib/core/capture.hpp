@@ -85,9 +85,11 @@ void stop();
 bool enabled();
 // Called by lib/core for every submission while enabled. Throws (OsError for a failed write)
 // when the submission cannot be recorded; after that every later submission throws the same
-// error and nothing more is written, so the file never holds records after a hole.
-void submission(const Device& dev, QueueKind kind, uint32_t queue_index,
-                std::span<const Segment> segments);
+// error and nothing more is written, so the file never holds records after a hole. Returns
+// the submission record's sequence number (what `hcq dump` prints as "submission N"), or
+// nullopt when no capture file is open.
+std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t queue_index,
+                                   std::span<const Segment> segments);
 
 // Reads a capture file (or a pipe) record by record; throws hcq::InvalidInput naming the path,
 // the byte offset, the value seen and the limit for a bad magic, an unsupported version, or a

@@ -387,9 +387,8 @@ void Device::wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generatio
   wake_all();
 }
 
-int64_t Device::clock_offset_ns(QueueKind kind) {
-  int64_t best = 0;
-  int64_t best_window = INT64_MAX;
+Device::ClockSync Device::clock_sync(QueueKind kind) {
+  ClockSync best{0, INT64_MAX};
   for (int i = 0; i < 5; i++) {  // keep the tightest of a few measurements
     Signal s = new_signal();
     Queue q(*this, kind);
@@ -407,10 +406,7 @@ int64_t Device::clock_offset_ns(QueueKind kind) {
     t1 = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     double gpu_ns = double(s.timestamp()) * 1e9 / double(properties().timestamp_hz);
     int64_t offset = int64_t((t0 + t1) / 2) - int64_t(gpu_ns);
-    if (int64_t(t1 - t0) < best_window) {
-      best_window = int64_t(t1 - t0);
-      best = offset;
-    }
+    if (int64_t(t1 - t0) < best.window_ns) best = {offset, int64_t(t1 - t0)};
   }
   return best;
 }

@@ -239,7 +239,13 @@ class Device {
             uint64_t size);
   // Host steady_clock nanoseconds minus GPU timestamp nanoseconds, measured on a queue of
   // `kind` (a timestamp bracketed by host clock reads; error within half the round trip).
-  int64_t clock_offset_ns(QueueKind kind);
+  int64_t clock_offset_ns(QueueKind kind) { return clock_sync(kind).offset_ns; }
+  // The same measurement with its round trip: the GPU timestamp was taken within `window_ns`
+  // of host time, so offset_ns is right within window_ns / 2 (plus a timestamp tick).
+  struct ClockSync {
+    int64_t offset_ns = 0, window_ns = 0;
+  };
+  ClockSync clock_sync(QueueKind kind);
   // Wait until everything submitted so far has finished.
   void synchronize(std::chrono::milliseconds timeout = Signal::kDefaultTimeout);
 

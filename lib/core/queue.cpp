@@ -105,10 +105,10 @@ void Queue::bind() {
   bound_done_ = true;
 }
 
-void Queue::record_capture() const {
+std::optional<uint64_t> Queue::record_capture() const {
   const capture::Segment seg{bound_done_, bound_done_ ? bound_.va() : 0,
                              {cs_.data(), cs_.data() + cs_.size()}};
-  capture::submission(*dev_, kind_, index_, {&seg, 1});
+  return capture::submission(*dev_, kind_, index_, {&seg, 1});
 }
 
 void Queue::submit_together(std::span<Queue* const> queues, bool capture) {

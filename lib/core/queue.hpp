@@ -59,8 +59,9 @@ class Queue {
   // capture=false: the caller put them in the capture already (record_capture()).
   static void submit_together(std::span<Queue* const> queues, bool capture = true);
   // Record the submission in the capture (HCQ_CAPTURE) without submitting; throws OsError
-  // when the capture file cannot be written.
-  void record_capture() const;
+  // when the capture file cannot be written. Returns the record's sequence number, or
+  // nullopt when no capture file is open (capture::submission).
+  std::optional<uint64_t> record_capture() const;
 
   size_t commands() const { return cmds_.size(); }
   // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);
