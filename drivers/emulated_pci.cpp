@@ -44,6 +44,11 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   host.port = PciPort::None;
   host.numa_node = -1;
 
+  // The RX 7900 XTX's register BAR reads as a GPU in the middle of a compute dispatch
+  // (regs.def's fields): GRBM_STATUS GUI_ACTIVE, CP_BUSY, SPI_BUSY and TA_BUSY set;
+  // GRBM_STATUS2 CPC_BUSY and RLC_BUSY set. Every other register reads 0.
+  constexpr uint32_t kGrbmStatusBusy = 1u << 31 | 1u << 29 | 1u << 22 | 1u << 14;  // 0xa0404000
+  constexpr uint32_t kGrbmStatus2Busy = 1u << 29 | 1u << 24;                        // 0x21000000
   const amd::Target& navi = *amd::find_target("gfx1100");
   F amd = function("0000:01:00.0", "0000:00:01.0", amd::kPciVendor, uint16_t(navi.device_id),
                    0x030000, "amdgpu", 2);
@@ -53,7 +58,8 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   amd.bars = {{0, 256 * MiB, true, true, false, {}},
               {2, 2 * MiB, true, true, false, {}},
               {4, 256, false, false, true, {}},
-              {5, 1 * MiB, false, false, false, {{amd::kGrbmStatus, 0}, {amd::kGrbmStatus2, 0}}}};
+              {5, 1 * MiB, false, false, false,
+               {{amd::kGrbmStatus, kGrbmStatusBusy}, {amd::kGrbmStatus2, kGrbmStatus2Busy}}}};
   amd.resizable_bars = {{0, 256 * MiB, sizes(256 * MiB, 32 * GiB)}};
 
   F igpu = function("0000:00:02.0", "", 0x8086, 0x9a49, 0x030000, "i915", 1);

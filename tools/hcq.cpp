@@ -364,18 +364,23 @@ void define(CLI::App& app, Command& c) {
                                       "GPU or accelerator (class 0x03/0x12)");
 
   auto& r = c.reg_args;
-  c.reg = sub("reg", "MMIO peek/poke in a GPU's register BAR");
+  c.reg = sub("reg", "MMIO peek/poke in a GPU's register BAR; list the registers hcq knows");
   c.reg->add_option("DEVICE", r.device, "a PCI address (0000:03:00.0 or 03:00.0)")->required();
-  c.reg->add_option("ACTION", r.action, "read or write")
+  c.reg->add_option("ACTION", r.action, "read, write or list")
       ->required()
-      ->check(CLI::IsMember({"read", "write"}));
-  c.reg->add_option("REGISTER", r.target, "a register name, or an offset in hex with 0x (0x140)")
-      ->required();
+      ->check(CLI::IsMember({"read", "write", "list"}));
+  c.reg->add_option("REGISTER", r.target, "a register name (any case), or an offset in hex with\n"
+                                          "0x (0x140); list's PATTERN: names containing it");
   c.reg->add_option("VALUE", r.value, "write's value, decimal or 0x hex up to 0xffffffff")
       ->transform(uint_option(0, UINT32_MAX));
   c.reg->add_option("--bar", r.bar, "the BAR, 0 to 5 (default: the register's, else the\n"
                                     "vendor's register BAR)")
       ->transform(uint_option(0, 5));
+  c.reg->add_option("--count", r.count, "read N consecutive dwords from REGISTER (1 to the\n"
+                                        "end of the BAR)")
+      ->transform(uint_option(1, UINT32_MAX));
+  c.reg->add_flag("--json", r.json, "read's dwords as JSON Lines: {address, bar, offset, name,\n"
+                                    "value, fields}");
   c.reg->add_flag("--force", r.force, "needed to write");
 }
 

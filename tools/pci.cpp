@@ -1,10 +1,13 @@
 #include "pci.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/registry.hpp"
@@ -267,10 +270,91 @@ int cmd_pci(const PciArgs& args) {
   return 0;
 }
 
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Levenshtein distance, for suggesting a register name close to a mistyped one.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); j++) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+using Register = PciSupport::Register;
+
+// Names close to `want` (upper case): one contains the other, or a few edits apart.
+std::string close_names(const std::string& want, const std::vector<Register>& known) {
+  std::string out;
+  int n = 0;
+  for (auto& r : known)
+    if (n < 5 && (r.name.find(want) != std::string::npos || want.find(r.name) != std::string::npos ||
+                  edit_distance(want, r.name) <= 3)) {
+      out += n++ ? ", " : "";
+      out += r.name;
+    }
+  return out;
+}
+
+int list_registers(const os::PciFunction& f, const std::vector<Register>& known,
+                   const std::string& pattern) {
+  std::vector<const Register*> shown;
+  for (auto& r : known)
+    if (r.name.find(upper(pattern)) != std::string::npos) shown.push_back(&r);
+  if (known.empty())
+    throw InvalidInput("hcq knows no registers of " + f.address + " (vendor " + hex_n(f.vendor, 4) +
+                       "); read offsets");
+  if (shown.empty())
+    throw InvalidInput("no register of " + f.address + " matches '" + pattern + "' (hcq reg " +
+                       f.address + " list shows all " + std::to_string(known.size()) + ")");
+  // Readable ones by BAR and offset, then the ones refused by name.
+  std::stable_sort(shown.begin(), shown.end(), [](const Register* a, const Register* b) {
+    if (a->refused.empty() != b->refused.empty()) return a->refused.empty();
+    return a->refused.empty() && (a->bar != b->bar ? a->bar < b->bar : a->offset < b->offset);
+  });
+  size_t width = 8;
+  for (auto* r : shown) width = std::max(width, r->name.size());
+  std::printf("%-*s  %-12s  %s\n", int(width), "REGISTER", "WHERE", "FIELDS");
+  for (auto* r : shown) {
+    if (!r->refused.empty()) {
+      std::printf("%-*s  %-12s  refused by name: %s\n", int(width), r->name.c_str(), "-",
+                  r->refused.c_str());
+      continue;
+    }
+    std::string fields;
+    for (auto& fl : r->fields) {
+      if (!fields.empty()) fields += ' ';
+      fields += fl.name;
+    }
+    const std::string where = "BAR" + std::to_string(r->bar) + "+" + hex(r->offset);
+    std::printf("%-*s  %-12s  %s\n", int(width), r->name.c_str(), where.c_str(),
+                fields.empty() ? "-" : fields.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
 int cmd_reg(const RegArgs& args) {
-  const bool write = args.action == "write";
+  const bool write = args.action == "write", list = args.action == "list";
+  if (!list && args.target.empty())
+    throw UsageError("reg: " + args.action + " needs a REGISTER (a name, or an offset with 0x)");
   if (write && !args.value) throw UsageError("reg: write needs a VALUE");
-  if (!write && args.value) throw UsageError("reg: read takes no VALUE");
+  if (!write && args.value) throw UsageError("reg: " + args.action + " takes no VALUE");
+  if (args.count && args.action != "read") throw UsageError("reg: --count is for read");
+  if (args.json && args.action != "read") throw UsageError("reg: --json is for read");
   const std::string& target = args.target;
   int bar = args.bar.value_or(-1);
   Bus bus;
@@ -279,24 +363,33 @@ int cmd_reg(const RegArgs& args) {
     throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
                        "); hcq reg maps GPU register BARs only");
   const PciSupport* s = support_of(f.vendor);
-  // A name picks its register's BAR; an offset goes to --bar, else the vendor's register BAR.
+  const std::vector<Register> known =
+      s && s->registers ? s->registers(f.device) : std::vector<Register>();
+  if (list) return list_registers(f, known, target);
+
+  // A name (any case) picks its register's BAR; an offset goes to --bar, else the vendor's
+  // register BAR.
   std::string name;
   uint64_t offset = 0;
-  const PciSupport::Register* named = nullptr;
-  if (s)
-    for (auto& r : s->registers)
-      if (r.name == target) named = &r;
+  const Register* named = nullptr;
+  for (auto& r : known)
+    if (r.name == upper(target)) named = &r;
   if (named) {
+    if (!named->refused.empty())
+      throw InvalidInput("refusing " + named->name + " on " + f.address + ": " + named->refused +
+                         "; hcq does not poke a guessed address");
     name = named->name;
     offset = named->offset;
     if (bar < 0) bar = named->bar;
   } else {
     if (target.find_first_not_of("0123456789abcdefABCDEFx") != std::string::npos) {
-      std::string known;
-      if (s)
-        for (auto& r : s->registers) known += (known.empty() ? "" : ", ") + r.name;
-      throw InvalidInput("unknown register " + target + " for " + f.address +
-                         (known.empty() ? " (give an offset)" : " (known: " + known + ")"));
+      const std::string close = close_names(upper(target), known);
+      throw UsageError("unknown register " + target + " for " + f.address +
+                       (known.empty() ? " (hcq knows no registers of vendor " + hex_n(f.vendor, 4) +
+                                            " GPUs: give an offset)"
+                                      : (close.empty() ? "" : " (close: " + close + ")") +
+                                            "; 'hcq reg " + f.address + " list' lists the " +
+                                            std::to_string(known.size()) + " known"));
     }
     // Offsets are hex by convention (datasheets, headers, this command's own output), so a
     // bare 140 is refused rather than read as decimal; one digit reads the same either way.
@@ -310,31 +403,61 @@ int cmd_reg(const RegArgs& args) {
     } catch (const InvalidInput& e) {
       throw UsageError(e.what());
     }
-    if (bar < 0) bar = s && !s->registers.empty() ? s->registers.front().bar : 0;
-    if (s)
-      for (auto& r : s->registers)
-        if (r.bar == bar && r.offset == offset) name = r.name;
+    if (bar < 0) bar = s ? s->register_bar : 0;
   }
-  const std::string where = f.address + " BAR" + std::to_string(bar) + "+" + hex(offset) +
-                            (name.empty() ? "" : " " + name);
+  // The register named at an offset of this BAR, if any (refused ones are never named).
+  auto at = [&](uint64_t o) -> const Register* {
+    for (auto& r : known)
+      if (r.refused.empty() && r.bar == bar && r.offset == o) return &r;
+    return nullptr;
+  };
+  auto where = [&](uint64_t o) {
+    const Register* r = at(o);
+    return f.address + " BAR" + std::to_string(bar) + "+" + hex(o) + (r ? std::string(" ") + r->name : std::string());
+  };
   uint32_t value = 0;
   if (write) {
     value = *args.value;
     if (!args.force)
-      throw InvalidInput("refusing to write " + hex(value) + " to " + where +
+      throw InvalidInput("refusing to write " + hex(value) + " to " + where(offset) +
                          " without --force (an MMIO write can hang the GPU or the machine)");
   }
   os::PciBarMap map(bus.kernel, f, bar);
   if (write) {
     map.write32(offset, value);
-    std::printf("%s <- %s (reads back %s)\n", where.c_str(), hex(value).c_str(),
+    std::printf("%s <- %s (reads back %s)\n", where(offset).c_str(), hex(value).c_str(),
                 hex(map.read32(offset)).c_str());
     return 0;
   }
-  value = map.read32(offset);
-  std::string about = s && s->describe && !name.empty() ? s->describe(name, value) : "";
-  std::printf("%s = %s%s%s\n", where.c_str(), hex(value).c_str(), about.empty() ? "" : "  ",
-              about.c_str());
+  const uint64_t count = args.count.value_or(1);
+  if (offset < map.size() && offset + 4 * count > map.size())
+    throw InvalidInput("--count " + std::to_string(count) + " from " + hex(offset) +
+                       " reads past the end of BAR" + std::to_string(bar) + " of " + f.address +
+                       " (" + hex(map.size()) + " bytes: at most " +
+                       std::to_string((map.size() - offset) / 4) + " dwords from there)");
+  for (uint64_t i = 0; i < count; i++) {
+    const uint64_t o = offset + 4 * i;
+    value = map.read32(o);
+    const Register* r = at(o);
+    if (args.json) {
+      Json fields = Json::object();
+      if (r)
+        for (auto& fl : r->fields) fields[fl.name] = fl.get(value);
+      std::printf("%s\n", json_line({{"address", f.address},
+                                     {"bar", bar},
+                                     {"offset", hex(o)},
+                                     {"name", r ? Json(r->name) : Json(nullptr)},
+                                     {"value", hex(value)},
+                                     {"fields", fields}})
+                              .c_str());
+      continue;
+    }
+    std::string about = r && s->describe ? s->describe(r->name, value) : "";
+    std::printf("%s = %s%s%s\n", where(o).c_str(), hex(value).c_str(), about.empty() ? "" : "  ",
+                about.c_str());
+    if (r)
+      for (auto& fl : r->fields) std::printf("  %s = %u\n", fl.name.c_str(), fl.get(value));
+  }
   return 0;
 }
 

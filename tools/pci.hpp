@@ -23,12 +23,14 @@ struct PciArgs {
 };
 int cmd_pci(const PciArgs& args);
 
-// hcq reg DEVICE read|write OFFSET|NAME [VALUE] [--bar N] [--force]
+// hcq reg DEVICE read NAME|OFFSET [--count N] [--json] | write NAME|OFFSET VALUE --force |
+// list [PATTERN]; --bar N for an offset outside the vendor's register BAR.
 struct RegArgs {
-  std::string device, action, target;
+  std::string device, action, target;  // target: the register, or list's pattern
   std::optional<uint32_t> value;
   std::optional<int> bar;
-  bool force = false;
+  std::optional<uint32_t> count;
+  bool force = false, json = false;
 };
 int cmd_reg(const RegArgs& args);
 

@@ -73,11 +73,33 @@ namespace regs {
 namespace {
 constexpr Reg kAll[] = {
 #define REG(n, gens, addr) n##_##gens,
+#define REG_FIELD(...)
 #include "amd/regs.def"
 #undef REG
+#undef REG_FIELD
 };
+constexpr RegField kFields[] = {
+#define REG(...)
+#define REG_FIELD(r, f, gens, lo, w) {#r, #f, gens, lo, w},
+#include "amd/regs.def"
+#undef REG
+#undef REG_FIELD
+};
+// Every field inside 32 bits, on generations its register has, after its register.
+constexpr bool fields_consistent() {
+  for (const RegField& f : kFields) {
+    if (f.width == 0 || f.lo + f.width > 32) return false;
+    bool found = false;
+    for (const Reg& r : kAll)
+      if (std::string_view(r.name) == f.reg && (r.gens & f.gens) == f.gens) found = true;
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(fields_consistent(), "regs.def: a field outside its register");
 }  // namespace
 std::span<const Reg> all() { return kAll; }
+std::span<const RegField> fields() { return kFields; }
 uint32_t address(const char* name, Gen gen) {
   for (auto& r : kAll)
     if (has_gen(r.gens, gen) && std::string_view(r.name) == name) return r.address;

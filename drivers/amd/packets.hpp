@@ -100,9 +100,24 @@ std::span<const Reg> all();
 uint32_t address(const char* name, Gen gen);
 // The register's name at `address` on `gen`, or null.
 const char* name_at(uint32_t address, Gen gen);
+// A bit field of a register (REG_FIELD), on the generations in `gens`.
+struct RegField {
+  const char* reg;
+  const char* name;
+  uint8_t gens;
+  uint8_t lo;
+  uint8_t width;
+  constexpr uint32_t get(uint32_t value) const {
+    return (value >> lo) & (width == 32 ? 0xffffffffu : ((1u << width) - 1));
+  }
+};
+// Every field, in description order (a register's fields follow it).
+std::span<const RegField> fields();
 #define REG(n, gens, addr) inline constexpr Reg n##_##gens{#n, gens, addr};
+#define REG_FIELD(...)
 #include "amd/regs.def"
 #undef REG
+#undef REG_FIELD
 }  // namespace regs
 
 namespace sdma {

@@ -1,6 +1,38 @@
 #include "amd/pci.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <string_view>
+
+#include "amd/packets.hpp"
+#include "amd/targets.hpp"
+
 namespace hcq::amd {
+namespace {
+
+static_assert(kGrbmStatus == regs::GRBM_STATUS_ALL.address * 4 &&
+              kGrbmStatus2 == regs::GRBM_STATUS2_ALL.address * 4);
+
+// Why register `r` cannot be read by name on `t`, empty when its BAR5 byte offset is its
+// regs.def address (the CP's dword address) times 4 by a public source:
+// - GRBM_STATUS and GRBM_STATUS2 on every target: user space reads them through
+//   AMDGPU_INFO_READ_MMR_REG, which takes the MMIO dword offset and checks it against the
+//   allow lists of Linux soc15.c (gfx9), soc21.c (gfx11) and soc24.c (gfx12), all listing
+//   SOC15_REG_ENTRY(GC, 0, regGRBM_STATUS/regGRBM_STATUS2); Mesa (si_gpu_load.c) and
+//   radeontop read them there as 0x8010 and 0x8008 whatever the generation.
+// - The compute (SH) registers on gfx90a only: Linux aldebaran_ip_offset.h places GC segment 0
+//   at 0x2000, and gfx_v9_4_2.c writes SOC15_REG_OFFSET(GC, 0, regCOMPUTE_PGM_LO) -
+//   PACKET3_SET_SH_REG_START as a SET_SH_REG offset: the MMIO dword offset is the CP's address.
+//   On gfx942 (a GC per XCC), gfx11 and gfx12 the GC base comes from the GPU's IP discovery
+//   table, and no public source ties these registers' MMIO offsets to regs.def's addresses.
+std::string refusal(const Target& t, const regs::Reg& r) {
+  const std::string_view name = r.name;
+  if (name == "GRBM_STATUS" || name == "GRBM_STATUS2" || t.name == "gfx90a") return {};
+  return "its BAR5 offset on " + t.name + " is not established from a public source (" +
+         t.name + "'s GC register base comes from the GPU's IP discovery table)";
+}
+
+}  // namespace
 
 PciSupport pci_support() {
   PciSupport s;
@@ -8,12 +40,29 @@ PciSupport pci_support() {
   s.vendor_name = "AMD";
   s.paths = {{"amdgpu", "KFD (amdgpu, amd:N)"}};
   s.how = "hcq opens AMD GPUs through amdgpu's KFD or vfio-pci";
-  s.registers = {{"GRBM_STATUS", kRegisterBar, kGrbmStatus},
-                 {"GRBM_STATUS2", kRegisterBar, kGrbmStatus2}};
-  // GRBM_STATUS bit 31 is GUI_ACTIVE (gc_9_0_sh_mask.h GRBM_STATUS__GUI_ACTIVE_MASK).
-  s.describe = [](const std::string& name, uint32_t v) -> std::string {
-    if (name != "GRBM_STATUS") return {};
-    return v >> 31 ? "GUI_ACTIVE: the graphics/compute engine is busy" : "GUI_ACTIVE clear: idle";
+  s.register_bar = kRegisterBar;
+  s.registers = [](uint16_t device) {
+    std::vector<PciSupport::Register> out;
+    const Target* t = find_target_by_device_id(device);
+    char id[8];
+    std::snprintf(id, sizeof id, "%04x", device);
+    for (const regs::Reg& r : regs::all()) {
+      if (t && !has_gen(r.gens, t->gen)) continue;
+      if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.name == r.name; }))
+        continue;  // a register described per generation, unknown generation: listed once
+      PciSupport::Register reg{r.name, kRegisterBar, uint64_t(r.address) * 4, {}, {}};
+      if (!t) {
+        reg.refused = std::string("hcq does not know the generation of AMD device ") + id +
+                      " (drivers/amd/targets.cpp)";
+      } else {
+        reg.refused = refusal(*t, r);
+        for (const regs::RegField& f : regs::fields())
+          if (r.name == std::string_view(f.reg) && has_gen(f.gens, t->gen))
+            reg.fields.push_back({f.name, f.lo, f.width});
+      }
+      out.push_back(std::move(reg));
+    }
+    return out;
   };
   return s;
 }

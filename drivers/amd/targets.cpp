@@ -30,4 +30,10 @@ const Target* find_target(uint32_t v) {
   return nullptr;
 }
 
+const Target* find_target_by_device_id(uint32_t device_id) {
+  for (auto& t : targets())
+    if (t.device_id == device_id) return &t;
+  return nullptr;
+}
+
 }  // namespace hcq::amd

@@ -25,5 +25,7 @@ struct Target {
 const std::vector<Target>& targets();
 const Target* find_target(const std::string& name);
 const Target* find_target(uint32_t gfx_target_version);
+// The target whose PCI device ID is `device_id`, or null.
+const Target* find_target_by_device_id(uint32_t device_id);
 
 }  // namespace hcq::amd

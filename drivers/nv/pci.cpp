@@ -45,7 +45,12 @@ PciSupport pci_support() {
   s.paths = {{"nvidia", "RM (nvidia.ko, nv:N)"}};
   s.how = "hcq opens NVIDIA GPUs through the open nvidia.ko (RM) or vfio-pci";
   // dev_boot.h (gm107): NV_PMC_BOOT_0 0x0, NV_PMC_INTR(0) 0x100, NV_PMC_INTR_EN(0) 0x140.
-  s.registers = {{"NV_PMC_BOOT_0", 0, 0x0}, {"NV_PMC_INTR_0", 0, 0x100}, {"NV_PMC_INTR_EN_0", 0, 0x140}};
+  s.registers = [](uint16_t) -> std::vector<PciSupport::Register> {
+    return {{"NV_PMC_BOOT_0", 0, 0x0, {}, {}},
+            {"NV_PMC_INTR_0", 0, 0x100, {}, {}},
+            {"NV_PMC_INTR_EN_0", 0, 0x140, {}, {}}};
+  };
+  s.register_bar = 0;
   s.describe = [](const std::string& name, uint32_t v) {
     return name == "NV_PMC_BOOT_0" ? describe_pmc_boot_0(v) : std::string();
   };

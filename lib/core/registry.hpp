@@ -25,8 +25,23 @@ struct PciSupport {
     std::string name;
     int bar = 0;
     uint64_t offset = 0;
+    struct Field {
+      std::string name;
+      uint8_t lo = 0, width = 1;
+      uint32_t get(uint32_t value) const {
+        return (value >> lo) & (width == 32 ? 0xffffffffu : ((1u << width) - 1));
+      }
+    };
+    std::vector<Field> fields;
+    // Non-empty: why hcq will not touch it on this GPU (its BAR offset is not established
+    // for the GPU's generation); the name is known so that the refusal can say so.
+    std::string refused;
   };
-  std::vector<Register> registers;
+  // The registers hcq knows on the vendor's GPU with PCI device ID `device`, in BAR order
+  // of offset where readable.
+  std::function<std::vector<Register>(uint16_t device)> registers;
+  // The BAR a bare offset goes to without --bar.
+  int register_bar = 0;
   // What a register value means, in a few words; empty when nothing is known.
   std::function<std::string(const std::string& name, uint32_t value)> describe;
 };

@@ -178,8 +178,85 @@ expect("hcq reg in another BAR", run(["reg", "22:00.0", "read", "0x100", "--bar"
        "0000:22:00.0 BAR1+0x100 = 0x0\n")
 expect("hcq reg in a BAR the GPU lacks", run(["reg", "22:00.0", "read", "0", "--bar", "2"], True, ok=False),
        "hcq: 0000:22:00.0 has no BAR2\n")
-expect("hcq reg AMD", run(["reg", "01:00.0", "read", "GRBM_STATUS"], True),
-       "0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0x0  GUI_ACTIVE clear: idle\n")
+# AMD registers come from drivers/amd/regs.def, fields included. The emulated RX 7900 XTX's
+# register BAR reads as a GPU in a compute dispatch: GRBM_STATUS 0xa0404000 (GUI_ACTIVE,
+# CP_BUSY, SPI_BUSY, TA_BUSY), GRBM_STATUS2 0x21000000 (CPC_BUSY, RLC_BUSY), the rest 0.
+GRBM_STATUS = """\
+0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0xa0404000
+  TA_BUSY = 1
+  GDS_BUSY = 0
+  SX_BUSY = 0
+  GE_BUSY = 0
+  SPI_BUSY = 1
+  BCI_BUSY = 0
+  PA_BUSY = 0
+  DB_BUSY = 0
+  CP_BUSY = 1
+  CB_BUSY = 0
+  GUI_ACTIVE = 1
+"""
+GRBM_STATUS2 = """\
+0000:01:00.0 BAR5+0x8008 GRBM_STATUS2 = 0x21000000
+  RLC_BUSY = 1
+  CPF_BUSY = 0
+  CPC_BUSY = 1
+  CPG_BUSY = 0
+"""
+expect("hcq reg AMD, with fields", run(["reg", "01:00.0", "read", "GRBM_STATUS"], True), GRBM_STATUS)
+expect("hcq reg names in any case", run(["reg", "01:00.0", "read", "grbm_Status"], True), GRBM_STATUS)
+expect("hcq reg --count", run(["reg", "01:00.0", "read", "GRBM_STATUS2", "--count", "4"], True),
+       GRBM_STATUS2 + "0000:01:00.0 BAR5+0x800c = 0x0\n" + GRBM_STATUS + "0000:01:00.0 BAR5+0x8014 = 0x0\n")
+expect("hcq reg --count by offset", run(["reg", "01:00.0", "read", "0x800c", "--count", "2"], True),
+       "0000:01:00.0 BAR5+0x800c = 0x0\n" + GRBM_STATUS)
+lines = run(["reg", "01:00.0", "read", "0x8008", "--count", "3", "--json"], True).splitlines()
+expect("hcq reg --json", [json.loads(l) for l in lines], [
+    {"address": "0000:01:00.0", "bar": 5, "offset": "0x8008", "name": "GRBM_STATUS2", "value": "0x21000000",
+     "fields": {"RLC_BUSY": 1, "CPF_BUSY": 0, "CPC_BUSY": 1, "CPG_BUSY": 0}},
+    {"address": "0000:01:00.0", "bar": 5, "offset": "0x800c", "name": None, "value": "0x0", "fields": {}},
+    {"address": "0000:01:00.0", "bar": 5, "offset": "0x8010", "name": "GRBM_STATUS", "value": "0xa0404000",
+     "fields": {"TA_BUSY": 1, "GDS_BUSY": 0, "SX_BUSY": 0, "GE_BUSY": 0, "SPI_BUSY": 1, "BCI_BUSY": 0,
+                "PA_BUSY": 0, "DB_BUSY": 0, "CP_BUSY": 1, "CB_BUSY": 0, "GUI_ACTIVE": 1}}])
+expect("hcq reg list PATTERN", run(["reg", "01:00.0", "list", "grbm"], True), """\
+REGISTER      WHERE         FIELDS
+GRBM_STATUS2  BAR5+0x8008   RLC_BUSY CPF_BUSY CPC_BUSY CPG_BUSY
+GRBM_STATUS   BAR5+0x8010   TA_BUSY GDS_BUSY SX_BUSY GE_BUSY SPI_BUSY BCI_BUSY PA_BUSY DB_BUSY CP_BUSY CB_BUSY GUI_ACTIVE
+""")
+GFX11_REFUSAL = ("its BAR5 offset on gfx1100 is not established from a public source (gfx1100's GC "
+                 "register base comes from the GPU's IP discovery table)")
+expect("hcq reg list: registers refused on the generation", run(["reg", "01:00.0", "list", "PGM_R"], True), f"""\
+REGISTER           WHERE         FIELDS
+COMPUTE_PGM_RSRC1  -             refused by name: {GFX11_REFUSAL}
+COMPUTE_PGM_RSRC2  -             refused by name: {GFX11_REFUSAL}
+COMPUTE_PGM_RSRC3  -             refused by name: {GFX11_REFUSAL}
+""")
+out = run(["reg", "01:00.0", "list"], True).splitlines()
+expect("hcq reg list: every register regs.def describes for gfx11, once",
+       (len(out), out[1].split()[0], out[2].split()[0], len(set(l.split()[0] for l in out))), (36, "GRBM_STATUS2", "GRBM_STATUS", 36))
+expect("hcq reg list of the NVIDIA GPU", run(["reg", "22:00.0", "list"], True), """\
+REGISTER          WHERE         FIELDS
+NV_PMC_BOOT_0     BAR0+0x0      -
+NV_PMC_INTR_0     BAR0+0x100    -
+NV_PMC_INTR_EN_0  BAR0+0x140    -
+""")
+expect("hcq reg list with no match", run(["reg", "01:00.0", "list", "SDMA"], True, ok=False, status=1),
+       "hcq: no register of 0000:01:00.0 matches 'SDMA' (hcq reg 0000:01:00.0 list shows all 35)\n")
+# A register regs.def describes whose BAR offset no public source gives for gfx11: refused by
+# name, not poked at a guessed address.
+expect("hcq reg of a register not established on the generation",
+       run(["reg", "01:00.0", "read", "COMPUTE_PGM_LO"], True, ok=False, status=1),
+       f"hcq: refusing COMPUTE_PGM_LO on 0000:01:00.0: {GFX11_REFUSAL}; hcq does not poke a guessed address\n")
+expect("hcq reg write of a register not established on the generation",
+       run(["reg", "01:00.0", "write", "compute_pgm_lo", "0", "--force"], True, ok=False, status=1),
+       f"hcq: refusing COMPUTE_PGM_LO on 0000:01:00.0: {GFX11_REFUSAL}; hcq does not poke a guessed address\n")
+expect("hcq reg unknown AMD name", run(["reg", "01:00.0", "read", "GRBM_STAT"], True, ok=False, status=2),
+       "hcq: unknown register GRBM_STAT for 0000:01:00.0 (close: GRBM_STATUS2, GRBM_STATUS); "
+       "'hcq reg 0000:01:00.0 list' lists the 35 known\nRun 'hcq reg --help' for usage.\n")
+expect("hcq reg --count past the BAR", run(["reg", "01:00.0", "read", "0xffff0", "--count", "5"], True, ok=False, status=1),
+       "hcq: --count 5 from 0xffff0 reads past the end of BAR5 of 0000:01:00.0 (0x100000 bytes: at most 4 dwords "
+       "from there)\n")
+expect("hcq reg --count to the end of the BAR",
+       run(["reg", "01:00.0", "read", "0xffff8", "--count", "2"], True),
+       "0000:01:00.0 BAR5+0xffff8 = 0x0\n0000:01:00.0 BAR5+0xffffc = 0x0\n")
 expect("hcq reg write without --force", run(["reg", "22:00.0", "write", "NV_PMC_INTR_EN_0", "1"], True, ok=False),
        "hcq: refusing to write 0x1 to 0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 without --force "
        "(an MMIO write can hang the GPU or the machine)\n")
@@ -187,9 +264,12 @@ expect("hcq reg write --force", run(["reg", "22:00.0", "write", "0x140", "0x5", 
        "0000:22:00.0 BAR0+0x140 NV_PMC_INTR_EN_0 <- 0x5 (reads back 0x5)\n")
 expect("hcq reg outside the BAR", run(["reg", "22:00.0", "read", "0x1000000"], True, ok=False),
        "hcq: 0x1000000 is outside BAR0 of 0000:22:00.0 (0x1000000 bytes)\n")
-expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], True, ok=False),
-       "hcq: unknown register GRBM_STATUS for 0000:22:00.0 (known: NV_PMC_BOOT_0, NV_PMC_INTR_0, "
-       "NV_PMC_INTR_EN_0)\n")
+expect("hcq reg unknown name", run(["reg", "22:00.0", "read", "GRBM_STATUS"], True, ok=False, status=2),
+       "hcq: unknown register GRBM_STATUS for 0000:22:00.0; 'hcq reg 0000:22:00.0 list' lists the 3 known\n"
+       "Run 'hcq reg --help' for usage.\n")
+expect("hcq reg close name", run(["reg", "22:00.0", "read", "nv_pmc_boot0"], True, ok=False, status=2),
+       "hcq: unknown register nv_pmc_boot0 for 0000:22:00.0 (close: NV_PMC_BOOT_0); "
+       "'hcq reg 0000:22:00.0 list' lists the 3 known\nRun 'hcq reg --help' for usage.\n")
 # Numbers: register offsets are hex with 0x (a single digit reads the same either way),
 # values decimal or 0x hex up to 32 bits; nothing is truncated or read as octal. These are
 # usage errors: status 2 and the usage hint.
@@ -211,7 +291,12 @@ for args, msg in [
         (["write", "0x140"], "reg: write needs a VALUE"),
         (["read", "0x140", "1"], "reg: read takes no VALUE"),
         (["read", "0", "--bar", "6"], "--bar: '6' is out of range (at most 5)"),
-        (["read", "0", "--bar", "one"], "--bar: 'one' is not a number (decimal, or hex with 0x)")]:
+        (["read", "0", "--bar", "one"], "--bar: 'one' is not a number (decimal, or hex with 0x)"),
+        (["read", "0", "--count", "0"], "--count: '0' is out of range (at least 1)"),
+        (["read", "0", "--count", "4294967296"], "--count: '4294967296' is out of range (at most 4294967295)"),
+        (["write", "0x140", "1", "--force", "--count", "2"], "reg: --count is for read"),
+        (["list", "--json"], "reg: --json is for read"),
+        (["read"], "reg: read needs a REGISTER (a name, or an offset with 0x)")]:
     expect(f"hcq reg {' '.join(args)}", run(["reg", "22:00.0"] + args, True, ok=False, status=2),
            f"hcq: {msg}\nRun 'hcq reg --help' for usage.\n")
 expect("hcq reg write of a 32-bit decimal", run(["reg", "22:00.0", "write", "0x140", "4294967295", "--force"], True),

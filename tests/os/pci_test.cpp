@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "amd/pci.hpp"
 #include "emulated_pci.hpp"
 #include "nv/pci.hpp"
 #include "nv/targets.hpp"
@@ -439,6 +440,54 @@ TEST(EmulatedPciOddSysfs, AnAddressWithoutABusIsRefused) {
   fns[0].address = "0000";
   EXPECT_EQ(error_of<InvalidInput>([&] { EmulatedPciBus bus(fns); }),
             "emulated PCI bus: '0000' is not a PCI address (0000:03:00.0)");
+}
+
+// hcq reg's AMD registers are regs.def's, at 4 x the CP's dword address in BAR5 where a public
+// source establishes it for the GPU's generation, and refused by name elsewhere.
+const PciSupport::Register& reg_named(const std::vector<PciSupport::Register>& regs,
+                                      const std::string& name) {
+  for (auto& r : regs)
+    if (r.name == name) return r;
+  throw Error("no register " + name);
+}
+
+std::vector<std::string> field_names(const PciSupport::Register& r) {
+  std::vector<std::string> names;
+  for (auto& f : r.fields) names.push_back(f.name);
+  return names;
+}
+
+TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
+  const PciSupport s = amd::pci_support();
+  const auto mi210 = s.registers(0x740f), mi300 = s.registers(0x74a1), navi31 = s.registers(0x744c);
+  // gfx90a: GC segment 0 at 0x2000 (aldebaran_ip_offset.h): every register readable.
+  for (auto& r : mi210) EXPECT_EQ(r.refused, "") << r.name;
+  EXPECT_EQ(reg_named(mi210, "COMPUTE_PGM_LO").offset, 0xb830u);
+  EXPECT_EQ(reg_named(mi210, "COMPUTE_PGM_RSRC3").offset, 0x2e2du * 4);  // gfx9's address
+  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS").bar, 5);
+  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS").offset, 0x8010u);
+  EXPECT_EQ(field_names(reg_named(mi210, "GRBM_STATUS")),
+            (std::vector<std::string>{"TA_BUSY", "GDS_BUSY", "VGT_BUSY", "IA_BUSY", "SX_BUSY",
+                                      "WD_BUSY", "SPI_BUSY", "BCI_BUSY", "PA_BUSY", "DB_BUSY",
+                                      "CP_BUSY", "CB_BUSY", "GUI_ACTIVE"}));
+  // gfx942 and gfx11: the GRBM status registers only.
+  EXPECT_EQ(reg_named(mi300, "GRBM_STATUS2").refused, "");
+  EXPECT_EQ(reg_named(mi300, "COMPUTE_PGM_LO").refused,
+            "its BAR5 offset on gfx942 is not established from a public source (gfx942's GC "
+            "register base comes from the GPU's IP discovery table)");
+  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS").offset, 0x8010u);
+  EXPECT_NE(reg_named(navi31, "COMPUTE_USER_DATA_0").refused, "");
+  const auto& status = reg_named(navi31, "GRBM_STATUS");
+  EXPECT_EQ(status.fields[3].name, "GE_BUSY");
+  EXPECT_EQ(status.fields[3].get(0x00200000), 1u);
+  EXPECT_EQ(status.fields[10].name, "GUI_ACTIVE");
+  EXPECT_EQ(status.fields[10].get(0x7fffffff), 0u);
+  // A device hcq has no target for: every name known once, none readable by name.
+  const auto unknown = s.registers(0x1234);
+  EXPECT_EQ(unknown.size(), navi31.size());
+  for (auto& r : unknown)
+    EXPECT_EQ(r.refused, "hcq does not know the generation of AMD device 1234 "
+                         "(drivers/amd/targets.cpp)");
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ for args, want in [
          usage("dump: --raw takes pm4, sdma, nv-push, qmd, adreno-cp or adreno-uav, not 'pm5'", "dump")),
         (["pci"], usage("DEVICE is required", "pci")),
         (["pci", "01:00.0", "--unbind", "--bind-vfio"], usage("--unbind excludes --bind-vfio", "pci")),
-        (["reg", "01:00.0", "peek", "0x0"], usage("ACTION: peek not in {read,write}", "reg"))]:
+        (["reg", "01:00.0", "peek", "0x0"], usage("ACTION: peek not in {read,write,list}", "reg"))]:
     p = run(args, status=2)
     expect(f"hcq {' '.join(args)}", (p.stdout, p.stderr), ("", want))
 
