@@ -69,13 +69,20 @@ void put_launch_values(uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
   p[1] = hi(kernargs);
   p[2] = lo(kernargs);
   uint32_t* q = p + kLaunchInlineAt;
-  const uint32_t dims[3][2] = {{grid.x, block.x}, {grid.y, block.y}, {grid.z, block.z}};
-  for (int i = 0; i < 3; i++) {
-    L.grid[i]->put(q, dims[i][0]);
-    L.block[i]->put(q, dims[i][1]);
-    q[qmd_dw + i] = dims[i][1];      // blockDim
-    q[qmd_dw + 3 + i] = dims[i][0];  // gridDim
-  }
+  // Written out, not looped: GCC -O2 keeps a loop over the fields and reads their places.
+  L.grid[0]->put(q, grid.x);
+  L.grid[1]->put(q, grid.y);
+  L.grid[2]->put(q, grid.z);
+  L.block[0]->put(q, block.x);
+  L.block[1]->put(q, block.y);
+  L.block[2]->put(q, block.z);
+  uint32_t* dims = q + qmd_dw;  // blockDim, then gridDim
+  dims[0] = block.x;
+  dims[1] = block.y;
+  dims[2] = block.z;
+  dims[3] = grid.x;
+  dims[4] = grid.y;
+  dims[5] = grid.z;
   L.cbuf_lo->put(q, cbuf >> L.cbuf_shift);
   L.cbuf_hi->put(q, cbuf >> (32 + L.cbuf_shift));
   q[qmd_dw + kCbuf0DimDwords + 1] = uint32_t(kernargs >> 8);  // SEND_PCAS_A
