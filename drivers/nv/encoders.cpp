@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/launch_template.hpp"
 
 namespace hcq::nv {
 namespace {
@@ -31,27 +32,68 @@ struct QmdLayout {
   const QmdField* cbuf_hi;
   uint8_t cbuf_shift;  // the constant buffer address is stored >> this
 };
-const QmdLayout& layout(QmdVersion v) {
-  static const QmdLayout v3{{&QMD_V03_CTA_RASTER_WIDTH, &QMD_V03_CTA_RASTER_HEIGHT,
-                             &QMD_V03_CTA_RASTER_DEPTH},
-                            {&QMD_V03_CTA_THREAD_DIMENSION0, &QMD_V03_CTA_THREAD_DIMENSION1,
-                             &QMD_V03_CTA_THREAD_DIMENSION2},
-                            &QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0,
-                            &QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0,
-                            0};
-  static const QmdLayout v4{{&QMD_V04_GRID_WIDTH, &QMD_V04_GRID_HEIGHT, &QMD_V04_GRID_DEPTH},
-                            {&QMD_V04_CTA_THREAD_DIMENSION0, &QMD_V04_CTA_THREAD_DIMENSION1,
-                             &QMD_V04_CTA_THREAD_DIMENSION2},
-                            &QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
-                            &QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
-                            6};
-  static const QmdLayout v5{{&QMD_V05_GRID_WIDTH, &QMD_V05_GRID_HEIGHT, &QMD_V05_GRID_DEPTH},
-                            {&QMD_V05_CTA_THREAD_DIMENSION0, &QMD_V05_CTA_THREAD_DIMENSION1,
-                             &QMD_V05_CTA_THREAD_DIMENSION2},
-                            &QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
-                            &QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
-                            6};
-  return v == QmdVersion::V03 ? v3 : v == QmdVersion::V04 ? v4 : v5;
+constexpr QmdLayout layout(QmdVersion v) {
+  if (v == QmdVersion::V03)
+    return {{&QMD_V03_CTA_RASTER_WIDTH, &QMD_V03_CTA_RASTER_HEIGHT, &QMD_V03_CTA_RASTER_DEPTH},
+            {&QMD_V03_CTA_THREAD_DIMENSION0, &QMD_V03_CTA_THREAD_DIMENSION1,
+             &QMD_V03_CTA_THREAD_DIMENSION2},
+            &QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0,
+            &QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0,
+            0};
+  if (v == QmdVersion::V04)
+    return {{&QMD_V04_GRID_WIDTH, &QMD_V04_GRID_HEIGHT, &QMD_V04_GRID_DEPTH},
+            {&QMD_V04_CTA_THREAD_DIMENSION0, &QMD_V04_CTA_THREAD_DIMENSION1,
+             &QMD_V04_CTA_THREAD_DIMENSION2},
+            &QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
+            &QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
+            6};
+  return {{&QMD_V05_GRID_WIDTH, &QMD_V05_GRID_HEIGHT, &QMD_V05_GRID_DEPTH},
+          {&QMD_V05_CTA_THREAD_DIMENSION0, &QMD_V05_CTA_THREAD_DIMENSION1,
+           &QMD_V05_CTA_THREAD_DIMENSION2},
+          &QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
+          &QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
+          6};
+}
+
+// Where a launch's words hold what varies (ComputeEncoder::encode_launch lays them out): the
+// kernarg address for the inline DMA at dword 1, the inline data (QMD, then the launch
+// dimensions) from dword 9, SEND_PCAS_A's QMD address after it.
+constexpr uint32_t kLaunchInlineAt = 9;
+// Write a launch's values into its words `p`. The version is a template argument so every
+// field's place is a constant: exec does this per launch, on a copy of the prepared launch.
+template <QmdVersion V>
+void put_launch_values(uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
+  constexpr QmdLayout L = layout(V);
+  constexpr uint32_t qmd_dw = qmd_bytes(V) / 4;
+  const uint64_t cbuf = kernargs + cbuf0_offset(V);
+  p[1] = hi(kernargs);
+  p[2] = lo(kernargs);
+  uint32_t* q = p + kLaunchInlineAt;
+  // Written out, not looped: GCC -O2 keeps a loop over the fields and reads their places.
+  L.grid[0]->put(q, grid.x);
+  L.grid[1]->put(q, grid.y);
+  L.grid[2]->put(q, grid.z);
+  L.block[0]->put(q, block.x);
+  L.block[1]->put(q, block.y);
+  L.block[2]->put(q, block.z);
+  uint32_t* dims = q + qmd_dw;  // blockDim, then gridDim
+  dims[0] = block.x;
+  dims[1] = block.y;
+  dims[2] = block.z;
+  dims[3] = grid.x;
+  dims[4] = grid.y;
+  dims[5] = grid.z;
+  L.cbuf_lo->put(q, cbuf >> L.cbuf_shift);
+  L.cbuf_hi->put(q, cbuf >> (32 + L.cbuf_shift));
+  q[qmd_dw + kCbuf0DimDwords + 1] = uint32_t(kernargs >> 8);  // SEND_PCAS_A
+}
+
+void put_launch_values(QmdVersion v, uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
+  switch (v) {
+    case QmdVersion::V03: return put_launch_values<QmdVersion::V03>(p, kernargs, grid, block);
+    case QmdVersion::V04: return put_launch_values<QmdVersion::V04>(p, kernargs, grid, block);
+    case QmdVersion::V05: return put_launch_values<QmdVersion::V05>(p, kernargs, grid, block);
+  }
 }
 
 PatchSite site_of(uint32_t base, const QmdField& f, PatchRole role, uint8_t shift = 0) {
@@ -219,32 +261,6 @@ void ComputeEncoder::prepare(NvKernel& k) const {
   k.launch_sites.clear();
   encode_launch(cs, k, 0, {0, 0, 0}, {0, 0, 0}, k.launch_sites);
   k.launch_words.assign(cs.data(), cs.data() + cs.size());
-  // Every site as a masked write (a 64-bit address as two), for exec's loop.
-  k.launch_writes.clear();
-  for (const PatchSite& site : k.launch_sites) {
-    // Value index: PatchRole order KernargAddress, GridX..Z, BlockX..Z; a kernarg site that
-    // adds the QMD's size addresses constant bank 0 (value 7).
-    static_assert(int(PatchRole::GridX) == int(PatchRole::KernargAddress) + 1 &&
-                  int(PatchRole::BlockZ) == int(PatchRole::KernargAddress) + 6);
-    uint8_t index = uint8_t(int(site.role) - int(PatchRole::KernargAddress));
-    if (site.role == PatchRole::KernargAddress && site.add == cbuf0_offset(version_)) index = 7;
-    else if (site.add != 0) throw Error("nv: unexpected launch patch site offset");
-    auto field = [&](uint32_t dword, uint8_t lo, uint8_t width, uint8_t shift) {
-      const uint32_t mask = width >= 32 ? 0xffffffffu : ((1u << width) - 1) << lo;
-      k.launch_writes.push_back({dword, mask, lo, shift, index});
-    };
-    switch (site.format) {
-      case PatchFormat::Lo32: field(site.dword, 0, 32, 0); break;
-      case PatchFormat::HiLo64:
-        field(site.dword, 0, 32, 32);
-        field(site.dword + 1, 0, 32, 0);
-        break;
-      case PatchFormat::Field:
-        field(site.dword, uint8_t(site.lo()), uint8_t(site.width()), uint8_t(site.shift()));
-        break;
-      default: throw Error("nv: unexpected launch patch site format");
-    }
-  }
 }
 
 void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs,
@@ -257,21 +273,19 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
     throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
   // A launch straight after another (a memory barrier between them allowed) chains to it.
-  const Chain chain = chainable(cs, s);
+  // (Only V03 chains, and only after a launch's tail: the first command of a stream skips
+  // the look.)
+  Chain chain;
+  if (version_ == QmdVersion::V03 && cs.size() >= kLaunchTailDwords) chain = chainable(cs, s);
   if (chain.ok) cs.truncate(chain.tail_at);
-  // Copy the prepared launch and write this launch's values through its patch sites.
+  // Copy the prepared launch, its sites, and write this launch's values.
   const uint32_t at = uint32_t(cs.size());
-  const size_t n = k.launch_words.size(), ns = k.launch_sites.size();
+  const size_t n = k.launch_words.size();
   uint32_t* p = cs.grow(n);
   std::memcpy(p, k.launch_words.data(), n * 4);
   const size_t first = s.size();
-  s.insert(s.end(), k.launch_sites.begin(), k.launch_sites.end());
-  PatchSite* out = s.data() + first;
-  for (size_t i = 0; i < ns; i++) out[i].dword += at;
-  const uint64_t values[8] = {kernargs, grid.x,  grid.y,  grid.z,
-                              block.x,  block.y, block.z, kernargs + cbuf0_offset(version_)};
-  for (const NvKernel::Write& w : k.launch_writes)
-    p[w.dword] = (p[w.dword] & ~w.mask) | (uint32_t(values[w.index] >> w.shift) << w.lo & w.mask);
+  append_sites(s, k.launch_sites.data(), k.launch_sites.size(), at);
+  put_launch_values(version_, p, kernargs, grid, block);
   if (!chain.ok) return;
   // The previous launch schedules this one when it completes (its QMD's dependent QMD);
   // its SEND_PCAS and WFI move after this launch's QMD, so both QMDs are in memory before it
@@ -334,16 +348,13 @@ ComputeEncoder::Chain ComputeEncoder::chainable(const CommandStream& cs,
 
 void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs,
                                    Dim3 grid, Dim3 block, std::vector<PatchSite>& s) const {
-  const QmdLayout& L = layout(version_);
+  const QmdLayout L = layout(version_);
   const uint32_t qmd_dw = uint32_t(k.qmd.size());
   const uint32_t inline_dw = qmd_dw + kCbuf0DimDwords;
-  const uint64_t cbuf = kernargs + cbuf0_offset(version_);
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(15 + inline_dw);
   // Write the QMD and the launch dimensions into the kernarg area from the push buffer.
   p[0] = inc(kSubCompute, COMPUTE_OFFSET_OUT_UPPER, 2);
-  p[1] = hi(kernargs);
-  p[2] = lo(kernargs);
   p[3] = inc(kSubCompute, COMPUTE_LINE_LENGTH_IN, 2);
   p[4] = inline_dw * 4;
   p[5] = 1;
@@ -353,27 +364,19 @@ void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_
   p[7] = COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1) |
          COMPUTE_LAUNCH_DMA_COMPLETION_TYPE_ALL(kLaunchDmaFlushOnly);
   p[8] = non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw);
-  uint32_t* q = p + 9;
-  std::memcpy(q, k.qmd.data(), qmd_dw * 4);
-  const uint32_t dims[3][2] = {{grid.x, block.x}, {grid.y, block.y}, {grid.z, block.z}};
-  for (int i = 0; i < 3; i++) {
-    L.grid[i]->put(q, dims[i][0]);
-    L.block[i]->put(q, dims[i][1]);
-    q[qmd_dw + i] = dims[i][1];      // blockDim
-    q[qmd_dw + 3 + i] = dims[i][0];  // gridDim
-  }
-  L.cbuf_lo->put(q, cbuf >> L.cbuf_shift);
-  L.cbuf_hi->put(q, cbuf >> (32 + L.cbuf_shift));
-  uint32_t* t = q + inline_dw;
+  std::memcpy(p + kLaunchInlineAt, k.qmd.data(), qmd_dw * 4);
+  uint32_t* t = p + kLaunchInlineAt + inline_dw;
   t[0] = inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1);
-  t[1] = uint32_t(kernargs >> 8);
   t[2] = inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1);
   t[3] = COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_ALL(kPcasInvalidateCopySchedule);
   // Launches in a channel may overlap; wait for this one before anything later runs.
   t[4] = inc(kSubHost, HOST_WFI, 1);
   t[5] = 0;
+  // The kernarg address (p[1-2], SEND_PCAS_A's t[1], the constant buffer's in the QMD), the
+  // grid and block in the QMD and in constant bank 0.
+  put_launch_values(version_, p, kernargs, grid, block);
 
-  const uint32_t qa = at + 9;  // the QMD's first dword in the stream
+  const uint32_t qa = at + kLaunchInlineAt;  // the QMD's first dword in the stream
   const PatchRole grid_roles[3] = {PatchRole::GridX, PatchRole::GridY, PatchRole::GridZ};
   const PatchRole block_roles[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};
   for (int i = 0; i < 3; i++) {

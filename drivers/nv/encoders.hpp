@@ -31,14 +31,6 @@ class NvKernel final : public KernelObject {
   // (dwords from the launch's start): a launch copies it and writes its values through them.
   std::vector<uint32_t> launch_words;
   std::vector<PatchSite> launch_sites;
-  // The same sites as plain bit-field writes for the encoder's fast path: value `index` of
-  // {kernargs, grid x/y/z, block x/y/z, constant bank 0 address}, shifted right by `shift`,
-  // into `mask` (at `lo`) of dword `dword`.
-  struct Write {
-    uint32_t dword, mask;
-    uint8_t lo, shift, index;
-  };
-  std::vector<Write> launch_writes;
 };
 
 // Where constant bank 0 starts in a kernel's kernarg area (the QMD comes first).

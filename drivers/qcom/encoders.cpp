@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/launch_template.hpp"
 
 namespace hcq::qcom {
 namespace {
@@ -65,41 +66,42 @@ void CpEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector
   s.push_back({at + 18, PatchFormat::Lo32, PatchRole::WaitValue});
 }
 
-void CpEncoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) {
+uint32_t CpEncoder::flush_event_dwords(uint32_t event_a6xx) const {
+  return gen_ == Gen::A6xx && event_a6xx == CACHE_FLUSH_TS ? 5 : 2;
+}
+
+uint32_t* CpEncoder::flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const {
   if (gen_ == Gen::A6xx) {
     // CACHE_FLUSH_TS flushes only with an address to write (freedreno fd6_cache_flush).
     const bool ts = event_a6xx == CACHE_FLUSH_TS;
-    uint32_t* p = cs.grow(ts ? 5 : 2);
     p[0] = pkt7(CP_EVENT_WRITE, ts ? 4 : 1);
     p[1] = CP_EVENT_WRITE_EVENT(event_a6xx) | CP_EVENT_WRITE_TIMESTAMP(ts);
-    if (ts) {
-      p[2] = lo(mem_.scratch_va);
-      p[3] = hi(mem_.scratch_va);
-      p[4] = 0;
-    }
-  } else {
-    uint32_t* p = cs.grow(2);
-    p[0] = pkt7(CP_EVENT_WRITE7, 1);
-    p[1] = CP_EVENT_WRITE7_EVENT(event_a7xx);
+    if (!ts) return p + 2;
+    p[2] = lo(mem_.scratch_va);
+    p[3] = hi(mem_.scratch_va);
+    p[4] = 0;
+    return p + 5;
   }
+  p[0] = pkt7(CP_EVENT_WRITE7, 1);
+  p[1] = CP_EVENT_WRITE7_EVENT(event_a7xx);
+  return p + 2;
 }
 
 void CpEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
                      std::vector<PatchSite>& s) {
   // Prior dispatches done, their writes flushed, then the value (KGSL's own timestamps wake
-  // sleeping hosts: no interrupt packet is needed for `wake`).
-  *cs.grow(1) = pkt7(CP_WAIT_FOR_IDLE, 0);
-  flush_event(cs, CACHE_FLUSH_TS, CACHE_CLEAN);
-  uint32_t* w = cs.grow(2);
-  w[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
-  w[1] = pkt7(CP_WAIT_MEM_WRITES, 0);
-  const uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(5);
-  p[0] = pkt7(CP_MEM_WRITE, 4);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = lo(value);
-  p[4] = hi(value);
+  // sleeping hosts: no interrupt packet is needed for `wake`). One grow for all of it.
+  uint32_t* p = cs.grow(1 + flush_event_dwords(CACHE_FLUSH_TS) + 2 + 5);
+  p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  p = flush_event(p + 1, CACHE_FLUSH_TS, CACHE_CLEAN);
+  p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  p[1] = pkt7(CP_WAIT_MEM_WRITES, 0);
+  p[2] = pkt7(CP_MEM_WRITE, 4);
+  p[3] = lo(va);
+  p[4] = hi(va);
+  p[5] = lo(value);
+  p[6] = hi(value);
+  const uint32_t at = uint32_t(cs.size()) - 5;  // the CP_MEM_WRITE
   s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress});
   s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalValue});
 }
@@ -117,18 +119,70 @@ void CpEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>
 }
 
 void CpEncoder::memory_barrier(CommandStream& cs) {
-  *cs.grow(1) = pkt7(CP_WAIT_FOR_IDLE, 0);
-  flush_event(cs, CACHE_FLUSH_TS, CACHE_FLUSH7);
-  flush_event(cs, CACHE_INVALIDATE, CACHE_INVALIDATE7);
+  uint32_t* p = cs.grow(1 + flush_event_dwords(CACHE_FLUSH_TS) +
+                        flush_event_dwords(CACHE_INVALIDATE));
+  p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  p = flush_event(p + 1, CACHE_FLUSH_TS, CACHE_FLUSH7);
+  flush_event(p, CACHE_INVALIDATE, CACHE_INVALIDATE7);
 }
 
 void CpEncoder::prepare(AdrenoKernel& k) const {
   CommandStream cs;
   k.launch_sites.clear();
-  encode_launch(cs, k, 0, {0, 0, 0}, {1, 1, 1}, k.launch_sites, &k.global_size_at);
+  encode_launch(cs, k, 0, {0, 0, 0}, {1, 1, 1}, k.launch_sites);
   k.launch_words.assign(cs.data(), cs.data() + cs.size());
   k.prepared_for = gen_;
+  // The size registers' places, from the sites: BlockX's first in NDRANGE_0, its second in
+  // LAST_LOCAL_SIZE (a7xx), GridX's in CP_EXEC_CS.
+  k.ndrange_at = k.last_local_at = k.exec_at = 0;
+  bool ndrange_seen = false;
+  for (const PatchSite& site : k.launch_sites) {
+    if (site.role == PatchRole::BlockX) {
+      (ndrange_seen ? k.last_local_at : k.ndrange_at) = site.dword;
+      ndrange_seen = true;
+    }
+    if (site.role == PatchRole::GridX) k.exec_at = site.dword;
+  }
 }
+
+namespace {
+
+// Write a launch's values into a copy `p` of k's prepared launch. The generation is a template
+// argument so every field's place in its dword is a constant: exec does this per launch.
+template <Gen G>
+void put_launch_values(uint32_t* p, const AdrenoKernel& k, uint64_t kernargs, Dim3 grid,
+                       Dim3 block) {
+  for (const PatchSite& site : k.launch_sites) {  // the kernarg sites come first
+    if (site.role != PatchRole::KernargAddress) break;
+    p[site.dword] = lo(kernargs + site.add);
+    p[site.dword + 1] = hi(kernargs + site.add);
+  }
+  // Local sizes are written minus one.
+  uint32_t* nd = p + k.ndrange_at;
+  nd[0] = (nd[0] & ~(HLSQ_CS_NDRANGE_0_LOCALSIZEX(G, kMinusOne) |
+                     HLSQ_CS_NDRANGE_0_LOCALSIZEY(G, kMinusOne) |
+                     HLSQ_CS_NDRANGE_0_LOCALSIZEZ(G, kMinusOne))) |
+          HLSQ_CS_NDRANGE_0_LOCALSIZEX(G, block.x - 1) |
+          HLSQ_CS_NDRANGE_0_LOCALSIZEY(G, block.y - 1) |
+          HLSQ_CS_NDRANGE_0_LOCALSIZEZ(G, block.z - 1);
+  nd[1] = grid.x * block.x;  // HLSQ_CS_NDRANGE_1/3/5: threads in each dimension
+  nd[3] = grid.y * block.y;
+  nd[5] = grid.z * block.z;
+  if constexpr (G != Gen::A6xx) {
+    uint32_t& last = p[k.last_local_at];
+    last = (last & ~(HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX(G, kMinusOne) |
+                     HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY(G, kMinusOne) |
+                     HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ(G, kMinusOne))) |
+           HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX(G, block.x - 1) |
+           HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY(G, block.y - 1) |
+           HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ(G, block.z - 1);
+  }
+  p[k.exec_at] = grid.x;
+  p[k.exec_at + 1] = grid.y;
+  p[k.exec_at + 2] = grid.z;
+}
+
+}  // namespace
 
 void CpEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
                      Dim3 block, std::vector<PatchSite>& s) {
@@ -138,31 +192,21 @@ void CpEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernar
                        "x" + std::to_string(block.y) + "x" + std::to_string(block.z) +
                        " (each at least 1, at most 1024 invocations)");
   if (k.launch_words.empty() || k.prepared_for != gen_) {  // not prepared for this generation
-    encode_launch(cs, k, kernargs, grid, block, s, nullptr);
+    encode_launch(cs, k, kernargs, grid, block, s);
     return;
   }
-  // Copy the prepared launch and write this launch's values through its patch sites.
+  // Copy the prepared launch and its sites, and write this launch's values.
   const uint32_t at = uint32_t(cs.size());
   const size_t n = k.launch_words.size();
   uint32_t* p = cs.grow(n);
   std::memcpy(p, k.launch_words.data(), n * 4);
-  const size_t first = s.size();
-  s.insert(s.end(), k.launch_sites.begin(), k.launch_sites.end());
-  static_assert(int(PatchRole::GridX) == int(PatchRole::KernargAddress) + 1 &&
-                int(PatchRole::BlockZ) == int(PatchRole::KernargAddress) + 6);
-  const uint64_t values[7] = {kernargs, grid.x, grid.y, grid.z, block.x, block.y, block.z};
-  for (size_t i = first; i < s.size(); i++) {
-    write_site(p, s[i], values[int(s[i].role) - int(PatchRole::KernargAddress)]);
-    s[i].dword += at;
-  }
-  p[k.global_size_at] = grid.x * block.x;  // HLSQ_CS_NDRANGE_1/3/5: threads in each dimension
-  p[k.global_size_at + 2] = grid.y * block.y;
-  p[k.global_size_at + 4] = grid.z * block.z;
+  append_sites(s, k.launch_sites.data(), k.launch_sites.size(), at);
+  if (gen_ == Gen::A6xx) put_launch_values<Gen::A6xx>(p, k, kernargs, grid, block);
+  else put_launch_values<Gen::A7xx>(p, k, kernargs, grid, block);
 }
 
 void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs,
-                              Dim3 grid, Dim3 block, std::vector<PatchSite>& s,
-                              uint32_t* global_size_at) const {
+                              Dim3 grid, Dim3 block, std::vector<PatchSite>& s) const {
   const Gen g = gen_;
   const uint32_t at = uint32_t(cs.size());
   std::vector<uint32_t> w;
@@ -273,7 +317,6 @@ void CpEncoder::encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t
     pkt4s(RegId::SP_CS_IBO_COUNT, {n});
   }
   const uint32_t ndrange_at = uint32_t(w.size()) + 1;
-  if (global_size_at) *global_size_at = ndrange_at + 1;
   pkt4s(RegId::HLSQ_CS_NDRANGE_0,
         {HLSQ_CS_NDRANGE_0_KERNELDIM(g, 3) | HLSQ_CS_NDRANGE_0_LOCALSIZEX(g, block.x - 1) |
              HLSQ_CS_NDRANGE_0_LOCALSIZEY(g, block.y - 1) |

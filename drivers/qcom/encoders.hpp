@@ -31,10 +31,12 @@ class AdrenoKernel final : public KernelObject {
   std::vector<uint32_t> uav_arg_offsets;
   uint32_t uav_table_offset = 0;
   // The launch encoded once (CpEncoder::prepare) with zero grid, block and arguments, its patch
-  // sites (dwords from its start), where the global sizes go, and for which generation.
+  // sites (dwords from its start; the kernarg address sites first), and for which generation.
   std::vector<uint32_t> launch_words;
   std::vector<PatchSite> launch_sites;
-  uint32_t global_size_at = 0;
+  // Where its sizes go: HLSQ_CS_NDRANGE_0 (local sizes; the global sizes in NDRANGE_1/3/5
+  // follow), HLSQ_CS_LAST_LOCAL_SIZE (a7xx; 0 on a6xx) and CP_EXEC_CS's workgroup counts.
+  uint32_t ndrange_at = 0, last_local_at = 0, exec_at = 0;
   Gen prepared_for = Gen::A6xx;
 };
 
@@ -73,10 +75,13 @@ class CpEncoder final : public hcq::Encoder {
 
  private:
   uint32_t reg(RegId r) const { return reg_address(r, gen_); }
-  void flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx);
+  // A cache flush event at p (CP_EVENT_WRITE on a6xx, CP_EVENT_WRITE7 on a7xx); returns the
+  // dword after it. flush_event_dwords: how many it writes.
+  uint32_t* flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const;
+  uint32_t flush_event_dwords(uint32_t event_a6xx) const;
   // The whole launch, field by field (prepare() records it; exec copies the record).
   void encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs, Dim3 grid,
-                     Dim3 block, std::vector<PatchSite>& s, uint32_t* global_size_at) const;
+                     Dim3 block, std::vector<PatchSite>& s) const;
   Gen gen_;
   EncoderMemory mem_;
 };
