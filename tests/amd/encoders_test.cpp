@@ -87,7 +87,7 @@ TEST(Pm4Encoder, MemoryBarrierIsAcquireMem) {
 
 AmdKernel test_kernel() {
   AmdKernel k;
-  k.name = "k";
+  k.name = std::string("k");  // not = "k": GCC 12 -O3 -Wrestrict false positive
   k.code_va = 0x7f0000042100;
   k.kd.compute_pgm_rsrc1 = 0x00AC0041;
   k.kd.compute_pgm_rsrc2 = 0x0000008C;  // USER_SGPR = 6, TGID_X_EN
