@@ -28,7 +28,8 @@ def load_samples(files):
     samples = {}
     for path in files:
         m = re.match(r"round-(\d+)-", os.path.basename(path))
-        rnd = int(m.group(1)) if m else path
+        # A round is its folder and number: sittings summarised together keep their rounds apart.
+        rnd = (os.path.dirname(os.path.abspath(path)), int(m.group(1))) if m else (path, 0)
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
