@@ -85,6 +85,19 @@ std::unique_ptr<Built> build(Fixture& f, Program& fill, Program& empty, int call
   return b;
 }
 
+// Two sets of `changed` input buffers and their bindings: a replay alternates between them,
+// so each run changes every bound input.
+struct Alternating {
+  std::vector<Buffer> sets[2];
+  batch::Bindings bind[2];
+  Alternating(Fixture& f, const Built& b, int changed) {
+    for (auto& s : sets)
+      for (int i = 0; i < changed; i++) s.push_back(f.dev->allocate(4096));
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; i < changed; i++) bind[k].input(b.inputs[size_t(i)], sets[k][size_t(i)]);
+  }
+};
+
 void BM_BatchCompile(benchmark::State& state) {
   Fixture f;
   if (!f.ok) return state.SkipWithError("no gfx1100 code object");
@@ -109,12 +122,8 @@ void replays_changed(benchmark::State& state, const std::string& device, int cal
   Program fill(*f.dev, f.img, "fill_u32"), empty(*f.dev, f.img, "empty");
   auto b = build(f, fill, empty, calls, true, changed);
   batch::Executable exe = b->schedule.compile();
-  std::vector<Buffer> sets[2];
-  for (auto& s : sets)
-    for (int i = 0; i < changed; i++) s.push_back(f.dev->allocate(4096));
-  batch::Bindings bind[2];
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < changed; i++) bind[k].input(b->inputs[size_t(i)], sets[k][size_t(i)]);
+  Alternating alt(f, *b, changed);
+  auto& bind = alt.bind;
   exe.run(bind[1]);
   int k = 0;
   auto last = std::chrono::steady_clock::now();
@@ -209,12 +218,8 @@ void replays_cpu_only(benchmark::State& state, const std::string& device, int ca
       spin(*f.dev, f.img, "spin_until");
   auto b = build(f, fill, empty, calls, true, changed);
   batch::Executable exe = b->schedule.compile();
-  std::vector<Buffer> sets[2];
-  for (auto& s : sets)
-    for (int i = 0; i < changed; i++) s.push_back(f.dev->allocate(4096));
-  batch::Bindings bind[2];
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < changed; i++) bind[k].input(b->inputs[size_t(i)], sets[k][size_t(i)]);
+  Alternating alt(f, *b, changed);
+  auto& bind = alt.bind;
   Buffer flag = f.dev->allocate_visible(4096);  // spin_until's argument; the gate ignores it
   EngineGate gate;
   exe.run(bind[1]);
