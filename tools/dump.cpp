@@ -157,6 +157,25 @@ bool looks_like_text(const std::string& data) {
   return true;
 }
 
+// A token from the input as an error message shows it: at most 40 bytes, bytes that are not
+// printable ASCII as \xNN (a hostile file must not send escape sequences to the terminal).
+std::string shown(std::string_view word) {
+  constexpr size_t kMax = 40;
+  std::string out;
+  for (size_t i = 0; i < word.size() && i < kMax; i++) {
+    const auto c = static_cast<unsigned char>(word[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (word.size() > kMax) out += "...";
+  return out;
+}
+
 bool is_hex_word(std::string_view w) {
   if (has_hex_prefix(w)) w.remove_prefix(2);
   return !w.empty() && w.size() <= 8 &&
@@ -196,7 +215,7 @@ std::vector<uint32_t> parse_hex_text(const std::string& data, const std::string&
       const std::string_view word = line.substr(b, e - b);
       if (!is_hex_word(word))
         throw InvalidInput("dump: " + name + " line " + std::to_string(line_number) + ": '" +
-                           std::string(word) + "' is not a 32-bit hex dword (" + kTextForms +
+                           shown(word) + "' is not a 32-bit hex dword (" + kTextForms +
                            "; --format binary reads the file as binary)");
       const std::string_view digits = has_hex_prefix(word) ? word.substr(2) : word;
       uint32_t v = 0;

@@ -227,6 +227,17 @@ with open(path, "w") as f:
     f.write("c0001000 123456789\n")
 expect("dump --raw pm4 of a word wider than 32 bits", run(["dump", "--raw", "pm4", path])[2],
        f"hcq: dump: {path} line 1: '123456789' is not a 32-bit hex dword ({EXPECTED})\n")
+# A hostile token is shown cut to 40 bytes, its unprintable bytes as \xNN (no escape
+# sequence reaches the terminal, no 100 KB message).
+with open(path, "wb") as f:
+    f.write(b"c0001000 " + b"f" * 100000 + b"\n")
+expect("dump --raw pm4 of a 100,000-byte token", run(["dump", "--raw", "pm4", path])[:3],
+       (1, "", f"hcq: dump: {path} line 1: '{'f' * 40}...' is not a 32-bit hex dword ({EXPECTED})\n"))
+with open(path, "wb") as f:
+    f.write(b"c0001000 \x1b[2Jzz\n")
+expect("dump --raw pm4 --format text of a token with an escape byte",
+       run(["dump", "--raw", "pm4", "--format", "text", path])[:3],
+       (1, "", f"hcq: dump: {path} line 1: '\\x1b[2Jzz' is not a 32-bit hex dword ({EXPECTED})\n"))
 # --format binary takes the same 8 bytes as two dwords; --format text refuses a binary file.
 with open(path, "w") as f:
     f.write("00001000")
