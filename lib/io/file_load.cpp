@@ -207,8 +207,8 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
     throw InvalidInput(who + "[" + std::to_string(dst_offset) + ", " +
                        std::to_string(dst_offset + size) + ") is past the end of the " +
                        std::to_string(dst.size()) + "-byte buffer");
-  if (options.slot_bytes == 0 || options.slot_bytes % kAlign || options.slots == 0)
-    throw InvalidInput(who + "slots must be nonzero multiples of 4096 bytes");
+  if (options.slot_bytes % kAlign)
+    throw InvalidInput(who + "slots must be multiples of 4096 bytes (0: the device's choice)");
   const bool staged = !(dev.properties().caps.uma && dst.host());
   Fd f;
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // opened once: a FIFO pairs only once
@@ -234,9 +234,16 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
   LoadResult result{dev.timeline().last(), direct, staged};
   if (size == 0) return result;
 
-  const uint64_t chunk = options.slot_bytes;
+  const uint64_t slot_bytes = options.slot_bytes ? options.slot_bytes
+                                                 : host_staging ? 16ull << 20 : 4ull << 20;
+  const uint32_t slot_count = options.slots ? options.slots : host_staging ? 8 : 4;
+  const uint64_t chunk = std::min(slot_bytes, align_up(size));  // no slot larger than the load
   const uint64_t chunks = (size + chunk - 1) / chunk;
-  const uint32_t slots = uint32_t(std::min<uint64_t>(options.slots, chunks));
+  const uint32_t slots = uint32_t(std::min<uint64_t>(slot_count, chunks));
+  if (staged) {
+    result.slot_bytes = chunk;
+    result.slots = slots;
+  }
   const uint64_t stride = chunk + 2 * kAlign;  // room to widen a read to aligned ends
   Buffer staging;
   char* base;

@@ -16,8 +16,13 @@
 namespace hcq::io {
 
 struct LoadOptions {
-  uint64_t slot_bytes = 4 << 20;  // one read and one copy; a multiple of 4096
-  uint32_t slots = 4;             // staging slots; reads in flight take at most half
+  // One read and one copy per slot (a multiple of 4096), and the staging slots (reads in
+  // flight take at most half). 0, the default, lets the device choose: 16 MiB x 8 where the
+  // staging is host memory (fewer, larger copies: 4 MiB x 4 reached 0.78x of a warm read() on
+  // the 2-vCPU machine, 16 MiB x 8 0.93-0.97x; docs/performance.md), 4 MiB x 4 in a device's
+  // own CPU-visible memory (scarce: a small BAR). Slots never exceed the load.
+  uint64_t slot_bytes = 0;
+  uint32_t slots = 0;
   bool direct = true;             // try O_DIRECT first
 };
 
@@ -26,6 +31,8 @@ struct LoadResult {
   uint64_t done = 0;     // the point on dev's timeline the last copy signalled (reached)
   bool direct = false;   // O_DIRECT was used
   bool staged = false;   // through staging slots and copies (else read into the buffer)
+  uint64_t slot_bytes = 0;  // the slots used (staged loads)
+  uint32_t slots = 0;
 };
 
 // Copies bytes [file_offset, file_offset + size) of `path` into `dst` at `dst_offset`.

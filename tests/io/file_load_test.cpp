@@ -132,6 +132,34 @@ TEST_P(FileLoad, ErrorsAreClearAndTheDeviceGoesOn) {
 // A file that ends early in a load of several slots (a FIFO whose writer closes after 100
 // bytes): the load stops with the short read once the reads in flight are back, instead of
 // waiting for reads it never issued.
+// The default slots (0 in LoadOptions) follow where the staging lives: 16 MiB x 8 in host
+// memory, 4 MiB x 4 in a device's own visible memory; never a slot larger than the load.
+TEST_P(FileLoad, DefaultSlotsFollowWhereTheStagingLives) {
+  const uint64_t size = (20 << 20) + 5;
+  const auto file = make_file("big", size);
+  const std::string path = (dir_ / "big").string();
+  Buffer b = dev_->allocate(size);
+  const LoadResult r = load_file(*dev_, b, 0, path, 0, size);
+  const auto got = read(b, 0, size);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), file.begin()));
+  if (!r.staged) {
+    EXPECT_EQ(r.slots, 0u);
+  } else if (dev_->properties().caps.host_reachable) {
+    EXPECT_EQ(r.slot_bytes, 16u << 20);
+    EXPECT_EQ(r.slots, 2u);  // two 16 MiB chunks
+  } else {
+    EXPECT_EQ(r.slot_bytes, 4u << 20);
+    EXPECT_EQ(r.slots, 4u);
+  }
+  const LoadResult small = load_file(*dev_, b, 0, path, 0, 10000);
+  if (small.staged) {
+    EXPECT_EQ(small.slot_bytes, 12288u);  // 10000 bytes in whole 4 KiB pages
+    EXPECT_EQ(small.slots, 1u);
+  }
+  const auto head = read(b, 0, 10000);
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), file.begin()));
+}
+
 TEST_P(FileLoad, AShortReadInALoadOfSeveralSlotsEndsTheLoad) {
   const auto file = make_file("small", 10000);
   Buffer b = dev_->allocate(3 * 4096);
