@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "amd/pci.hpp"
@@ -488,6 +490,30 @@ TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
   for (auto& r : unknown)
     EXPECT_EQ(r.refused, "hcq does not know the generation of AMD device 1234 "
                          "(drivers/amd/targets.cpp)");
+}
+
+// pci_names may be called from several threads (its header says so): eight threads looking up
+// at once, the first lookup loading the database among them, all get what one thread gets.
+TEST(PciNames, EightThreadsAtOnceGetTheSameNames) {
+  std::vector<PciNames> got(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); i++)
+    threads.emplace_back([&got, i] {
+      for (int k = 0; k < 100; k++) got[i] = pci_names(0x1002, 0x744c);
+    });
+  for (auto& t : threads) t.join();
+  const PciNames one = pci_names(0x1002, 0x744c);
+  for (const auto& n : got) {
+    EXPECT_EQ(n.database, one.database);
+    EXPECT_EQ(n.vendor, one.vendor);
+    EXPECT_EQ(n.device, one.device);
+  }
+  if (one.database) {  // Debian's pci.ids lists the RX 7900 XTX's vendor; an unknown ID is empty
+    EXPECT_FALSE(one.vendor.empty());
+    const PciNames none = pci_names(0x1002, 0xfffe);
+    EXPECT_EQ(none.vendor, one.vendor);
+    EXPECT_EQ(none.device, "");
+  }
 }
 
 }  // namespace
