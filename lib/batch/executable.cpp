@@ -127,7 +127,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       for (uint32_t q = 0; q < nq; q++) __atomic_store_n(x.slot(q, a), 0, __ATOMIC_RELAXED);
   // Submit under every device's submission lock.
   std::vector<uint64_t> done(x.devs.size());
-  std::vector<std::optional<uint64_t>> sequences(nq);  // the queues' capture records
+  std::vector<std::optional<uint64_t>> sequences;  // the queues' capture records, if capturing
   {
     LockAll locks(x.submit_locks);
     // Each device's next timeline value; a failed submission gives them all back.
@@ -141,10 +141,12 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     }
     // Every device's queues go into the capture before any is submitted: a capture that
     // fails then submits nothing, where a device submitted alone would wait for the others.
-    if (capture::enabled())
+    if (capture::enabled()) {
+      sequences.resize(nq);  // allocated only while capturing: a replay's path stays as it was
       for (size_t d = 0; d < x.devs.size(); d++)
         for (size_t i = 0; i < x.device_queues[d].size(); i++)
           sequences[x.device_queue_ids[d][i]] = x.device_queues[d][i]->record_capture();
+    }
     for (auto& queues : x.device_queues) Queue::submit_together(queues, /*capture=*/false);
     for (auto& r : values) r.commit();
   }

@@ -210,8 +210,8 @@ struct Executable::Impl {
   mutable std::mutex state_mu;  // last_done and ran, which wait() and points() read during a run
   std::vector<uint64_t> last_run() const;  // last_done, or empty before the first run
   std::vector<uint64_t> last_done;               // per device
-  // Per queue: the capture record of the last run's submission (none for a host queue, or
-  // when no capture was on).
+  // Per queue: the capture record of the last run's submission (none for a host queue; the
+  // vector is empty when no capture was on).
   std::vector<std::optional<uint64_t>> capture_sequence;
   std::vector<std::mutex*> submit_locks;         // the devices' submission locks, in lock order
   bool ran = false;
