@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "amd/packets.hpp"
 #include "core/driver.hpp"
 
 namespace hcq::amd {
@@ -29,8 +30,10 @@ struct KernelDescriptor {
   uint16_t kernarg_preload = 0;             // offset 58
 
   static KernelDescriptor decode(const std::byte* bytes);  // 64 bytes
-  // Number of user SGPRs the hardware loads (COMPUTE_PGM_RSRC2.USER_SGPR, bits 5:1).
-  uint32_t user_sgpr_count() const { return (compute_pgm_rsrc2 >> 1) & 0x1f; }
+  // Number of user SGPRs the hardware loads (COMPUTE_PGM_RSRC2.USER_SGPR, regs.def).
+  uint32_t user_sgpr_count() const {
+    return regs::COMPUTE_PGM_RSRC2_USER_SGPR_ALL.get(compute_pgm_rsrc2);
+  }
   // Index of the first user SGPR holding the kernarg segment pointer, in AMDHSA order
   // (private segment buffer 4, dispatch ptr 2, queue ptr 2, kernarg ptr 2 ...); -1 if not enabled.
   int kernarg_sgpr() const;

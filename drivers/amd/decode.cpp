@@ -1,6 +1,7 @@
 #include "amd/decode.hpp"
 
 #include <cstdio>
+#include <string_view>
 
 #include "amd/targets.hpp"
 
@@ -55,6 +56,21 @@ constexpr ValueName kSdmaValues[] = {
 #undef SDMA_VALUE
 };
 
+// A register write: its value, then each described field of it that is not zero as
+// "REGISTER.FIELD" (Mesa's ac_dump_reg prints every field; the non-zero ones keep a dump of a
+// whole dispatch readable, and a field that is absent reads as 0).
+static void add_register(DecodedPacket& d, uint32_t address, uint32_t value, Gen gen) {
+  const char* reg = regs::name_at(address, gen);
+  if (!reg) {
+    d.registers.push_back({hex(address), value});
+    return;
+  }
+  d.registers.push_back({reg, value});
+  for (const regs::RegField& f : regs::fields())
+    if (has_gen(f.gens, gen) && std::string_view(f.reg) == reg && f.get(value))
+      d.registers.push_back({std::string(reg) + "." + f.name, f.get(value)});
+}
+
 std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) {
   std::vector<DecodedPacket> out;
   const uint32_t n = uint32_t(words.size());
@@ -63,26 +79,27 @@ std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) 
     d.offset = at;
     d.header = words[at];
     const uint32_t type = pm4::header_type(d.header);
-    if (d.header == 0x80000000u) {  // type-2 filler
+    const uint32_t len = pm4::packet_dwords(d.header);  // the framing the CP uses
+    if (type == pm4::V_HEADER_TYPE_TYPE2_FILLER) {
       d.name = "TYPE2_FILLER";
-      d.dwords = 1;
-    } else if (type != 3) {
+      d.dwords = len;
+    } else if (type != pm4::V_HEADER_TYPE_TYPE3) {
       d.name = "INVALID";
       d.ok = false;
       d.problem = "type-" + std::to_string(type) + " header (hcq emits type-3 packets only)";
-      d.dwords = 1;  // resynchronise on the next dword
+      d.dwords = len;  // resynchronise on the next dword
     } else {
-      const uint32_t body = pm4::header_body_dwords(d.header);
+      const uint32_t body = len - 1;
       const uint8_t op = uint8_t(pm4::header_opcode(d.header));
       const PacketInfo* info = pm4::find(op);
-      if (at + 1 + body > n) {
+      if (at + len > n) {
         d.name = info ? info->name : "TRUNCATED";
         d.ok = false;
         d.problem = "truncated: needs " + std::to_string(body) + " body dwords, " +
                     std::to_string(n - at - 1) + " left";
         d.dwords = n - at;
       } else {
-        d.dwords = 1 + body;
+        d.dwords = len;
         const uint32_t* p = words.data() + at;
         if (!info) {
           d.name = "UNKNOWN";
@@ -90,22 +107,22 @@ std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen) 
           d.problem = "unknown opcode " + hex(op);
         } else {
           d.name = info->name;
+          const bool header_only = op == pm4::NOP && len == 1;
+          const pm4::BodyLength want = pm4::body_length(pm4::Op(op), gen);
           if (!info->exists_on(gen)) {
             d.ok = false;
             d.problem = std::string("not a ") + to_string(gen) + " packet";
-          } else if (info->dwords && info->dwords != body) {
+          } else if (want.exact && want.dwords != body && !header_only) {
             d.ok = false;
             d.problem = "length " + std::to_string(body) + " body dwords, the description says " +
-                        std::to_string(info->dwords);
+                        std::to_string(want.dwords);
           }
-          read_fields(*info, gen, p, 1 + body, d);
+          read_fields(*info, gen, p, len, d);
           if (op == pm4::SET_SH_REG || op == pm4::SET_UCONFIG_REG) {
             uint32_t base = (op == pm4::SET_SH_REG ? pm4::kShRegBase : pm4::kUconfigRegBase) +
                             pm4::SET_SH_REG_REG_OFFSET.get(p);
-            for (uint32_t i = 0; i + 1 < body; i++) {
-              const char* reg = regs::name_at(base + i, gen);
-              d.registers.push_back({reg ? reg : hex(base + i), p[2 + i]});
-            }
+            for (uint32_t i = info->tail_at; i < len; i++)
+              add_register(d, base + i - info->tail_at, p[i], gen);
           } else if (op == pm4::INDIRECT_BUFFER) {
             d.ib_address = field(d, "IB_BASE_LO") | field(d, "IB_BASE_HI") << 32;
             d.ib_dwords = uint32_t(field(d, "IB_SIZE"));
@@ -131,15 +148,12 @@ std::vector<DecodedPacket> decode_sdma(std::span<const uint32_t> words, Gen gen)
     const uint8_t sub = uint8_t(sdma::header_sub_op(d.header));
     const PacketInfo* info = sdma::find(op, sub);
     const uint32_t* p = words.data() + at;
-    uint32_t len = info ? info->dwords : 1;
-    if (info && op == sdma::NOP) len = 1 + sdma::NOP_COUNT_ALL.get(p);
-    if (info && op == sdma::WRITE_LINEAR)  // header, address, count, then count+1 data dwords
-      len = at + 4 <= n ? 4 + sdma::WRITE_LINEAR_COUNT_ALL.get(p) + 1 : 4;
+    const uint32_t len = sdma::packet_dwords(p, n - at, info);  // the framing the engine uses
     if (!info) {
       d.name = "UNKNOWN";
       d.ok = false;
       d.problem = "unknown op " + hex(op) + " sub-op " + hex(sub) + " (skipped one dword)";
-      d.dwords = 1;  // SDMA headers carry no length: resynchronise on the next dword
+      d.dwords = len;  // SDMA headers carry no length: resynchronise on the next dword
     } else if (at + len > n) {
       d.name = info->name;
       d.ok = false;

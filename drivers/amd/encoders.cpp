@@ -12,9 +12,32 @@ using namespace pm4;
 namespace {
 constexpr uint32_t lo(uint64_t v) { return uint32_t(v); }
 constexpr uint32_t hi(uint64_t v) { return uint32_t(v >> 32); }
-constexpr uint32_t sh(uint32_t reg) { return reg - kShRegBase; }
+// Dword 0 of every PM4 and SDMA packet, written whole (its fields: HEADER_* in the .def files).
+constexpr Field kHeader{"HEADER", ALL, 0, 0, 32};
 // WAIT_REG_MEM's poll interval: Linux gfx_v9_0_ring_emit_pipeline_sync and tinygrad use 4.
 constexpr uint32_t kWaitPollInterval = 4;
+// ACQUIRE_MEM's poll interval: Linux gfx_v10_0 / gfx_v11_0 emit_mem_sync use 0xA.
+constexpr uint32_t kAcquirePollInterval = 0xA;
+// SDMA POLL_REGMEM's interval: Linux sdma_v6_0_ring_emit_reg_wait uses 4 (10 on older SDMA).
+constexpr uint32_t kSdmaPollInterval = 4;
+// LDS is allocated in 512-byte blocks on gfx7+ compute (Mesa ac_shader_util.c
+// ac_shader_encode_lds_size, COMPUTE_PGM_RSRC2.LDS_SIZE).
+constexpr uint32_t kLdsBlockBytes = 512;
+// COMPUTE_PGM_LO/HI hold the code address in 256-byte units (Mesa si_emit_dispatch: va >> 8).
+constexpr unsigned kPgmAddressShift = 8;
+
+// A PM4 packet of `body` body dwords at the end of `cs`, its header written.
+desc::PacketWriter pm4_packet(CommandStream& cs, Op op, uint32_t body,
+                              std::vector<PatchSite>* s = nullptr) {
+  desc::PacketWriter w(cs, 1 + body, s);
+  w.set(kHeader, header(op, body));
+  return w;
+}
+desc::PacketWriter sdma_packet(CommandStream& cs, sdma::Op op, std::vector<PatchSite>* s) {
+  desc::PacketWriter w(cs, sdma::packet_dwords(op), s);
+  w.set(kHeader, sdma::header(op));
+  return w;
+}
 }  // namespace
 
 // ---- PM4 ------------------------------------------------------------------------------
@@ -23,164 +46,193 @@ Pm4Encoder::Pm4Encoder(Gen gen, InterruptTarget irq)
     : gen_(gen), irq_(irq), rsrc3_reg_(regs::address("COMPUTE_PGM_RSRC3", gen)) {}
 
 void Pm4Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
-  uint32_t at = uint32_t(cs.size());
   if (gen_ == Gen::Gfx9) {
     // gfx9 MEC: the 32-bit WAIT_REG_MEM Linux's gfx9 code uses (soc15d.h, gfx_v9_0.c
     // gfx_v9_0_wait_reg_mem); no public gfx9 source but PAL's 2017 headers has WAIT_REG_MEM64.
     // The 64-bit >= as two 32-bit >= polls: the high word reaches H, then the low word L.
-    uint32_t* p = cs.grow(14);
-    wait_reg_mem32(p, va + 4, hi(value));
-    wait_reg_mem32(p + 7, va, lo(value));
-    s.push_back(offset_site(at + 2, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
-    s.push_back({at + 9, PatchFormat::LoHi64, PatchRole::WaitAddress});
-    s.push_back({at + 4, PatchFormat::Hi32, PatchRole::WaitValue});
-    s.push_back({at + 11, PatchFormat::Lo32, PatchRole::WaitValue});
+    wait_reg_mem32(cs, va + 4, hi(value), 4, PatchFormat::Hi32, s);
+    wait_reg_mem32(cs, va, lo(value), 0, PatchFormat::Lo32, s);
     return;
   }
   // gfx10+: WAIT_REG_MEM64 (Linux nvd.h PACKET3_WAIT_REG_MEM64), one 64-bit compare.
-  uint32_t* p = cs.grow(9);
-  p[0] = header(WAIT_REG_MEM64, 8);
-  p[1] = WAIT_REG_MEM64_FUNCTION(kFunctionGreaterEqual) | WAIT_REG_MEM64_MEM_SPACE(1);
-  p[2] = lo(va);
-  p[3] = hi(va);
-  p[4] = lo(value);
-  p[5] = hi(value);
-  p[6] = 0xffffffff;
-  p[7] = 0xffffffff;
-  p[8] = WAIT_REG_MEM64_POLL_INTERVAL(kWaitPollInterval);
-  s.push_back({at + 2, PatchFormat::LoHi64, PatchRole::WaitAddress});
-  s.push_back({at + 4, PatchFormat::LoHi64, PatchRole::WaitValue});
+  pm4_packet(cs, WAIT_REG_MEM64, body_dwords(WAIT_REG_MEM64, gen_), &s)
+      .set(WAIT_REG_MEM64_FUNCTION, V_WAIT_REG_MEM64_FUNCTION_GREATER_EQUAL)
+      .set(WAIT_REG_MEM64_MEM_SPACE, V_WAIT_REG_MEM64_MEM_SPACE_MEMORY)
+      .set64(WAIT_REG_MEM64_ADDRESS_LO, WAIT_REG_MEM64_ADDRESS_HI, va, PatchRole::WaitAddress)
+      .set64(WAIT_REG_MEM64_REFERENCE_LO, WAIT_REG_MEM64_REFERENCE_HI, value, PatchRole::WaitValue)
+      .set64(WAIT_REG_MEM64_MASK_LO, WAIT_REG_MEM64_MASK_HI, ~uint64_t{0})
+      .set(WAIT_REG_MEM64_POLL_INTERVAL, kWaitPollInterval);
 }
 
-void Pm4Encoder::wait_reg_mem32(uint32_t* p, uint64_t va, uint32_t ref) {
-  p[0] = header(WAIT_REG_MEM, 6);
-  p[1] = WAIT_REG_MEM_FUNCTION(kFunctionGreaterEqual) | WAIT_REG_MEM_MEM_SPACE(1);
-  p[2] = lo(va);
-  p[3] = hi(va);
-  p[4] = ref;
-  p[5] = 0xffffffff;
-  p[6] = WAIT_REG_MEM_POLL_INTERVAL(kWaitPollInterval);
+void Pm4Encoder::wait_reg_mem32(CommandStream& cs, uint64_t va, uint32_t ref, uint64_t add,
+                                PatchFormat half, std::vector<PatchSite>& s) {
+  pm4_packet(cs, WAIT_REG_MEM, body_dwords(WAIT_REG_MEM, Gen::Gfx9), &s)
+      .set(WAIT_REG_MEM_FUNCTION, V_WAIT_REG_MEM_FUNCTION_GREATER_EQUAL)
+      .set(WAIT_REG_MEM_MEM_SPACE, V_WAIT_REG_MEM_MEM_SPACE_MEMORY)
+      .set64(WAIT_REG_MEM_ADDRESS_LO, WAIT_REG_MEM_ADDRESS_HI, va, PatchRole::WaitAddress, add)
+      .set(WAIT_REG_MEM_REFERENCE, ref)
+      .site32(WAIT_REG_MEM_REFERENCE, half, PatchRole::WaitValue)
+      .set(WAIT_REG_MEM_MASK, WAIT_REG_MEM_MASK.mask())
+      .set(WAIT_REG_MEM_POLL_INTERVAL, kWaitPollInterval);
 }
 
-void Pm4Encoder::release_mem(uint32_t* p, uint32_t data_sel, uint32_t int_sel, uint64_t va,
-                             uint64_t data, uint32_t ctxid, bool cache_flush) const {
-  uint32_t flush = 0;
+desc::PacketWriter Pm4Encoder::release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
+                                           bool cache_flush, std::vector<PatchSite>* s) const {
+  auto w = pm4_packet(cs, RELEASE_MEM, body_dwords(RELEASE_MEM, gen_), s);
+  w.set(RELEASE_MEM_EVENT_TYPE, V_RELEASE_MEM_EVENT_TYPE_CACHE_FLUSH_AND_INV_TS_EVENT)
+      .set(RELEASE_MEM_EVENT_INDEX, V_RELEASE_MEM_EVENT_INDEX_END_OF_PIPE)
+      .set(RELEASE_MEM_DATA_SEL, data_sel)
+      .set(RELEASE_MEM_INT_SEL, int_sel)
+      .set(RELEASE_MEM_DST_SEL, V_RELEASE_MEM_DST_SEL_MEMORY);
   if (cache_flush) {
     switch (gen_) {
       case Gen::Gfx9:  // write back L2 (tinygrad, kfdtest)
-        flush = RELEASE_MEM_TC_WB_ACTION_ENA(1) | RELEASE_MEM_TC_NC_ACTION_ENA(1);
+        w.set(RELEASE_MEM_TC_WB_ACTION_ENA, 1).set(RELEASE_MEM_TC_NC_ACTION_ENA, 1);
         break;
       case Gen::Gfx11:
-        flush = RELEASE_MEM_GCR_GLV_INV(1) | RELEASE_MEM_GCR_GL1_INV(1) |
-                RELEASE_MEM_GCR_GL2_INV(1) | RELEASE_MEM_GCR_GLM_WB(1) |
-                RELEASE_MEM_GCR_GLM_INV(1) | RELEASE_MEM_GCR_GL2_WB(1) | RELEASE_MEM_GCR_SEQ(1);
+        w.set(RELEASE_MEM_GCR_GLV_INV, 1)
+            .set(RELEASE_MEM_GCR_GL1_INV, 1)
+            .set(RELEASE_MEM_GCR_GL2_INV, 1)
+            .set(RELEASE_MEM_GCR_GLM_WB, 1)
+            .set(RELEASE_MEM_GCR_GLM_INV, 1)
+            .set(RELEASE_MEM_GCR_GL2_WB, 1)
+            .set(RELEASE_MEM_GCR_SEQ, 1);
         break;
       case Gen::Gfx12:  // Linux gfx12 fences only write back; invalidation is ACQUIRE_MEM's job
-        flush = RELEASE_MEM_GCR_GL2_WB(1) | RELEASE_MEM_GCR_SEQ(1);
+        w.set(RELEASE_MEM_GCR_GL2_WB, 1).set(RELEASE_MEM_GCR_SEQ, 1);
         break;
     }
   }
-  p[0] = header(RELEASE_MEM, 7);
-  p[1] = RELEASE_MEM_EVENT_TYPE(kEventCacheFlushAndInvTs) |
-         RELEASE_MEM_EVENT_INDEX(kEventIndexEndOfPipe) | flush;
-  p[2] = RELEASE_MEM_DATA_SEL(data_sel) | RELEASE_MEM_INT_SEL(int_sel) | RELEASE_MEM_DST_SEL(0);
-  p[3] = lo(va);
-  p[4] = hi(va);
-  p[5] = lo(data);
-  p[6] = hi(data);
-  p[7] = ctxid;
+  return w;
 }
 
 void Pm4Encoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
                         std::vector<PatchSite>& s) {
-  uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(wake ? 16 : 8);
-  release_mem(p, kDataSel64, kIntSelNone, va, value, 0, true);
+  release_mem(cs, V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, V_RELEASE_MEM_INT_SEL_NONE, true, &s)
+      .set64(RELEASE_MEM_ADDRESS_LO, RELEASE_MEM_ADDRESS_HI, va, PatchRole::SignalAddress)
+      .set64(RELEASE_MEM_DATA_LO, RELEASE_MEM_DATA_HI, value, PatchRole::SignalValue);
   if (wake)  // write the event id to its mailbox slot and interrupt: KFD wakes the waiters
-    release_mem(p + 8, kDataSel32, kIntSelAfterWriteConfirm, irq_.mailbox_va, irq_.event_id,
-                irq_.event_id, false);
-  s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalAddress});
-  s.push_back({at + 5, PatchFormat::LoHi64, PatchRole::SignalValue});
+    release_mem(cs, V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW,
+                V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, false, nullptr)
+        .set64(RELEASE_MEM_ADDRESS_LO, RELEASE_MEM_ADDRESS_HI, irq_.mailbox_va)
+        .set64(RELEASE_MEM_DATA_LO, RELEASE_MEM_DATA_HI, irq_.event_id)
+        .set(RELEASE_MEM_INT_CTXID, irq_.event_id);
 }
 
 void Pm4Encoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
-  uint32_t at = uint32_t(cs.size());
-  release_mem(cs.grow(8), kDataSelClock, kIntSelNone, va + 8, 0, 0, false);
-  s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::TimestampAddress});
+  // The clock lands in the record's second half (Encoder::timestamp); the site is patched
+  // with that address.
+  release_mem(cs, V_RELEASE_MEM_DATA_SEL_SEND_GPU_CLOCK_COUNTER, V_RELEASE_MEM_INT_SEL_NONE, false,
+              &s)
+      .set64(RELEASE_MEM_ADDRESS_LO, RELEASE_MEM_ADDRESS_HI, va + 8, PatchRole::TimestampAddress);
 }
 
 void Pm4Encoder::memory_barrier(CommandStream& cs) {
-  if (gen_ == Gen::Gfx9) {
-    uint32_t* p = cs.grow(7);
-    p[0] = header(ACQUIRE_MEM, 6);
-    p[1] = ACQUIRE_MEM_COHER_CNTL(kCoherShIcache | kCoherShKcache | kCoherTc | kCoherTcl1 |
-                                  kCoherTcWb);
-    p[2] = ACQUIRE_MEM_COHER_SIZE(0xffffffff);
-    p[3] = ACQUIRE_MEM_COHER_SIZE_HI(0xff);
-    p[4] = 0;
-    p[5] = 0;
-    p[6] = ACQUIRE_MEM_POLL_INTERVAL(0xA);
+  // All of memory: the largest size the fields hold, from address 0.
+  auto w = pm4_packet(cs, ACQUIRE_MEM, body_dwords(ACQUIRE_MEM, gen_));
+  w.set(ACQUIRE_MEM_COHER_SIZE, ACQUIRE_MEM_COHER_SIZE.mask())
+      .set(ACQUIRE_MEM_COHER_SIZE_HI, ACQUIRE_MEM_COHER_SIZE_HI.mask())
+      .set(ACQUIRE_MEM_POLL_INTERVAL, kAcquirePollInterval);
+  if (gen_ == Gen::Gfx9) {  // Linux gfx_v9_0_emit_mem_sync
+    w.set(ACQUIRE_MEM_COHER_SH_ICACHE_ACTION_ENA, 1)
+        .set(ACQUIRE_MEM_COHER_SH_KCACHE_ACTION_ENA, 1)
+        .set(ACQUIRE_MEM_COHER_TC_ACTION_ENA, 1)
+        .set(ACQUIRE_MEM_COHER_TCL1_ACTION_ENA, 1)
+        .set(ACQUIRE_MEM_COHER_TC_WB_ACTION_ENA, 1);
     return;
   }
-  uint32_t* p = cs.grow(8);
-  p[0] = header(ACQUIRE_MEM, 7);
-  p[1] = 0;
-  p[2] = ACQUIRE_MEM_COHER_SIZE(0xffffffff);
-  p[3] = ACQUIRE_MEM_COHER_SIZE_HI(0xff);
-  p[4] = 0;
-  p[5] = 0;
-  p[6] = ACQUIRE_MEM_POLL_INTERVAL(0xA);
-  p[7] = ACQUIRE_MEM_GCR_CNTL(kGcrGliInvAll | kGcrGlmWb | kGcrGlmInv | kGcrGlkWb | kGcrGlkInv |
-                              kGcrGlvInv | kGcrGl1Inv | kGcrGl2Inv | kGcrGl2Wb);
+  // Linux gfx_v10_0_emit_mem_sync / gfx_v11_0_emit_mem_sync: invalidate and write back all.
+  w.set(ACQUIRE_MEM_GCR_GLI_INV, V_ACQUIRE_MEM_GCR_GLI_INV_ALL)
+      .set(ACQUIRE_MEM_GCR_GLM_WB, 1)
+      .set(ACQUIRE_MEM_GCR_GLM_INV, 1)
+      .set(ACQUIRE_MEM_GCR_GLK_WB, 1)
+      .set(ACQUIRE_MEM_GCR_GLK_INV, 1)
+      .set(ACQUIRE_MEM_GCR_GLV_INV, 1)
+      .set(ACQUIRE_MEM_GCR_GL1_INV, 1)
+      .set(ACQUIRE_MEM_GCR_GL2_INV, 1)
+      .set(ACQUIRE_MEM_GCR_GL2_WB, 1);
 }
 
 void Pm4Encoder::prepare(AmdKernel& k) const {
+  using namespace regs;
   const uint32_t nuser = k.kd.user_sgpr_count();
   const int karg = k.kd.kernarg_sgpr();
-  // LDS is allocated per dispatch in 512-byte blocks (COMPUTE_PGM_RSRC2.LDS_SIZE, bits 23:15).
-  const uint32_t lds_blocks = (k.lds_bytes + 511) / 512;
-  const uint64_t pgm = k.code_va >> 8;
-  auto& t = k.dispatch;
-  t.words.clear();
+  const uint64_t pgm = k.code_va >> kPgmAddressShift;
+  // Values from the code object: an exact error at program load when they do not fit.
+  const uint32_t lds_size = desc::checked(COMPUTE_PGM_RSRC2_LDS_SIZE_ALL,
+                                          (uint64_t{k.lds_bytes} + kLdsBlockBytes - 1) /
+                                              kLdsBlockBytes,
+                                          "COMPUTE_PGM_RSRC2");
+  const uint32_t pgm_hi = desc::checked(COMPUTE_PGM_HI_DATA_ALL, hi(pgm), "COMPUTE_PGM_HI");
+  // SET_SH_REG writes consecutive registers: these pairs and runs are written together.
+  static_assert(COMPUTE_PGM_HI_ALL.address == COMPUTE_PGM_LO_ALL.address + 1);
+  static_assert(COMPUTE_PGM_RSRC2_ALL.address == COMPUTE_PGM_RSRC1_ALL.address + 1);
+  static_assert(COMPUTE_RESTART_Z_ALL.address == COMPUTE_RESTART_X_ALL.address + 2);
+  static_assert(COMPUTE_NUM_THREAD_X_ALL.address == COMPUTE_START_X_ALL.address + 3);
+  static_assert(COMPUTE_NUM_THREAD_Z_ALL.address == COMPUTE_START_X_ALL.address + 5);
+
+  CommandStream cs;
+  // One SET_SH_REG from `reg` on; returns the stream offset of its first value.
   auto set_sh = [&](uint32_t reg, std::initializer_list<uint32_t> vals) {
-    t.words.push_back(header(SET_SH_REG, uint32_t(vals.size()) + 1));
-    t.words.push_back(SET_SH_REG_REG_OFFSET(sh(reg)));
-    t.words.insert(t.words.end(), vals);
+    auto w = pm4_packet(cs, SET_SH_REG, SET_SH_REG_VALUES - 1 + uint32_t(vals.size()));
+    w.set(SET_SH_REG_REG_OFFSET, reg - kShRegBase);
+    uint32_t i = SET_SH_REG_VALUES;
+    for (uint32_t v : vals) w.words()[i++] = v;
+    return w.at() + SET_SH_REG_VALUES;
   };
-  set_sh(regs::COMPUTE_PGM_LO_ALL.address, {lo(pgm), hi(pgm)});
-  set_sh(regs::COMPUTE_PGM_RSRC1_ALL.address,
-         {k.kd.compute_pgm_rsrc1, k.kd.compute_pgm_rsrc2 | (lds_blocks << 15)});
+  auto& t = k.dispatch;
+  set_sh(COMPUTE_PGM_LO_ALL.address, {lo(pgm), pgm_hi});
+  set_sh(COMPUTE_PGM_RSRC1_ALL.address, {k.kd.compute_pgm_rsrc1, k.kd.compute_pgm_rsrc2 | lds_size});
   set_sh(rsrc3_reg_, {k.kd.compute_pgm_rsrc3});
-  set_sh(regs::COMPUTE_TMPRING_SIZE_ALL.address, {0});
-  set_sh(regs::COMPUTE_RESTART_X_ALL.address, {0, 0, 0});
+  set_sh(COMPUTE_TMPRING_SIZE_ALL.address, {0});
+  set_sh(COMPUTE_RESTART_X_ALL.address, {0, 0, 0});
   // User SGPRs in AMDHSA order; only the kernarg segment pointer is provided (programs that
   // need a dispatch packet or scratch are rejected at load). A kernel with none gets no
   // packet: SET_SH_REG always carries a register (Linux gfx_v9_0.c, Mesa ac_cmdbuf.c).
   t.kernarg_at = -1;
   if (nuser > 0) {
-    t.words.push_back(header(SET_SH_REG, nuser + 1));
-    t.words.push_back(SET_SH_REG_REG_OFFSET(sh(regs::COMPUTE_USER_DATA_0_ALL.address)));
-    size_t user = t.words.size();
-    t.words.resize(user + nuser, 0);
-    if (karg >= 0 && uint32_t(karg) + 2 <= nuser) t.kernarg_at = int32_t(user) + karg;
+    auto w = pm4_packet(cs, SET_SH_REG, SET_SH_REG_VALUES - 1 + nuser);
+    w.set(SET_SH_REG_REG_OFFSET, COMPUTE_USER_DATA_0_ALL.address - kShRegBase);
+    if (karg >= 0 && uint32_t(karg) + 2 <= nuser)
+      t.kernarg_at = int32_t(w.at() + SET_SH_REG_VALUES + uint32_t(karg));
   }
-  set_sh(regs::COMPUTE_RESOURCE_LIMITS_ALL.address, {0});
-  set_sh(regs::COMPUTE_START_X_ALL.address, {0, 0, 0, 1, 1, 1});
-  t.block_at = uint32_t(t.words.size()) - 3;
-  uint32_t initiator = kInitiatorComputeShaderEn | kInitiatorForceStartAt000;
-  if (gen_ != Gen::Gfx9 && k.wave_size == 32) initiator |= kInitiatorCsW32En;
-  t.words.push_back(header(DISPATCH_DIRECT, 4));
-  t.grid_at = uint32_t(t.words.size());
-  t.words.insert(t.words.end(), {1, 1, 1, initiator});
+  set_sh(COMPUTE_RESOURCE_LIMITS_ALL.address, {0});
+  const uint32_t one = COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL(1);
+  t.block_at = set_sh(COMPUTE_START_X_ALL.address, {0, 0, 0, one, one, one}) +
+               (COMPUTE_NUM_THREAD_X_ALL.address - COMPUTE_START_X_ALL.address);
+  uint32_t initiator = COMPUTE_DISPATCH_INITIATOR_COMPUTE_SHADER_EN_ALL(1) |
+                       COMPUTE_DISPATCH_INITIATOR_FORCE_START_AT_000_ALL(1);
+  if (gen_ != Gen::Gfx9 && k.wave_size == 32)
+    initiator |= COMPUTE_DISPATCH_INITIATOR_CS_W32_EN_GFX11_12(1);
+  auto d = pm4_packet(cs, DISPATCH_DIRECT, body_dwords(DISPATCH_DIRECT, gen_));
+  d.set(DISPATCH_DIRECT_DIM_X, 1)
+      .set(DISPATCH_DIRECT_DIM_Y, 1)
+      .set(DISPATCH_DIRECT_DIM_Z, 1)
+      .set(DISPATCH_DIRECT_DISPATCH_INITIATOR, initiator);
+  t.grid_at = d.at() + DISPATCH_DIRECT_DIM_X.dword;
   // Wait for the dispatch's waves before later packets (signals) run.
-  t.words.push_back(header(EVENT_WRITE, 1));
-  t.words.push_back(EVENT_WRITE_EVENT_TYPE(kEventCsPartialFlush) |
-                    EVENT_WRITE_EVENT_INDEX(kEventIndexPartialFlush));
+  pm4_packet(cs, EVENT_WRITE, body_dwords(EVENT_WRITE, gen_))
+      .set(EVENT_WRITE_EVENT_TYPE, V_EVENT_WRITE_EVENT_TYPE_CS_PARTIAL_FLUSH)
+      .set(EVENT_WRITE_EVENT_INDEX, V_EVENT_WRITE_EVENT_INDEX_PARTIAL_FLUSH);
+  t.words.assign(cs.data(), cs.data() + cs.size());
   t.gen = uint8_t(gen_);
 }
 
 void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernargs, Dim3 grid,
                       Dim3 block, std::vector<PatchSite>& s) {
+  using namespace regs;
+  // Where the template's launch values sit, from the descriptions: the block size registers
+  // follow COMPUTE_NUM_THREAD_X, the grid is DISPATCH_DIRECT's DIM_X/Y/Z.
+  constexpr uint32_t kBlockY = COMPUTE_NUM_THREAD_Y_ALL.address - COMPUTE_NUM_THREAD_X_ALL.address,
+                     kBlockZ = COMPUTE_NUM_THREAD_Z_ALL.address - COMPUTE_NUM_THREAD_X_ALL.address,
+                     kGridY = DISPATCH_DIRECT_DIM_Y.dword - DISPATCH_DIRECT_DIM_X.dword,
+                     kGridZ = DISPATCH_DIRECT_DIM_Z.dword - DISPATCH_DIRECT_DIM_X.dword;
+  // API input: a block dimension past NUM_THREAD_FULL is an error here (DIM_X/Y/Z hold any
+  // 32-bit grid); replays patch values recording accepted.
+  const RegField& full = COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL;
+  const uint32_t bx = desc::checked(full, block.x, "COMPUTE_NUM_THREAD_X"),
+                 by = desc::checked(full, block.y, "COMPUTE_NUM_THREAD_Y"),
+                 bz = desc::checked(full, block.z, "COMPUTE_NUM_THREAD_Z");
   const auto& k = static_cast<const AmdKernel&>(obj);
   const AmdKernel::DispatchTemplate* t = &k.dispatch;
   AmdKernel local;
@@ -192,22 +244,22 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(t->words.size());
   std::memcpy(p, t->words.data(), t->words.size() * 4);
-  p[t->block_at] = block.x;
-  p[t->block_at + 1] = block.y;
-  p[t->block_at + 2] = block.z;
-  p[t->grid_at] = grid.x;
-  p[t->grid_at + 1] = grid.y;
-  p[t->grid_at + 2] = grid.z;
+  p[t->block_at] = bx;
+  p[t->block_at + kBlockY] = by;
+  p[t->block_at + kBlockZ] = bz;
+  p[t->grid_at] = DISPATCH_DIRECT_DIM_X(grid.x);
+  p[t->grid_at + kGridY] = DISPATCH_DIRECT_DIM_Y(grid.y);
+  p[t->grid_at + kGridZ] = DISPATCH_DIRECT_DIM_Z(grid.z);
   size_t first = s.size();
   s.resize(first + (t->kernarg_at >= 0 ? 7 : 6));
   PatchSite* site = s.data() + first;
   *site++ = {at + t->block_at, PatchFormat::Lo32, PatchRole::BlockX};
-  *site++ = {at + t->block_at + 1, PatchFormat::Lo32, PatchRole::BlockY};
-  *site++ = {at + t->block_at + 2, PatchFormat::Lo32, PatchRole::BlockZ};
+  *site++ = {at + t->block_at + kBlockY, PatchFormat::Lo32, PatchRole::BlockY};
+  *site++ = {at + t->block_at + kBlockZ, PatchFormat::Lo32, PatchRole::BlockZ};
   *site++ = {at + t->grid_at, PatchFormat::Lo32, PatchRole::GridX};
-  *site++ = {at + t->grid_at + 1, PatchFormat::Lo32, PatchRole::GridY};
-  *site++ = {at + t->grid_at + 2, PatchFormat::Lo32, PatchRole::GridZ};
-  if (t->kernarg_at >= 0) {
+  *site++ = {at + t->grid_at + kGridY, PatchFormat::Lo32, PatchRole::GridY};
+  *site++ = {at + t->grid_at + kGridZ, PatchFormat::Lo32, PatchRole::GridZ};
+  if (t->kernarg_at >= 0) {  // the pointer's two user SGPRs, low then high
     p[t->kernarg_at] = lo(kernargs);
     p[t->kernarg_at + 1] = hi(kernargs);
     *site = {at + uint32_t(t->kernarg_at), PatchFormat::LoHi64, PatchRole::KernargAddress};
@@ -218,83 +270,74 @@ void Pm4Encoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<
   throw InvalidInput("AMD compute queues do not copy; use the copy queue");
 }
 
-void Pm4Encoder::indirect_buffer(uint32_t* p, uint64_t va, uint32_t ndwords) {
-  p[0] = header(INDIRECT_BUFFER, 3);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = INDIRECT_BUFFER_IB_SIZE(ndwords) | INDIRECT_BUFFER_VALID(1);
+uint32_t Pm4Encoder::indirect_buffer_dwords() { return 1 + fixed_body_dwords(INDIRECT_BUFFER); }
+
+void Pm4Encoder::indirect_buffer(uint32_t* out, uint64_t va, uint32_t ndwords) {
+  const uint32_t body = fixed_body_dwords(INDIRECT_BUFFER);
+  desc::checked(INDIRECT_BUFFER_IB_SIZE, ndwords, "INDIRECT_BUFFER");  // never truncated
+  desc::PacketWriter(out, 1 + body)
+      .set(kHeader, header(INDIRECT_BUFFER, body))
+      .set64(INDIRECT_BUFFER_IB_BASE_LO, INDIRECT_BUFFER_IB_BASE_HI, va)
+      .set(INDIRECT_BUFFER_IB_SIZE, ndwords)
+      .set(INDIRECT_BUFFER_VALID, 1);
 }
 
 // ---- SDMA -----------------------------------------------------------------------------
 
 SdmaEncoder::SdmaEncoder(Gen gen, InterruptTarget irq) : gen_(gen), irq_(irq) {}
 
-namespace {
-void poll_ge(uint32_t* p, uint64_t va, uint32_t value) {
+void SdmaEncoder::poll_ge(CommandStream& cs, uint64_t va, uint32_t value, uint64_t add,
+                          PatchFormat half, std::vector<PatchSite>& s) {
   using namespace sdma;
-  p[0] = header(POLL_REGMEM, 0) | POLL_REGMEM_FUNC_ALL(kFuncGreaterEqual) |
-         POLL_REGMEM_MEM_POLL_ALL(1);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = value;
-  p[4] = 0xffffffff;
-  p[5] = POLL_REGMEM_INTERVAL_ALL(4) | POLL_REGMEM_RETRY_COUNT_ALL(0xfff);
+  sdma_packet(cs, POLL_REGMEM, &s)
+      .set(POLL_REGMEM_FUNC_ALL, V_POLL_REGMEM_FUNC_GREATER_EQUAL)
+      .set(POLL_REGMEM_MEM_POLL_ALL, V_POLL_REGMEM_MEM_POLL_MEMORY)
+      .set64(POLL_REGMEM_ADDR_LO_ALL, POLL_REGMEM_ADDR_HI_ALL, va, PatchRole::WaitAddress, add)
+      .set(POLL_REGMEM_VALUE_ALL, value)
+      .site32(POLL_REGMEM_VALUE_ALL, half, PatchRole::WaitValue)
+      .set(POLL_REGMEM_MASK_ALL, POLL_REGMEM_MASK_ALL.mask())
+      .set(POLL_REGMEM_INTERVAL_ALL, kSdmaPollInterval)
+      .set(POLL_REGMEM_RETRY_COUNT_ALL, V_POLL_REGMEM_RETRY_COUNT_FOREVER);
 }
-}  // namespace
 
 void SdmaEncoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
   using namespace sdma;
-  uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(17);
-  poll_ge(p, va + 4, hi(value));
-  p[6] = header(COND_EXE, 0);
-  p[7] = lo(va + 4);
-  p[8] = hi(va + 4);
-  p[9] = hi(value);
-  p[10] = COND_EXE_EXEC_COUNT_ALL(6);
-  poll_ge(p + 11, va, lo(value));
-  s.push_back(offset_site(at + 1, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
-  s.push_back(offset_site(at + 7, PatchFormat::LoHi64, PatchRole::WaitAddress, 4));
-  s.push_back(offset_site(at + 12, PatchFormat::LoHi64, PatchRole::WaitAddress, 0));
-  s.push_back({at + 3, PatchFormat::Hi32, PatchRole::WaitValue});
-  s.push_back({at + 9, PatchFormat::Hi32, PatchRole::WaitValue});
-  s.push_back({at + 14, PatchFormat::Lo32, PatchRole::WaitValue});
+  poll_ge(cs, va + 4, hi(value), 4, PatchFormat::Hi32, s);
+  // Only while the high word still equals the target's: the low word's poll that follows.
+  sdma_packet(cs, COND_EXE, &s)
+      .set64(COND_EXE_ADDR_LO_ALL, COND_EXE_ADDR_HI_ALL, va + 4, PatchRole::WaitAddress, 4)
+      .set(COND_EXE_REFERENCE_ALL, hi(value))
+      .site32(COND_EXE_REFERENCE_ALL, PatchFormat::Hi32, PatchRole::WaitValue)
+      .set(COND_EXE_EXEC_COUNT_ALL, packet_dwords(POLL_REGMEM));
+  poll_ge(cs, va, lo(value), 0, PatchFormat::Lo32, s);
 }
 
-void SdmaEncoder::fence(uint32_t* p, uint64_t va, uint32_t data) const {
+void SdmaEncoder::fence(CommandStream& cs, uint64_t va, uint32_t data, uint64_t add,
+                        PatchFormat half, std::vector<PatchSite>* s) const {
   using namespace sdma;
-  p[0] = header(FENCE, 0) | (gen_ == Gen::Gfx9 ? 0 : FENCE_MTYPE_GFX11_12(3));
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = data;
+  auto w = sdma_packet(cs, FENCE, s);
+  if (gen_ != Gen::Gfx9) w.set(FENCE_MTYPE_GFX11_12, V_FENCE_MTYPE_UC);
+  w.set64(FENCE_ADDR_LO_ALL, FENCE_ADDR_HI_ALL, va, PatchRole::SignalAddress, add)
+      .set(FENCE_DATA_ALL, data)
+      .site32(FENCE_DATA_ALL, half, PatchRole::SignalValue);
 }
 
 void SdmaEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
                          std::vector<PatchSite>& s) {
   using namespace sdma;
-  uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(wake ? 14 : 8);
-  fence(p, va, lo(value));
-  fence(p + 4, va + 4, hi(value));
+  fence(cs, va, lo(value), 0, PatchFormat::Lo32, &s);
+  fence(cs, va + 4, hi(value), 4, PatchFormat::Hi32, &s);
   if (wake) {
-    fence(p + 8, irq_.mailbox_va, irq_.event_id);
-    p[12] = header(TRAP, 0);
-    p[13] = TRAP_INT_CONTEXT_ALL(irq_.event_id);
+    fence(cs, irq_.mailbox_va, irq_.event_id, 0, PatchFormat::Lo32, nullptr);
+    sdma_packet(cs, TRAP, nullptr).set(TRAP_INT_CONTEXT_ALL, irq_.event_id);
   }
-  s.push_back(offset_site(at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress, 0));
-  s.push_back(offset_site(at + 5, PatchFormat::LoHi64, PatchRole::SignalAddress, 4));
-  s.push_back({at + 3, PatchFormat::Lo32, PatchRole::SignalValue});
-  s.push_back({at + 7, PatchFormat::Hi32, PatchRole::SignalValue});
 }
 
 void SdmaEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
   using namespace sdma;
-  uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(3);
-  p[0] = header(TIMESTAMP, kSubOpTimestampGetGlobal);
-  p[1] = lo(va + 8);  // the record's second half (Encoder::timestamp)
-  p[2] = hi(va + 8);
-  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::TimestampAddress});
+  // The record's second half (Encoder::timestamp); the site is patched with that address.
+  sdma_packet(cs, TIMESTAMP, &s)
+      .set64(TIMESTAMP_ADDR_LO_ALL, TIMESTAMP_ADDR_HI_ALL, va + 8, PatchRole::TimestampAddress);
 }
 
 // SDMA executes its packets in order; copies are complete before a later fence.
@@ -309,31 +352,27 @@ void SdmaEncoder::copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t s
                        std::vector<PatchSite>& s) {
   using namespace sdma;
   const uint64_t max = max_copy_bytes(gen_);
-  const Field count = gen_ == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX11_12;
+  const Field count = copy_count_field(gen_);
   for (uint64_t off = 0; off < size; off += max) {
-    uint64_t n = std::min(max, size - off);
-    uint32_t at = uint32_t(cs.size());
-    uint32_t* p = cs.grow(7);
-    p[0] = header(COPY_LINEAR, 0);
-    p[1] = count(n - 1);
-    p[2] = 0;
-    p[3] = lo(src + off);
-    p[4] = hi(src + off);
-    p[5] = lo(dst + off);
-    p[6] = hi(dst + off);
-    s.push_back(offset_site(at + 3, PatchFormat::LoHi64, PatchRole::CopySrc, off));
-    s.push_back(offset_site(at + 5, PatchFormat::LoHi64, PatchRole::CopyDst, off));
+    const uint64_t n = std::min(max, size - off);
+    sdma_packet(cs, COPY_LINEAR, &s)
+        .set(count, n - 1)
+        .set64(COPY_LINEAR_SRC_ADDR_LO_ALL, COPY_LINEAR_SRC_ADDR_HI_ALL, src + off,
+               PatchRole::CopySrc, off)
+        .set64(COPY_LINEAR_DST_ADDR_LO_ALL, COPY_LINEAR_DST_ADDR_HI_ALL, dst + off,
+               PatchRole::CopyDst, off);
   }
 }
 
-void SdmaEncoder::indirect(uint32_t* p, uint64_t va, uint32_t ndwords) {
+uint32_t SdmaEncoder::indirect_dwords() { return sdma::packet_dwords(sdma::INDIRECT); }
+
+void SdmaEncoder::indirect(uint32_t* out, uint64_t va, uint32_t ndwords) {
   using namespace sdma;
-  p[0] = header(INDIRECT, 0);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = INDIRECT_IB_SIZE_ALL(ndwords);
-  p[4] = 0;
-  p[5] = 0;
+  desc::checked(INDIRECT_IB_SIZE_ALL, ndwords, "INDIRECT");  // never truncated
+  desc::PacketWriter(out, packet_dwords(INDIRECT))
+      .set(kHeader, header(INDIRECT))
+      .set64(INDIRECT_IB_BASE_LO_ALL, INDIRECT_IB_BASE_HI_ALL, va)
+      .set(INDIRECT_IB_SIZE_ALL, ndwords);
 }
 
 }  // namespace hcq::amd

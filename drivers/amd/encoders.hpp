@@ -1,5 +1,6 @@
 // PM4 (compute) and SDMA (copy) encoders for the core queue commands, per generation.
-// Every field comes from the packet descriptions (pm4.def, sdma.def, regs.def).
+// Every packet is laid out through the descriptions (pm4.def, sdma.def, regs.def) with
+// desc::PacketWriter: lengths, field dwords and patch sites come from there, none by hand.
 #pragma once
 
 #include "amd/packets.hpp"
@@ -41,14 +42,20 @@ class Pm4Encoder final : public Encoder {
   // Encode `k`'s dispatch template for this generation (done once at program load).
   void prepare(AmdKernel& k) const;
 
-  // An INDIRECT_BUFFER packet running `ndwords` at `va` (4 dwords).
+  // An INDIRECT_BUFFER packet running `ndwords` at `va` (indirect_buffer_dwords() long).
+  // Throws InvalidInput when `ndwords` does not fit its IB_SIZE field.
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t ndwords);
+  static uint32_t indirect_buffer_dwords();
 
  private:
-  // A 32-bit WAIT_REG_MEM: the dword at `va` >= `ref` (7 dwords).
-  static void wait_reg_mem32(uint32_t* p, uint64_t va, uint32_t ref);
-  void release_mem(uint32_t* p, uint32_t data_sel, uint32_t int_sel, uint64_t va,
-                   uint64_t data, uint32_t ctxid, bool cache_flush) const;
+  // A 32-bit WAIT_REG_MEM: the dword at `va` >= `ref`; its sites patch with the 64-bit wait's
+  // address + `add` and the `half` of its value.
+  static void wait_reg_mem32(CommandStream& cs, uint64_t va, uint32_t ref, uint64_t add,
+                             PatchFormat half, std::vector<PatchSite>& s);
+  // A RELEASE_MEM at the end of `cs`, its event, selects and cache actions written; the caller
+  // writes the address and data.
+  desc::PacketWriter release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
+                                 bool cache_flush, std::vector<PatchSite>* s) const;
   Gen gen_;
   InterruptTarget irq_;
   uint32_t rsrc3_reg_;
@@ -71,11 +78,18 @@ class SdmaEncoder final : public Encoder {
   void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
             std::vector<PatchSite>& s) override;
 
-  // An INDIRECT packet running `ndwords` (a multiple of 8) at 32-byte aligned `va` (6 dwords).
+  // An INDIRECT packet running `ndwords` (a multiple of 8) at 32-byte aligned `va`
+  // (indirect_dwords() long). Throws InvalidInput when `ndwords` does not fit IB_SIZE.
   static void indirect(uint32_t* out, uint64_t va, uint32_t ndwords);
+  static uint32_t indirect_dwords();
 
  private:
-  void fence(uint32_t* p, uint64_t va, uint32_t data) const;
+  // POLL_REGMEM: the dword at `va` >= `value`; sites as Pm4Encoder::wait_reg_mem32's.
+  static void poll_ge(CommandStream& cs, uint64_t va, uint32_t value, uint64_t add,
+                      PatchFormat half, std::vector<PatchSite>& s);
+  // A 32-bit FENCE of `data` at `va`; with sites, the signal's address + `add` and value half.
+  void fence(CommandStream& cs, uint64_t va, uint32_t data, uint64_t add, PatchFormat half,
+             std::vector<PatchSite>* s) const;
   Gen gen_;
   InterruptTarget irq_;
 };

@@ -36,6 +36,9 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPrivateVa = 4ull << 30;
 constexpr uint64_t kHeapVa = 256ull << 30;
 constexpr uint64_t kRingBytes = 1 << 20;
+// SDMA indirect buffers run whole 8-dword units and their INDIRECT packet ends on such a
+// boundary in the ring (Linux sdma_v6_0_ring_emit_ib pads with NOPs to it).
+constexpr uint32_t kSdmaIbAlign = 8;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -105,6 +108,8 @@ class KfdQueue final : public HwQueue {
   ~KfdQueue() override;
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  // The longest command buffer one indirect packet runs, in dwords (IB_SIZE's limit).
+  size_t max_indirect_dwords() const;
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   QueueKind kind() const { return kind_; }
   // The packets around the read pointer (hang_report), empty when the queue is idle.
@@ -682,27 +687,44 @@ void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
   ring_doorbell();
 }
 
+size_t KfdQueue::max_indirect_dwords() const {
+  // PM4 INDIRECT_BUFFER's IB_SIZE; SDMA INDIRECT's IB_SIZE, whole 8-dword runs only.
+  if (kind_ == QueueKind::Compute) return pm4::INDIRECT_BUFFER_IB_SIZE.mask();
+  return sdma::INDIRECT_IB_SIZE_ALL.mask() / kSdmaIbAlign * kSdmaIbAlign;
+}
+
 void KfdQueue::submit_indirect(uint64_t va, size_t ndwords) {
-  uint32_t words[14] = {};
+  // A command buffer longer than the packet's IB_SIZE holds is refused with the field's exact
+  // error, never truncated (the CP would run its first IB_SIZE-masked dwords only).
+  const bool pm4 = kind_ == QueueKind::Compute;
+  const uint64_t run = pm4 ? ndwords : align_up(ndwords, kSdmaIbAlign);
+  if (ndwords > max_indirect_dwords()) {
+    if (pm4) desc::checked(pm4::INDIRECT_BUFFER_IB_SIZE, run, "INDIRECT_BUFFER");
+    desc::checked(sdma::INDIRECT_IB_SIZE_ALL, run, "INDIRECT");
+  }
+  uint32_t words[kSdmaIbAlign + 8] = {};
   size_t n = 0;
   std::lock_guard lk(mu_);
-  if (kind_ == QueueKind::Compute) {
-    Pm4Encoder::indirect_buffer(words + n, va, uint32_t(ndwords));
-    n += 4;
+  if (pm4) {
+    Pm4Encoder::indirect_buffer(words + n, va, uint32_t(run));
+    n += Pm4Encoder::indirect_buffer_dwords();
   } else {
     // An SDMA IB runs a multiple of 8 dwords (the recording's bound copy is zero-padded) and
     // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
     const uint64_t ring_dw = kRingBytes / 4;
+    const uint32_t len = SdmaEncoder::indirect_dwords();
     uint64_t pos = (put_ / 4) % ring_dw;
-    auto pad_at = [&](uint64_t start) { return (8 - (start + 6) % 8) % 8; };
+    auto pad_at = [&](uint64_t start) {
+      return (kSdmaIbAlign - (start + len) % kSdmaIbAlign) % kSdmaIbAlign;
+    };
     uint64_t pad = pad_at(pos);
-    if (pos + pad + 6 > ring_dw) {  // submit_locked will restart at 0
+    if (pos + pad + len > ring_dw) {  // submit_locked will restart at 0
       pos = 0;
       pad = pad_at(0);
     }
     n += pad;  // zero dwords: SDMA NOPs
-    SdmaEncoder::indirect(words + n, va, uint32_t(align_up(ndwords, 8)));
-    n += 6;
+    SdmaEncoder::indirect(words + n, va, uint32_t(run));
+    n += len;
   }
   submit_locked(words, n);
 }

@@ -25,6 +25,11 @@ struct Table {
     fields.emplace_back();
   }
   void field(const Field& f) { fields.back().push_back(f); }
+  void tail(uint8_t at, const Field& count, uint8_t add) {
+    packets.back().tail_at = at;
+    packets.back().tail_count = count;
+    packets.back().tail_add = add;
+  }
   void finish() {
     for (size_t i = 0; i < packets.size(); i++) packets[i].fields = fields[i];
   }
@@ -35,9 +40,11 @@ const Table& pm4_table() {
     Table t;
 #define PM4_PACKET(id, op, n) t.packet(#id, op, 0, n);
 #define PM4_FIELD(pkt, f, gens, dw, lo, w) t.field(pm4::pkt##_##f);
+#define PM4_TAIL(id, name, first) t.tail(first, Field{}, 0);
 #include "amd/pm4.def"
 #undef PM4_PACKET
 #undef PM4_FIELD
+#undef PM4_TAIL
     t.finish();
     return t;
   }();
@@ -49,9 +56,11 @@ const Table& sdma_table() {
     Table t;
 #define SDMA_PACKET(id, op, sub, n) t.packet(#id, op, sub, n);
 #define SDMA_FIELD(pkt, f, gens, dw, lo, w) t.field(sdma::pkt##_##f##_##gens);
+#define SDMA_TAIL(id, first, count, add) t.tail(first, sdma::id##_##count##_ALL, add);
 #include "amd/sdma.def"
 #undef SDMA_PACKET
 #undef SDMA_FIELD
+#undef SDMA_TAIL
     t.finish();
     return t;
   }();
@@ -118,6 +127,12 @@ const PacketInfo* find(uint8_t op, uint8_t sub_op) {
   for (auto& p : packets())
     if (p.opcode == op && (p.sub_op == sub_op || op != TIMESTAMP)) return &p;
   return nullptr;
+}
+uint32_t packet_dwords(const uint32_t* p, uint64_t avail, const PacketInfo* info) {
+  if (!info) return 1;
+  if (!info->tail_at) return info->dwords;
+  if (avail <= info->tail_count.dword) return info->tail_at;
+  return info->tail_at + info->tail_count.get(p) + info->tail_add;
 }
 }  // namespace sdma
 

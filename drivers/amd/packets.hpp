@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "common/bitfield.hpp"
+
 namespace hcq::amd {
 
 // Packet-form generations hcq emits for. Gfx10 parts use the Gfx11 forms.
@@ -20,10 +22,11 @@ struct Field {
   uint8_t dword;  // PM4: 1 = first body dword; SDMA: 0 = header
   uint8_t lo;
   uint8_t width;
-  constexpr uint32_t mask() const { return width == 32 ? 0xffffffffu : ((1u << width) - 1); }
-  // The field's bits for value v; v must fit (encoders pass values that do).
-  constexpr uint32_t operator()(uint64_t v) const { return (uint32_t(v) & mask()) << lo; }
-  constexpr uint32_t get(const uint32_t* pkt) const { return (pkt[dword] >> lo) & mask(); }
+  constexpr desc::Bits bits() const { return {lo, width}; }
+  constexpr uint32_t mask() const { return bits().mask(); }
+  // The field's bits for value v, unchecked (desc::checked where a value enters from outside).
+  constexpr uint32_t operator()(uint64_t v) const { return bits()(v); }
+  constexpr uint32_t get(const uint32_t* pkt) const { return bits().get(pkt[dword]); }
 };
 
 struct PacketInfo {
@@ -32,6 +35,11 @@ struct PacketInfo {
   uint8_t sub_op;   // SDMA only
   uint8_t dwords;   // PM4: body dwords; SDMA: whole packet; 0 = variable
   std::span<const Field> fields;
+  // A variable tail (PM4_TAIL, SDMA_TAIL): its first dword, 0 when the packet has none. SDMA
+  // tails are `tail_count` + `tail_add` dwords long (PM4 packets end where their header says).
+  uint8_t tail_at = 0;
+  Field tail_count{};
+  uint8_t tail_add = 0;
   // Whether the packet exists on `g`: a packet with fields has one described for `g`.
   bool exists_on(Gen g) const {
     for (auto& f : fields)
@@ -55,34 +63,88 @@ enum Op : uint8_t {
 #undef PM4_PACKET
 #undef PM4_FIELD
 
-constexpr uint32_t header(Op op, uint32_t body_dwords) {
-  return (3u << 30) | (((body_dwords - 1) & 0x3fff) << 16) | (uint32_t(op) << 8);
-}
-constexpr uint32_t header_type(uint32_t h) { return h >> 30; }
-constexpr uint32_t header_opcode(uint32_t h) { return (h >> 8) & 0xff; }
-constexpr uint32_t header_body_dwords(uint32_t h) { return ((h >> 16) & 0x3fff) + 1; }
+// The header's fields: pm4::HEADER_TYPE, HEADER_COUNT, HEADER_OPCODE, ...
+#define PM4_PACKET(...)
+#define PM4_FIELD(...)
+#define PM4_HEADER(f, lo, w) inline constexpr desc::Bits HEADER_##f{lo, w};
+// The first dword of a variable tail: pm4::SET_SH_REG_VALUES (= 2).
+#define PM4_TAIL(id, tail, first) inline constexpr uint32_t id##_##tail = first;
+// Named field values: pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, ... (Mesa's V_ prefix).
+#define PM4_VALUE(id, f, value, name) inline constexpr uint32_t V_##id##_##f##_##name = value;
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+#undef PM4_HEADER
+#undef PM4_TAIL
+#undef PM4_VALUE
 
-// Registers written with SET_SH_REG live at dword addresses [0x2C00, 0x3000).
+// The fixed body length of `op`, 0 when it varies (PM4_PACKET's body_dwords).
+constexpr uint32_t fixed_body_dwords(Op op) {
+  switch (op) {
+#define PM4_PACKET(id, opc, n) case id: return n;
+#define PM4_FIELD(...)
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+  }
+  return 0;
+}
+// The body length of a packet without a tail on `g`: its fixed length, or its last field there
+// (ACQUIRE_MEM: 6 on gfx9, 7 on gfx10+).
+constexpr uint32_t body_dwords(Op op, Gen g) {
+  if (uint32_t n = fixed_body_dwords(op)) return n;
+  uint32_t n = 0;
+#define PM4_PACKET(...)
+#define PM4_FIELD(pkt, f, gens, dw, lo, w) \
+  if (op == pkt && has_gen(gens, g) && dw > n) n = dw;
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+  return n;
+}
+
+// What the body length of `op` must be on `g`: exactly `dwords` (fixed packets, PM4_LENGTH_BY_GEN)
+// or at least `dwords` (variable packets: the last field described there).
+struct BodyLength {
+  uint32_t dwords;
+  bool exact;
+};
+constexpr BodyLength body_length(Op op, Gen g) {
+  bool by_gen = false;
+#define PM4_PACKET(...)
+#define PM4_FIELD(...)
+#define PM4_LENGTH_BY_GEN(id) by_gen |= op == id;
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+#undef PM4_LENGTH_BY_GEN
+  return {body_dwords(op, g), fixed_body_dwords(op) != 0 || by_gen};
+}
+
+constexpr uint32_t header(Op op, uint32_t body_dwords) {
+  return HEADER_TYPE(V_HEADER_TYPE_TYPE3) | HEADER_COUNT(body_dwords - 1) | HEADER_OPCODE(op);
+}
+constexpr uint32_t header_type(uint32_t h) { return HEADER_TYPE.get(h); }
+constexpr uint32_t header_opcode(uint32_t h) { return HEADER_OPCODE.get(h); }
+constexpr uint32_t header_body_dwords(uint32_t h) { return HEADER_COUNT.get(h) + 1; }
+// The header-only NOP (Mesa sid.h PKT3_NOP_PAD): one dword, whatever follows is a new packet.
+inline constexpr uint32_t kNopHeaderOnly =
+    HEADER_TYPE(V_HEADER_TYPE_TYPE3) | HEADER_COUNT(V_NOP_COUNT_HEADER_ONLY) | HEADER_OPCODE(NOP);
+
+// PM4 framing, the one rule the decoder, the emulated CP and the hang reports share: how many
+// dwords the packet whose header is `h` spans. A type-3 packet is its header and COUNT + 1 body
+// dwords, except the header-only NOP (one dword); anything else is one dword (the type-2 filler;
+// types 0 and 1, which hcq never emits, are passed or rejected one dword at a time).
+constexpr uint32_t packet_dwords(uint32_t h) {
+  if (HEADER_TYPE.get(h) != V_HEADER_TYPE_TYPE3) return 1;
+  if (HEADER_OPCODE.get(h) == NOP && HEADER_COUNT.get(h) == V_NOP_COUNT_HEADER_ONLY) return 1;
+  return HEADER_COUNT.get(h) + 2;
+}
+
+// Registers written with SET_SH_REG live at dword addresses [0x2C00, 0x3000) (Mesa sid.h
+// SI_SH_REG_OFFSET 0xB000 / 4; SI_UCONFIG_REG_OFFSET 0x30000 / 4).
 inline constexpr uint32_t kShRegBase = 0x2C00;
 inline constexpr uint32_t kUconfigRegBase = 0xC000;
-
-// Event types and values used in RELEASE_MEM / EVENT_WRITE / WAIT_REG_MEM.
-inline constexpr uint32_t kEventCsPartialFlush = 0x07, kEventIndexPartialFlush = 4;
-inline constexpr uint32_t kEventCacheFlushAndInvTs = 0x14, kEventIndexEndOfPipe = 5;
-inline constexpr uint32_t kDataSelNone = 0, kDataSel32 = 1, kDataSel64 = 2, kDataSelClock = 3;
-inline constexpr uint32_t kIntSelNone = 0, kIntSelAfterWriteConfirm = 2;
-inline constexpr uint32_t kFunctionGreaterEqual = 5;
-
-// GCR_CNTL (ACQUIRE_MEM on gfx10+) bits, Linux amdgpu nvd.h.
-inline constexpr uint32_t kGcrGliInvAll = 1u << 0, kGcrGlmWb = 1u << 4, kGcrGlmInv = 1u << 5,
-                          kGcrGlkWb = 1u << 6, kGcrGlkInv = 1u << 7, kGcrGlvInv = 1u << 8,
-                          kGcrGl1Inv = 1u << 9, kGcrGl2Inv = 1u << 14, kGcrGl2Wb = 1u << 15;
-// CP_COHER_CNTL (ACQUIRE_MEM on gfx9) bits, Linux amdgpu soc15d.h.
-inline constexpr uint32_t kCoherTcWb = 1u << 18, kCoherTcl1 = 1u << 22, kCoherTc = 1u << 23,
-                          kCoherShKcache = 1u << 27, kCoherShIcache = 1u << 29;
-// COMPUTE_DISPATCH_INITIATOR bits.
-inline constexpr uint32_t kInitiatorComputeShaderEn = 1u << 0, kInitiatorForceStartAt000 = 1u << 2,
-                          kInitiatorCsW32En = 1u << 15;  // gfx10+
 
 const PacketInfo* find(uint8_t opcode);
 std::span<const PacketInfo> packets();
@@ -107,14 +169,15 @@ struct RegField {
   uint8_t gens;
   uint8_t lo;
   uint8_t width;
-  constexpr uint32_t get(uint32_t value) const {
-    return (value >> lo) & (width == 32 ? 0xffffffffu : ((1u << width) - 1));
-  }
+  constexpr desc::Bits bits() const { return {lo, width}; }
+  constexpr uint32_t operator()(uint64_t v) const { return bits()(v); }
+  constexpr uint32_t get(uint32_t value) const { return bits().get(value); }
 };
 // Every field, in description order (a register's fields follow it).
 std::span<const RegField> fields();
+// Registers and their fields: regs::COMPUTE_PGM_RSRC2_ALL, regs::COMPUTE_PGM_RSRC2_LDS_SIZE_ALL.
 #define REG(n, gens, addr) inline constexpr Reg n##_##gens{#n, gens, addr};
-#define REG_FIELD(...)
+#define REG_FIELD(r, f, gens, lo, w) inline constexpr RegField r##_##f##_##gens{#r, #f, gens, lo, w};
 #include "amd/regs.def"
 #undef REG
 #undef REG_FIELD
@@ -128,23 +191,62 @@ enum Op : uint8_t {
 #undef SDMA_PACKET
 #undef SDMA_FIELD
 };
+// Fields (sdma::FENCE_ADDR_LO_ALL), the header's (sdma::HEADER_OP) and named values
+// (sdma::V_POLL_REGMEM_FUNC_GREATER_EQUAL).
 #define SDMA_PACKET(...)
 #define SDMA_FIELD(pkt, f, gens, dw, lo, w) \
   inline constexpr Field pkt##_##f##_##gens{#f, gens, dw, lo, w};
+#define SDMA_HEADER(f, lo, w) inline constexpr desc::Bits HEADER_##f{lo, w};
+#define SDMA_VALUE(id, f, value, name) inline constexpr uint32_t V_##id##_##f##_##name = value;
 #include "amd/sdma.def"
 #undef SDMA_PACKET
 #undef SDMA_FIELD
+#undef SDMA_HEADER
+#undef SDMA_VALUE
 
-constexpr uint32_t header(Op op, uint32_t sub_op) { return uint32_t(op) | (sub_op << 8); }
-constexpr uint32_t header_op(uint32_t h) { return h & 0xff; }
-constexpr uint32_t header_sub_op(uint32_t h) { return (h >> 8) & 0xff; }
+// Each packet's sub-op and whole length (0: variable), as SDMA_PACKET gives them.
+constexpr uint32_t sub_op(Op op) {
+  switch (op) {
+#define SDMA_PACKET(id, opc, sub, n) case id: return sub;
+#define SDMA_FIELD(...)
+#include "amd/sdma.def"
+#undef SDMA_PACKET
+#undef SDMA_FIELD
+  }
+  return 0;
+}
+constexpr uint32_t packet_dwords(Op op) {
+  switch (op) {
+#define SDMA_PACKET(id, opc, sub, n) case id: return n;
+#define SDMA_FIELD(...)
+#include "amd/sdma.def"
+#undef SDMA_PACKET
+#undef SDMA_FIELD
+  }
+  return 0;
+}
 
-inline constexpr uint32_t kSubOpTimestampGetGlobal = 2;
-inline constexpr uint32_t kFuncEqual = 3, kFuncGreaterEqual = 5;
+// The header of `op` with its described sub-op; header(op, sub) for another sub-op.
+constexpr uint32_t header(Op op, uint32_t sub) { return HEADER_OP(op) | HEADER_SUB_OP(sub); }
+constexpr uint32_t header(Op op) { return header(op, sub_op(op)); }
+constexpr uint32_t header_op(uint32_t h) { return HEADER_OP.get(h); }
+constexpr uint32_t header_sub_op(uint32_t h) { return HEADER_SUB_OP.get(h); }
 
-// The largest copy one COPY_LINEAR moves: gfx9 (SDMA 4) has a 22-bit count, SDMA 6/7 a 30-bit
-// one; Mesa sid.h documents the last 255 bytes of each range as unusable.
-constexpr uint64_t max_copy_bytes(Gen g) { return g == Gen::Gfx9 ? 0x3fff00 : 0x3fffff00; }
+// SDMA framing, the one rule the decoder, the emulated engine and the hang reports share: the
+// dwords of the packet at `p` (described by `info`, null when unknown) when `avail` dwords
+// (at least 1) can be read there. A packet with a tail (NOP, WRITE_LINEAR) is its fixed part
+// and COUNT + add dwords; while its count field is not readable, just the fixed part (the
+// caller sees the packet is longer than what it has). Unknown packets: one dword (SDMA headers
+// carry no length).
+uint32_t packet_dwords(const uint32_t* p, uint64_t avail, const PacketInfo* info);
+
+// COPY_LINEAR's byte count (- 1): gfx9 (SDMA 4) has a 22-bit one, SDMA 6/7 a 30-bit one.
+constexpr Field copy_count_field(Gen g) {
+  return g == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX11_12;
+}
+// The largest copy one COPY_LINEAR moves: what its count holds, less the last 256 bytes, which
+// Mesa sid.h documents as unusable (0x3fff00 on gfx9, 0x3fffff00 on SDMA 6/7).
+constexpr uint64_t max_copy_bytes(Gen g) { return uint64_t{copy_count_field(g).mask()} + 1 - 256; }
 
 // The first description of `op` whose sub-op matches.
 const PacketInfo* find(uint8_t op, uint8_t sub_op);

@@ -113,6 +113,47 @@ TEST(Decode, Pm4IndirectBufferAndProblems) {
   EXPECT_EQ(ps[1].problem, "truncated: needs 7 body dwords, 1 left");
 }
 
+// Mesa's PKT3_NOP_PAD (sid.h: PKT3(PKT3_NOP, 0x3fff, 0), "header-only version") and Linux
+// amdgpu's ring padding (gfx_v9_0.c .nop = PACKET3(PACKET3_NOP, 0x3FFF)) are one dword: the next
+// dword is a new packet. The decoder used to read 0x4000 body dwords and report the rest of
+// the stream as a truncated NOP.
+TEST(Decode, HeaderOnlyNopIsOneDword) {
+  const uint32_t words[] = {0xFFFF1000, 0xFFFF1000, 0xC0004600, 0x407};
+  auto ps = decode_pm4(words, Gen::Gfx11);
+  EXPECT_EQ(names(ps), (std::vector<std::string>{"NOP", "NOP", "EVENT_WRITE"}));
+  ASSERT_EQ(ps.size(), 3u);
+  EXPECT_EQ(ps[0].dwords, 1u);
+  EXPECT_TRUE(ps[0].ok) << ps[0].problem;
+  EXPECT_EQ(ps[2].offset, 2u);
+  EXPECT_TRUE(ps[2].ok);
+  EXPECT_EQ(pm4::packet_dwords(pm4::kNopHeaderOnly), 1u);
+  EXPECT_EQ(pm4::kNopHeaderOnly, 0xFFFF1000u);
+  // A NOP of count 0x3FFE is an ordinary packet of 0x3FFF body dwords.
+  EXPECT_EQ(pm4::packet_dwords(0xFFFE1000), 0x4000u);
+}
+
+// SET_SH_REG's values are printed by register, then each register's described fields that are
+// not zero (regs.def), as REGISTER.FIELD.
+TEST(Decode, SetShRegShowsRegisterFields) {
+  const uint32_t words[] = {0xC0027600, 0x212, 0x00AC0041, 0x0001008C};
+  auto ps = decode_pm4(words, Gen::Gfx11);
+  ASSERT_EQ(ps.size(), 1u);
+  using R = std::vector<std::pair<std::string, uint32_t>>;
+  EXPECT_EQ(ps[0].registers, (R{{"COMPUTE_PGM_RSRC1", 0x00AC0041},
+                                {"COMPUTE_PGM_RSRC1.VGPRS", 1},
+                                {"COMPUTE_PGM_RSRC1.SGPRS", 1},
+                                {"COMPUTE_PGM_RSRC1.FLOAT_MODE", 0xC0},
+                                {"COMPUTE_PGM_RSRC1.DX10_CLAMP", 1},
+                                {"COMPUTE_PGM_RSRC1.IEEE_MODE", 1},
+                                {"COMPUTE_PGM_RSRC2", 0x0001008C},
+                                {"COMPUTE_PGM_RSRC2.USER_SGPR", 6},
+                                {"COMPUTE_PGM_RSRC2.TGID_X_EN", 1},
+                                {"COMPUTE_PGM_RSRC2.LDS_SIZE", 2}}));
+  // gfx12 names bits 21 and 23 WG_RR_EN and DISABLE_PERF.
+  ps = decode_pm4(words, Gen::Gfx12);
+  EXPECT_EQ(ps[0].registers[4].first, "COMPUTE_PGM_RSRC1.WG_RR_EN");
+}
+
 TEST(Decode, SdmaReadsBackWhatTheEncoderWrote) {
   SdmaEncoder e(Gen::Gfx9, {0x7f0000001008, 7});
   CommandStream cs;

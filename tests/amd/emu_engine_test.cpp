@@ -156,8 +156,8 @@ std::vector<uint32_t> release_mem(uint32_t data_sel, uint32_t int_sel, uint64_t 
                                   uint64_t data, uint32_t ctx = 0) {
   using namespace pm4;
   return pm4p(RELEASE_MEM, 7)
-      .set(RELEASE_MEM_EVENT_TYPE, kEventCacheFlushAndInvTs)
-      .set(RELEASE_MEM_EVENT_INDEX, kEventIndexEndOfPipe)
+      .set(RELEASE_MEM_EVENT_TYPE, V_RELEASE_MEM_EVENT_TYPE_CACHE_FLUSH_AND_INV_TS_EVENT)
+      .set(RELEASE_MEM_EVENT_INDEX, V_RELEASE_MEM_EVENT_INDEX_END_OF_PIPE)
       .set(RELEASE_MEM_DATA_SEL, data_sel)
       .set(RELEASE_MEM_INT_SEL, int_sel)
       .lo_hi(RELEASE_MEM_ADDRESS_LO, RELEASE_MEM_ADDRESS_HI, va)
@@ -166,7 +166,7 @@ std::vector<uint32_t> release_mem(uint32_t data_sel, uint32_t int_sel, uint64_t 
       .d;
 }
 
-std::vector<uint32_t> wait_mem(uint64_t va, uint32_t ref, uint32_t func = pm4::kFunctionGreaterEqual) {
+std::vector<uint32_t> wait_mem(uint64_t va, uint32_t ref, uint32_t func = pm4::V_WAIT_REG_MEM_FUNCTION_GREATER_EQUAL) {
   using namespace pm4;
   return pm4p(WAIT_REG_MEM, 6)
       .set(WAIT_REG_MEM_FUNCTION, func)
@@ -181,7 +181,7 @@ std::vector<uint32_t> wait_mem(uint64_t va, uint32_t ref, uint32_t func = pm4::k
 std::vector<uint32_t> wait_mem64(uint64_t va, uint64_t ref, uint64_t mask = ~uint64_t{0}) {
   using namespace pm4;
   return pm4p(WAIT_REG_MEM64, 8)
-      .set(WAIT_REG_MEM64_FUNCTION, kFunctionGreaterEqual)
+      .set(WAIT_REG_MEM64_FUNCTION, V_WAIT_REG_MEM64_FUNCTION_GREATER_EQUAL)
       .set(WAIT_REG_MEM64_MEM_SPACE, 1)
       .lo_hi(WAIT_REG_MEM64_ADDRESS_LO, WAIT_REG_MEM64_ADDRESS_HI, va)
       .lo_hi(WAIT_REG_MEM64_REFERENCE_LO, WAIT_REG_MEM64_REFERENCE_HI, ref)
@@ -213,7 +213,9 @@ std::vector<uint32_t> dispatch_direct(uint32_t x, uint32_t y, uint32_t z) {
       .set(DISPATCH_DIRECT_DIM_X, x)
       .set(DISPATCH_DIRECT_DIM_Y, y)
       .set(DISPATCH_DIRECT_DIM_Z, z)
-      .set(DISPATCH_DIRECT_DISPATCH_INITIATOR, kInitiatorComputeShaderEn | kInitiatorForceStartAt000)
+      .set(DISPATCH_DIRECT_DISPATCH_INITIATOR,
+           regs::COMPUTE_DISPATCH_INITIATOR_COMPUTE_SHADER_EN_ALL(1) |
+               regs::COMPUTE_DISPATCH_INITIATOR_FORCE_START_AT_000_ALL(1))
       .d;
 }
 
@@ -224,17 +226,17 @@ std::vector<uint32_t> acquire_mem(Gen gen) {
                .set(ACQUIRE_MEM_COHER_SIZE_HI, 0xff)
                .set(ACQUIRE_MEM_POLL_INTERVAL, 10);
   if (gen == Gen::Gfx9)
-    p.set(ACQUIRE_MEM_COHER_CNTL, kCoherShKcache | kCoherTcl1);
+    p.set(ACQUIRE_MEM_COHER_SH_KCACHE_ACTION_ENA, 1).set(ACQUIRE_MEM_COHER_TCL1_ACTION_ENA, 1);
   else
-    p.set(ACQUIRE_MEM_GCR_CNTL, kGcrGlvInv | kGcrGl1Inv | kGcrGlkInv);
+    p.set(ACQUIRE_MEM_GCR_GLV_INV, 1).set(ACQUIRE_MEM_GCR_GL1_INV, 1).set(ACQUIRE_MEM_GCR_GLK_INV, 1);
   return p.d;
 }
 
 std::vector<uint32_t> event_write_cs_partial_flush() {
   using namespace pm4;
   return pm4p(EVENT_WRITE, 1)
-      .set(EVENT_WRITE_EVENT_TYPE, kEventCsPartialFlush)
-      .set(EVENT_WRITE_EVENT_INDEX, kEventIndexPartialFlush)
+      .set(EVENT_WRITE_EVENT_TYPE, V_EVENT_WRITE_EVENT_TYPE_CS_PARTIAL_FLUSH)
+      .set(EVENT_WRITE_EVENT_INDEX, V_EVENT_WRITE_EVENT_INDEX_PARTIAL_FLUSH)
       .d;
 }
 
@@ -263,7 +265,7 @@ std::vector<uint32_t> sdma_trap(uint32_t ctx) {
 }
 
 std::vector<uint32_t> sdma_poll(uint64_t va, uint32_t value, uint32_t mask = 0xffffffffu,
-                                uint32_t func = sdma::kFuncGreaterEqual) {
+                                uint32_t func = sdma::V_POLL_REGMEM_FUNC_GREATER_EQUAL) {
   using namespace sdma;
   return sdmap(POLL_REGMEM, 0, 6)
       .set(POLL_REGMEM_FUNC_ALL, func)
@@ -287,7 +289,7 @@ std::vector<uint32_t> sdma_cond_exe(uint64_t va, uint32_t ref, uint32_t count) {
 
 std::vector<uint32_t> sdma_timestamp(uint64_t va) {
   using namespace sdma;
-  return sdmap(TIMESTAMP, kSubOpTimestampGetGlobal, 3)
+  return sdmap(TIMESTAMP, sub_op(TIMESTAMP), 3)
       .lo_hi(TIMESTAMP_ADDR_LO_ALL, TIMESTAMP_ADDR_HI_ALL, va)
       .d;
 }
@@ -420,11 +422,11 @@ TEST_F(EngineTest, ReleaseMemWritesAndInterrupts) {
   uint64_t before = eng->timestamp();
   *data.at<uint64_t>(0x18) = 0xdeadbeefdeadbeefull;
   r.submit(cat({acquire_mem(gen), event_write_cs_partial_flush(),
-                release_mem(pm4::kDataSel32, pm4::kIntSelNone, data.va(0x10), 0x11223344aabbccddull),
-                release_mem(pm4::kDataSel64, pm4::kIntSelNone, data.va(0x20), 0x1122334455667788ull),
-                release_mem(pm4::kDataSelClock, pm4::kIntSelNone, data.va(0x28), 0),
-                release_mem(pm4::kDataSelNone, pm4::kIntSelAfterWriteConfirm, 0, 0, 77),
-                release_mem(pm4::kDataSel32, pm4::kIntSelAfterWriteConfirm, data.va(0x30), 5, 78)}));
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, pm4::V_RELEASE_MEM_INT_SEL_NONE, data.va(0x10), 0x11223344aabbccddull),
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, pm4::V_RELEASE_MEM_INT_SEL_NONE, data.va(0x20), 0x1122334455667788ull),
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_GPU_CLOCK_COUNTER, pm4::V_RELEASE_MEM_INT_SEL_NONE, data.va(0x28), 0),
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_NONE, pm4::V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, 0, 0, 77),
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, pm4::V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, data.va(0x30), 5, 78)}));
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(*data.at<uint32_t>(0x10), 0xaabbccddu);
   EXPECT_EQ(*data.at<uint32_t>(0x14), 0u);  // 32-bit write only
@@ -449,7 +451,7 @@ TEST_F(EngineTest, TimestampIs100MHzAndMonotonic) {
 
 TEST_F(EngineTest, WaitRegMemBlocksUntilValue) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
-  r.submit(cat({wait_mem(data.va(0x40), 3), release_mem(pm4::kDataSel32, 0, data.va(0x44), 9)}));
+  r.submit(cat({wait_mem(data.va(0x40), 3), release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x44), 9)}));
   __atomic_store_n(data.at<uint32_t>(0x40), 2, __ATOMIC_RELEASE);
   std::this_thread::sleep_for(5ms);
   EXPECT_EQ(load(data.at<uint32_t>(0x44)), 0u);
@@ -464,7 +466,7 @@ TEST_F(EngineTest, WaitRegMem64AcrossThe32BitBoundary) {
   auto* sig = data.at<uint64_t>(0x40);
   __atomic_store_n(sig, 0xFFFFFFFFull, __ATOMIC_RELEASE);
   r.submit(cat({wait_mem64(data.va(0x40), 0x100000002ull),
-                release_mem(pm4::kDataSel64, 0, data.va(0x48), 0x5555)}));
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, 0, data.va(0x48), 0x5555)}));
   std::this_thread::sleep_for(5ms);
   EXPECT_EQ(load(data.at<uint64_t>(0x48)), 0u);  // 0xFFFFFFFF < 0x1_0000_0002
   __atomic_store_n(sig, 0x100000001ull, __ATOMIC_RELEASE);
@@ -500,7 +502,7 @@ TEST_F(EngineTest, Gfx9EncoderWaitHoldsAcrossThe32BitBoundary) {
   std::vector<PatchSite> sites;
   enc.wait(cs, data.va(0x40), 0x100000010ull, sites);
   r.submit(cat({{cs.data(), cs.data() + cs.size()},
-                release_mem(pm4::kDataSel64, 0, data.va(0x48), 0x5555)}));
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, 0, data.va(0x48), 0x5555)}));
   for (uint64_t v : {0xFFFFFFF0ull, 0xFFFFFFFFull, 0x100000000ull, 0x10000000Full}) {
     __atomic_store_n(sig, v, __ATOMIC_RELEASE);
     std::this_thread::sleep_for(5ms);
@@ -560,8 +562,8 @@ TEST_F(EngineTest, Gfx9EncoderWaitStallsWhenTheValueOvershootsAMultipleOf2To32) 
 TEST_F(EngineTest, BlockedQueueDoesNotBlockOthers) {
   Ring a(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
   Ring b(mem, *eng, QueueDesc::Type::Pm4, 2, 4096);
-  a.submit(cat({wait_mem(data.va(0x40), 1), release_mem(pm4::kDataSel32, 0, data.va(0x44), 1)}));
-  b.submit(release_mem(pm4::kDataSel32, 0, data.va(0x48), 2));
+  a.submit(cat({wait_mem(data.va(0x40), 1), release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x44), 1)}));
+  b.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x48), 2));
   ASSERT_TRUE(b.drained());
   EXPECT_EQ(*data.at<uint32_t>(0x48), 2u);
   EXPECT_EQ(load(data.at<uint32_t>(0x44)), 0u);
@@ -575,13 +577,13 @@ TEST_F(EngineTest, Pm4PacketsWrapAroundTheRingEnd) {
   // 60 dwords of NOP, then an 8-dword RELEASE_MEM that straddles the end (4 + 4 dwords).
   r.submit(pm4_nop(59));
   ASSERT_TRUE(r.drained());
-  r.submit(release_mem(pm4::kDataSel64, 0, data.va(0x50), 0xabcdef0123ull));
+  r.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, 0, data.va(0x50), 0xabcdef0123ull));
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(r.rptr(), 68u);
   EXPECT_EQ(*data.at<uint64_t>(0x50), 0xabcdef0123ull);
   // Type-2 fillers and a header-only NOP (count 0x3FFF) are one dword each.
   r.submit({0x80000000u, pm4::header(pm4::NOP, 0x4000), 0x80000000u});
-  r.submit(release_mem(pm4::kDataSel32, 0, data.va(0x58), 7));
+  r.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x58), 7));
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(*data.at<uint32_t>(0x58), 7u);
   EXPECT_EQ(ev.fault_count(), 0u);
@@ -589,7 +591,7 @@ TEST_F(EngineTest, Pm4PacketsWrapAroundTheRingEnd) {
 
 TEST_F(EngineTest, Pm4PartlySubmittedPacketWaits) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
-  auto pkt = release_mem(pm4::kDataSel32, 0, data.va(0x60), 3);
+  auto pkt = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x60), 3);
   r.submit(std::vector<uint32_t>(pkt.begin(), pkt.begin() + 4));
   std::this_thread::sleep_for(2ms);
   EXPECT_EQ(r.rptr(), 0u);
@@ -601,14 +603,14 @@ TEST_F(EngineTest, Pm4PartlySubmittedPacketWaits) {
 TEST_F(EngineTest, IndirectBuffersNestTwoLevelsAndResumeAWait) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
   Buf ib1(mem, 4096), ib2(mem, 4096);
-  auto inner = cat({release_mem(pm4::kDataSel32, 0, data.va(0x70), 1), wait_mem(data.va(0x80), 1),
-                    release_mem(pm4::kDataSel32, 0, data.va(0x74), 2)});
+  auto inner = cat({release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x70), 1), wait_mem(data.va(0x80), 1),
+                    release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x74), 2)});
   std::memcpy(ib2.at(), inner.data(), inner.size() * 4);
   auto outer = cat({indirect_buffer(ib2.va(), uint32_t(inner.size())),
-                    release_mem(pm4::kDataSel32, 0, data.va(0x78), 3)});
+                    release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x78), 3)});
   std::memcpy(ib1.at(), outer.data(), outer.size() * 4);
   r.submit(cat({indirect_buffer(ib1.va(), uint32_t(outer.size())),
-                release_mem(pm4::kDataSel32, 0, data.va(0x7c), 4)}));
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x7c), 4)}));
   ASSERT_TRUE(eventually([&] { return load(data.at<uint32_t>(0x70)) == 1; }));
   std::this_thread::sleep_for(2ms);
   EXPECT_EQ(r.rptr(), 0u);  // the ring's IB packet completes when its IB does
@@ -624,14 +626,14 @@ TEST_F(EngineTest, IndirectBuffersNestTwoLevelsAndResumeAWait) {
 TEST_F(EngineTest, ChainedIndirectBufferDoesNotReturn) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
   Buf ib1(mem, 4096), ib2(mem, 4096);
-  auto second = release_mem(pm4::kDataSel32, 0, data.va(0x90), 2);
+  auto second = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x90), 2);
   std::memcpy(ib2.at(), second.data(), second.size() * 4);
-  auto first = cat({release_mem(pm4::kDataSel32, 0, data.va(0x94), 1),
+  auto first = cat({release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x94), 1),
                     indirect_buffer(ib2.va(), uint32_t(second.size()), /*chain=*/true),
-                    release_mem(pm4::kDataSel32, 0, data.va(0x98), 99)});  // never runs
+                    release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x98), 99)});  // never runs
   std::memcpy(ib1.at(), first.data(), first.size() * 4);
   r.submit(cat({indirect_buffer(ib1.va(), uint32_t(first.size())),
-                release_mem(pm4::kDataSel32, 0, data.va(0x9c), 3)}));
+                release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x9c), 3)}));
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(*data.at<uint32_t>(0x94), 1u);
   EXPECT_EQ(*data.at<uint32_t>(0x90), 2u);
@@ -660,7 +662,7 @@ TEST_F(EngineTest, ThirdIndirectBufferLevelFaults) {
 TEST_F(EngineTest, PacketRunningPastIbEndFaults) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
   Buf ib(mem, 4096);
-  auto pkt = release_mem(pm4::kDataSel32, 0, data.va(0), 1);
+  auto pkt = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0), 1);
   std::memcpy(ib.at(), pkt.data(), pkt.size() * 4);
   r.submit(indirect_buffer(ib.va(), 5));
   auto f = ev.wait_fault();
@@ -669,7 +671,7 @@ TEST_F(EngineTest, PacketRunningPastIbEndFaults) {
 
 TEST_F(EngineTest, UnknownOpcodeFaultsWithExactMessage) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 3, 4096);
-  r.submit(cat({pm4_nop(15), {0xC0009900u, 0}, release_mem(pm4::kDataSel32, 0, data.va(0), 1)}));
+  r.submit(cat({pm4_nop(15), {0xC0009900u, 0}, release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0), 1)}));
   auto f = ev.wait_fault();
   EXPECT_EQ(f.queue, 3u);
   EXPECT_FALSE(f.memory);
@@ -678,7 +680,7 @@ TEST_F(EngineTest, UnknownOpcodeFaultsWithExactMessage) {
   EXPECT_EQ(r.rptr(), 16u);  // stopped at the bad packet, nothing after it ran
   EXPECT_EQ(load(data.at<uint32_t>(0)), 0u);
   // The queue stays dead.
-  r.submit(release_mem(pm4::kDataSel32, 0, data.va(4), 1));
+  r.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(4), 1));
   std::this_thread::sleep_for(2ms);
   EXPECT_EQ(load(data.at<uint32_t>(4)), 0u);
   EXPECT_EQ(ev.fault_count(), 1u);
@@ -687,7 +689,7 @@ TEST_F(EngineTest, UnknownOpcodeFaultsWithExactMessage) {
 TEST_F(EngineTest, WrongLengthAndType0PacketsFault) {
   {
     Ring r(mem, *eng, QueueDesc::Type::Pm4, 5, 4096);
-    auto p = release_mem(pm4::kDataSel32, 0, data.va(0), 1);
+    auto p = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0), 1);
     p.pop_back();
     p[0] = pm4::header(pm4::RELEASE_MEM, 6);
     r.submit(p);
@@ -709,7 +711,7 @@ TEST_F(EngineTest, WrongLengthAndType0PacketsFault) {
 TEST_F(EngineTest, AcquireMemLengthDependsOnGeneration) {
   use_gen(Gen::Gfx9);
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
-  r.submit(cat({acquire_mem(Gen::Gfx9), release_mem(pm4::kDataSel32, 0, data.va(0), 1)}));
+  r.submit(cat({acquire_mem(Gen::Gfx9), release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0), 1)}));
   ASSERT_TRUE(r.drained());
   EXPECT_EQ(*data.at<uint32_t>(0), 1u);
   r.submit(acquire_mem(Gen::Gfx11));  // 7 body dwords: wrong on gfx9
@@ -721,7 +723,7 @@ TEST_F(EngineTest, AcquireMemLengthDependsOnGeneration) {
 TEST_F(EngineTest, UnmappedReleaseMemAddressIsAMemoryFault) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 2, 4096);
   const uint64_t bad = 0x7a0000001000ull;
-  r.submit(release_mem(pm4::kDataSel64, pm4::kIntSelAfterWriteConfirm, bad, 1, 5));
+  r.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, pm4::V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, bad, 1, 5));
   auto f = ev.wait_fault();
   EXPECT_EQ(f.queue, 2u);
   EXPECT_TRUE(f.memory);
@@ -735,7 +737,7 @@ TEST_F(EngineTest, UnmappedReleaseMemAddressIsAMemoryFault) {
 
 TEST_F(EngineTest, MisalignedReleaseMemAddressFaults) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 2, 4096);
-  r.submit(release_mem(pm4::kDataSel64, 0, data.va(4), 1));
+  r.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA, 0, data.va(4), 1));
   auto f = ev.wait_fault();
   EXPECT_TRUE(f.memory);
   EXPECT_EQ(f.address, data.va(4));
@@ -861,7 +863,7 @@ TEST_F(EngineTest, DispatchRunsTheRegisteredCpuKernel) {
   for (int rep = 0; rep < 2; rep++) {  // the second goes through the kernel cache
     r.submit(cat({launch(code.va(kCodeOff), args.va(), {4, 2, 1}, {3, 1, 2}),
                   event_write_cs_partial_flush(),
-                  release_mem(pm4::kDataSel32, 0, data.va(0x100 + 4 * rep), 1)}));
+                  release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x100 + 4 * rep), 1)}));
     ASSERT_TRUE(r.drained());
     ASSERT_EQ(*data.at<uint32_t>(0x100 + 4 * rep), 1u);
   }
@@ -1154,7 +1156,7 @@ TEST_F(EngineTest, RemovingAQueueAbandonsItsRunningKernel) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
   r->detach();
   Ring other(mem, *eng, QueueDesc::Type::Pm4, 5, 4096);  // the engine goes on
-  other.submit(release_mem(pm4::kDataSel32, 0, data.va(0x40), 7));
+  other.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x40), 7));
   EXPECT_TRUE(eventually([&] { return load(data.at<uint32_t>(0x40)) == 7u; }));
 }
 
@@ -1177,7 +1179,7 @@ TEST(EmuEngine, RemoveQueueFromTheFaultCallback) {
   Buf data(mem, 4096);
   r.detach();
   Ring r2(mem, eng, QueueDesc::Type::Pm4, 9, 4096);
-  r2.submit(release_mem(pm4::kDataSel32, 0, data.va(), 5));
+  r2.submit(release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(), 5));
   ASSERT_TRUE(r2.drained());
   EXPECT_EQ(*data.at<uint32_t>(), 5u);
 }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "amd/code_object.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
 
 namespace hcq::amd {
 namespace {
@@ -159,6 +161,71 @@ TEST(Pm4Encoder, IndirectBuffer) {
   uint32_t p[4];
   Pm4Encoder::indirect_buffer(p, 0x7f0000123400, 40);
   EXPECT_EQ(Words(p, p + 4), (Words{0xC0023F00, 0x00123400, 0x7f00, 0x00800028}));
+}
+
+// Values entering from outside are checked against their field where they enter, with the
+// field's exact error (desc::checked), at each limit and one past it.
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Pm4Encoder, IndirectBufferSizeIsCheckedNeverTruncated) {
+  uint32_t p[4];
+  Pm4Encoder::indirect_buffer(p, 0x1000, 0xFFFFF);  // IB_SIZE is 20 bits
+  EXPECT_EQ(p[3], 0x008FFFFFu);
+  EXPECT_EQ(error_of([&] { Pm4Encoder::indirect_buffer(p, 0x1000, 0x100000); }),
+            "INDIRECT_BUFFER.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+  uint32_t q[6];
+  SdmaEncoder::indirect(q, 0x1000, 0xFFFF8);
+  EXPECT_EQ(q[3], 0xFFFF8u);
+  EXPECT_EQ(error_of([&] { SdmaEncoder::indirect(q, 0x1000, 0x100000); }),
+            "INDIRECT.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+}
+
+// The KFD queue refuses a command buffer past IB_SIZE before it writes anything (a batch of
+// about 17,000 launches would need one): the field's error, not a truncated run.
+TEST(Pm4Encoder, KfdQueueRefusesAnIndirectBufferPastTheLimit) {
+  auto dev = Device::open("emu:gfx1100");
+  EXPECT_EQ(error_of([&] { dev->hw_queue(QueueKind::Compute).submit_indirect(0x1000, 0x100000); }),
+            "INDIRECT_BUFFER.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+  // SDMA runs whole 8-dword units: 0xFFFF8 is its longest; 0xFFFF9 rounds up past the field.
+  EXPECT_EQ(error_of([&] { dev->hw_queue(QueueKind::Copy).submit_indirect(0x1000, 0xFFFF9); }),
+            "INDIRECT.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+}
+
+TEST(Pm4Encoder, ProgramValuesAreCheckedAtPrepare) {
+  Pm4Encoder e(Gen::Gfx11, kIrq);
+  AmdKernel k;
+  k.code_va = 0x7f0000100000;
+  k.lds_bytes = 511 * 512;  // LDS_SIZE is 9 bits of 512-byte blocks
+  e.prepare(k);
+  k.lds_bytes = 511 * 512 + 1;
+  EXPECT_EQ(error_of([&] { e.prepare(k); }),
+            "COMPUTE_PGM_RSRC2.LDS_SIZE: 512 does not fit in 9 bits (at most 511)");
+  k.lds_bytes = 0;
+  k.code_va = (uint64_t{1} << 48) - 256;  // COMPUTE_PGM_HI.DATA holds address bits 47:40
+  e.prepare(k);
+  k.code_va = uint64_t{1} << 48;
+  EXPECT_EQ(error_of([&] { e.prepare(k); }),
+            "COMPUTE_PGM_HI.DATA: 256 does not fit in 8 bits (at most 255)");
+}
+
+TEST(Pm4Encoder, BlockSizeIsCheckedAtRecording) {
+  Pm4Encoder e(Gen::Gfx11, kIrq);
+  AmdKernel k;
+  k.code_va = 0x7f0000100000;
+  e.prepare(k);
+  CommandStream cs;
+  std::vector<PatchSite> sites;
+  e.exec(cs, k, 0, {1, 1, 1}, {65535, 1, 1}, sites);  // NUM_THREAD_FULL is 16 bits
+  EXPECT_EQ(error_of([&] { e.exec(cs, k, 0, {1, 1, 1}, {1, 1, 65536}, sites); }),
+            "COMPUTE_NUM_THREAD_Z.NUM_THREAD_FULL: 65536 does not fit in 16 bits (at most 65535)");
 }
 
 TEST(SdmaEncoder, CopySplitsAtTheEngineLimit) {

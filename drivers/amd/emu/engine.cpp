@@ -59,36 +59,45 @@ void check_align(uint64_t va, uint64_t align, const char* what) {
     throw Fault(strf("%s address 0x%llx is not %llu-byte aligned", what, ull(va), ull(align)), va);
 }
 
-// WAIT_REG_MEM / POLL_REGMEM compare functions (pm4.def, sdma.def).
+// WAIT_REG_MEM(64) / POLL_REGMEM compare functions (pm4.def, sdma.def: one encoding).
 inline bool compare(uint32_t func, uint64_t v, uint64_t ref) {
+  using namespace pm4;
   switch (func) {
-    case 0: return true;
-    case 1: return v < ref;
-    case 2: return v <= ref;
-    case 3: return v == ref;
-    case 4: return v != ref;
-    case 5: return v >= ref;
-    case 6: return v > ref;
+    case V_WAIT_REG_MEM_FUNCTION_ALWAYS: return true;
+    case V_WAIT_REG_MEM_FUNCTION_LESS: return v < ref;
+    case V_WAIT_REG_MEM_FUNCTION_LESS_EQUAL: return v <= ref;
+    case V_WAIT_REG_MEM_FUNCTION_EQUAL: return v == ref;
+    case V_WAIT_REG_MEM_FUNCTION_NOT_EQUAL: return v != ref;
+    case V_WAIT_REG_MEM_FUNCTION_GREATER_EQUAL: return v >= ref;
+    case V_WAIT_REG_MEM_FUNCTION_GREATER: return v > ref;
   }
   return false;
 }
-constexpr uint32_t kMaxCompareFunction = 6;
+constexpr uint32_t kMaxCompareFunction = pm4::V_WAIT_REG_MEM_FUNCTION_GREATER;
+static_assert(pm4::V_WAIT_REG_MEM64_FUNCTION_GREATER_EQUAL ==
+                  pm4::V_WAIT_REG_MEM_FUNCTION_GREATER_EQUAL &&
+              sdma::V_POLL_REGMEM_FUNC_GREATER_EQUAL == pm4::V_WAIT_REG_MEM_FUNCTION_GREATER_EQUAL &&
+              sdma::V_POLL_REGMEM_FUNC_GREATER == pm4::V_WAIT_REG_MEM_FUNCTION_GREATER);
 
-// SET_SH_REG writes the window [0x2C00, 0x3000); SET_UCONFIG_REG's 16-bit offset spans 0x10000.
-constexpr uint32_t kShRegs = 0x400, kUconfigRegs = 0x10000;
-// PM4 header count 0x3FFF on NOP: a header-only NOP (Mesa sid.h PKT3_NOP_PAD).
-constexpr uint32_t kPm4NopPadBody = 0x4000;
+// SET_SH_REG writes the window [0x2C00, 0x3000); SET_UCONFIG_REG's REG_OFFSET spans the rest.
+constexpr uint32_t kShRegs = 0x400, kUconfigRegs = pm4::SET_UCONFIG_REG_REG_OFFSET.mask() + 1;
+// The longest PM4 packet: a header and COUNT + 1 body dwords.
+constexpr uint32_t kPm4MaxPacket = pm4::HEADER_COUNT.mask() + 2;
 // PM4 IB nesting the CP supports: the ring calls an IB, which may call one more.
 constexpr int kPm4MaxIbDepth = 2, kSdmaMaxIbDepth = 1;
-// COMPUTE_NUM_THREAD_X/Y/Z: NUM_THREAD_FULL is bits 15:0 (tinygrad regs from gc_* headers).
-constexpr uint32_t kNumThreadFullMask = 0xffff;
-constexpr uint32_t kUserDataRegs = 16;
-// RELEASE_MEM INT_SEL (Linux kfd_pm4_headers_ai.h): 1 interrupt only, 2 interrupt after write
-// confirm, 3 write confirm without interrupt, 4 unconditionally send INT_CTXID.
+constexpr uint32_t kUserDataRegs =
+    regs::COMPUTE_USER_DATA_15_ALL.address - regs::COMPUTE_USER_DATA_0_ALL.address + 1;
+// COMPUTE_PGM_LO/HI hold the code address in 256-byte units (Mesa si_emit_dispatch: va >> 8).
+constexpr unsigned kPgmAddressShift = 8;
+// RELEASE_MEM INT_SEL values that raise the interrupt (Linux kfd_pm4_headers_ai.h).
 constexpr bool release_mem_interrupts(uint32_t int_sel) {
-  return int_sel == 1 || int_sel == 2 || int_sel == 4;
+  using namespace pm4;
+  return int_sel == V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_ONLY ||
+         int_sel == V_RELEASE_MEM_INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM ||
+         int_sel == V_RELEASE_MEM_INT_SEL_UNCONDITIONALLY_SEND_INT_CTXID;
 }
-constexpr uint32_t kMaxIntSel = 4, kMaxDstSel = 1;
+constexpr uint32_t kMaxIntSel = pm4::V_RELEASE_MEM_INT_SEL_UNCONDITIONALLY_SEND_INT_CTXID,
+                   kMaxDstSel = pm4::V_RELEASE_MEM_DST_SEL_TC_L2;
 
 constexpr auto kSpinAfterActivity = std::chrono::microseconds(200);
 constexpr auto kMinSleep = std::chrono::microseconds(50);
@@ -164,14 +173,10 @@ Engine::Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz
   for (auto& p : pm4::packets()) {
     if (!p.exists_on(gen_)) continue;  // an unknown opcode here (WAIT_REG_MEM64 on gfx9)
     pm4_info_[p.opcode] = &p;
-    // Fixed size from the description; otherwise the last dword any field of this generation
-    // uses: the exact size of ACQUIRE_MEM (6 on gfx9, 7 on gfx10+), a minimum elsewhere.
-    uint32_t n = p.dwords;
-    if (n == 0)
-      for (auto& f : p.fields)
-        if (has_gen(f.gens, gen_)) n = std::max<uint32_t>(n, f.dword);
-    pm4_body_[p.opcode] = uint16_t(n);
-    pm4_exact_[p.opcode] = p.dwords != 0 || p.opcode == pm4::ACQUIRE_MEM;
+    // The length rule of the description, shared with the decoder: exact or a minimum.
+    const pm4::BodyLength n = pm4::body_length(pm4::Op(p.opcode), gen_);
+    pm4_body_[p.opcode] = uint16_t(n.dwords);
+    pm4_exact_[p.opcode] = n.exact;
   }
   for (auto& p : sdma::packets()) sdma_info_[p.opcode] = &p;
   thread_ = std::thread([this] { run(); });
@@ -207,7 +212,7 @@ void Engine::add_queue(const QueueDesc& d) {
   auto q = std::make_unique<Queue>();
   q->d = d;
   q->pm4 = d.type == QueueDesc::Type::Pm4;
-  if (q->pm4) q->scratch.resize(std::min<uint64_t>(d.ring_bytes / 4, kPm4NopPadBody + 1));
+  if (q->pm4) q->scratch.resize(std::min<uint64_t>(d.ring_bytes / 4, kPm4MaxPacket));
   {
     std::lock_guard lk(mu_);
     for (auto& e : queues_)
@@ -372,15 +377,11 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
       q.cur_off = uint64_t{ib.pos} * 4;
       const uint32_t* p = ib.host + ib.pos;
       const uint32_t avail = ib.size - ib.pos;
-      uint32_t h = p[0];
-      uint32_t len = 1;
-      if (pm4::header_type(h) == 3) {
-        uint32_t body = pm4::header_body_dwords(h);
-        len = body == kPm4NopPadBody && pm4::header_opcode(h) == pm4::NOP ? 1 : 1 + body;
-        if (len > avail)
-          bad(strf("PM4 packet (header 0x%08X) %s runs past the end of the IB (%u dwords left)", h,
-                   q.where().c_str(), avail));
-      }
+      const uint32_t h = p[0];
+      const uint32_t len = pm4::packet_dwords(h);  // the framing the decoder uses
+      if (len > avail)
+        bad(strf("PM4 packet (header 0x%08X) %s runs past the end of the IB (%u dwords left)", h,
+                 q.where().c_str(), avail));
       Res r = exec_pm4(q, p, len);
       if (r == Res::Blocked) return progress;
       if (r == Res::Done) ib.pos += len;  // Called: advanced when the callee returns
@@ -392,14 +393,10 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
     q.cur_in_ib = false;
     q.cur_off = off * 4;
     const uint32_t h = ring[off];
-    uint64_t len = 1;
-    if (pm4::header_type(h) == 3) {
-      uint32_t body = pm4::header_body_dwords(h);
-      len = body == kPm4NopPadBody && pm4::header_opcode(h) == pm4::NOP ? 1 : 1 + body;
-      if (len > ring_dw)
-        bad(strf("PM4 packet (header 0x%08X) %s is longer than the ring", h, q.where().c_str()));
-      if (len > wptr - q.pos) break;  // the rest of the packet is not submitted yet
-    }
+    const uint64_t len = pm4::packet_dwords(h);  // the framing the decoder uses
+    if (len > ring_dw)
+      bad(strf("PM4 packet (header 0x%08X) %s is longer than the ring", h, q.where().c_str()));
+    if (len > wptr - q.pos) break;  // the rest of the packet is not submitted yet
     const uint32_t* p = ring + off;
     if (off + len > ring_dw) {  // wraps the ring end: make it contiguous
       uint64_t first = ring_dw - off;
@@ -421,8 +418,8 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
 Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
   const uint32_t h = p[0];
   switch (pm4::header_type(h)) {
-    case 2: q.cur_name = "type-2 filler"; return Res::Done;
-    case 3: break;
+    case pm4::V_HEADER_TYPE_TYPE2_FILLER: q.cur_name = "type-2 filler"; return Res::Done;
+    case pm4::V_HEADER_TYPE_TYPE3: break;
     default:
       q.cur_name = "?";
       bad(strf("PM4 type-%u packet %s (header 0x%08X): only type-3 packets are supported",
@@ -449,21 +446,21 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
       return Res::Done;
 
     case SET_SH_REG: {
-      uint32_t reg = SET_SH_REG_REG_OFFSET.get(p), n = body - 1;
+      uint32_t reg = SET_SH_REG_REG_OFFSET.get(p), n = len - SET_SH_REG_VALUES;
       if (reg + n > kShRegs)
         bad(strf("SET_SH_REG %s writes registers 0x%X..0x%X outside the SH window [0x%X, 0x%X)",
                  q.where().c_str(), kShRegBase + reg, kShRegBase + reg + n - 1, kShRegBase,
                  kShRegBase + kShRegs));
-      std::memcpy(q.sh.data() + reg, p + 2, n * 4);
+      std::memcpy(q.sh.data() + reg, p + SET_SH_REG_VALUES, n * 4);
       return Res::Done;
     }
     case SET_UCONFIG_REG: {
-      uint32_t reg = SET_UCONFIG_REG_REG_OFFSET.get(p), n = body - 1;
+      uint32_t reg = SET_UCONFIG_REG_REG_OFFSET.get(p), n = len - SET_UCONFIG_REG_VALUES;
       if (reg + n > kUconfigRegs)
         bad(strf("SET_UCONFIG_REG %s writes past register 0x%X", q.where().c_str(),
                  kUconfigRegBase + kUconfigRegs - 1));
       if (q.uconfig.empty()) q.uconfig.resize(kUconfigRegs);
-      std::memcpy(q.uconfig.data() + reg, p + 2, n * 4);
+      std::memcpy(q.uconfig.data() + reg, p + SET_UCONFIG_REG_VALUES, n * 4);
       return Res::Done;
     }
 
@@ -474,17 +471,18 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
     case RELEASE_MEM: {
       uint32_t data_sel = RELEASE_MEM_DATA_SEL.get(p), int_sel = RELEASE_MEM_INT_SEL.get(p);
       uint32_t dst_sel = RELEASE_MEM_DST_SEL.get(p);
-      if (data_sel > kDataSelClock || int_sel > kMaxIntSel || dst_sel > kMaxDstSel)
+      if (data_sel > V_RELEASE_MEM_DATA_SEL_SEND_GPU_CLOCK_COUNTER || int_sel > kMaxIntSel || dst_sel > kMaxDstSel)
         bad(strf("RELEASE_MEM %s: unsupported DATA_SEL %u / INT_SEL %u / DST_SEL %u",
                  q.where().c_str(), data_sel, int_sel, dst_sel));
       uint64_t va = addr64(RELEASE_MEM_ADDRESS_LO.get(p), RELEASE_MEM_ADDRESS_HI.get(p));
-      if (data_sel == kDataSel32) {
+      if (data_sel == V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW) {
         check_align(va, 4, "RELEASE_MEM");
         store_release(static_cast<uint32_t*>(mem_.translate(va, 4)), RELEASE_MEM_DATA_LO.get(p));
-      } else if (data_sel == kDataSel64 || data_sel == kDataSelClock) {
+      } else if (data_sel == V_RELEASE_MEM_DATA_SEL_SEND_64_BIT_DATA ||
+                 data_sel == V_RELEASE_MEM_DATA_SEL_SEND_GPU_CLOCK_COUNTER) {
         check_align(va, 8, "RELEASE_MEM");
         auto* dst = static_cast<uint64_t*>(mem_.translate(va, 8));
-        store_release(dst, data_sel == kDataSelClock
+        store_release(dst, data_sel == V_RELEASE_MEM_DATA_SEL_SEND_GPU_CLOCK_COUNTER
                                ? timestamp()
                                : addr64(RELEASE_MEM_DATA_LO.get(p), RELEASE_MEM_DATA_HI.get(p)));
       }
@@ -497,7 +495,7 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
       const bool w64 = op == WAIT_REG_MEM64;
       uint32_t func = w64 ? WAIT_REG_MEM64_FUNCTION.get(p) : WAIT_REG_MEM_FUNCTION.get(p);
       uint32_t space = w64 ? WAIT_REG_MEM64_MEM_SPACE.get(p) : WAIT_REG_MEM_MEM_SPACE.get(p);
-      if (space != 1 || func > kMaxCompareFunction)
+      if (space != V_WAIT_REG_MEM_MEM_SPACE_MEMORY || func > kMaxCompareFunction)
         bad(strf("%s %s: unsupported MEM_SPACE %u / FUNCTION %u (memory waits only)", info->name,
                  q.where().c_str(), space, func));
       uint64_t va, ref, mask, v;
@@ -543,7 +541,9 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
 void Engine::dispatch(Queue& q, const uint32_t* p) {
   using namespace regs;
   const uint64_t entry =
-      addr64(q.sh_reg(COMPUTE_PGM_LO_ALL.address), q.sh_reg(COMPUTE_PGM_HI_ALL.address)) << 8;
+      addr64(q.sh_reg(COMPUTE_PGM_LO_ALL.address),
+             COMPUTE_PGM_HI_DATA_ALL.get(q.sh_reg(COMPUTE_PGM_HI_ALL.address)))
+      << kPgmAddressShift;
   auto [base, size] = mem_.mapping_of(entry);
   if (size == 0)
     throw QueueFault{true, entry,
@@ -584,9 +584,9 @@ void Engine::dispatch(Queue& q, const uint32_t* p) {
   hcq::emu::Dispatch d;
   d.grid = {pm4::DISPATCH_DIRECT_DIM_X.get(p), pm4::DISPATCH_DIRECT_DIM_Y.get(p),
             pm4::DISPATCH_DIRECT_DIM_Z.get(p)};
-  d.block = {q.sh_reg(COMPUTE_NUM_THREAD_X_ALL.address) & kNumThreadFullMask,
-             q.sh_reg(COMPUTE_NUM_THREAD_Y_ALL.address) & kNumThreadFullMask,
-             q.sh_reg(COMPUTE_NUM_THREAD_Z_ALL.address) & kNumThreadFullMask};
+  d.block = {COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_X_ALL.address)),
+             COMPUTE_NUM_THREAD_Y_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_Y_ALL.address)),
+             COMPUTE_NUM_THREAD_Z_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_Z_ALL.address))};
   if (d.block.count() == 0)
     bad(strf("DISPATCH_DIRECT %s: kernel '%s' with a workgroup of %ux%ux%u threads "
              "(COMPUTE_NUM_THREAD_X/Y/Z not set)",
@@ -637,18 +637,9 @@ bool Engine::step_sdma(Queue& q, uint64_t wptr) {
   }
   if ((wptr | q.pos) & 3)
     bad(strf("doorbell 0x%llx (bytes) is not a multiple of 4", ull(wptr)));
-  // Dwords the packet at p needs before its length is known (WRITE_LINEAR: its COUNT).
+  // The framing the decoder uses; unknown ops (one dword) fault in exec_sdma.
   auto length = [&](const uint32_t* p, uint64_t avail) -> uint64_t {
-    uint32_t h = p[0];
-    switch (sdma::header_op(h)) {
-      case sdma::NOP: return 1 + uint64_t{sdma::NOP_COUNT_ALL.get(p)};
-      case sdma::WRITE_LINEAR:
-        return avail < 4 ? 4 : 4 + uint64_t{sdma::WRITE_LINEAR_COUNT_ALL.get(p)} + 1;
-      default: {
-        const PacketInfo* info = sdma_info_[sdma::header_op(h)];
-        return info && info->dwords ? info->dwords : 1;  // unknown ops fault in exec_sdma
-      }
-    }
+    return sdma::packet_dwords(p, avail, sdma_info_[sdma::header_op(p[0])]);
   };
   bool progress = false;
   for (int budget = kPacketsPerTurn; budget > 0; budget--) {
@@ -726,8 +717,8 @@ Engine::Res Engine::exec_sdma(Queue& q, const uint32_t* p, uint32_t len) {
     case WRITE_LINEAR: {
       uint64_t dst = addr64(WRITE_LINEAR_DST_ADDR_LO_ALL.get(p), WRITE_LINEAR_DST_ADDR_HI_ALL.get(p));
       check_align(dst, 4, "WRITE_LINEAR");
-      uint64_t n = len - 4;
-      std::memcpy(mem_.translate(dst, n * 4), p + 4, n * 4);
+      const uint64_t n = len - info->tail_at;  // the data tail
+      std::memcpy(mem_.translate(dst, n * 4), p + info->tail_at, n * 4);
       std::atomic_thread_fence(std::memory_order_release);
       return Res::Done;
     }
