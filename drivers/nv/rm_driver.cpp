@@ -17,7 +17,7 @@
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "nv/cubin.hpp"
-#include "nv/emu/rm.hpp"
+#include "nv/fault_log.hpp"
 #include "nv/encoders.hpp"
 #include "nv/rm_abi.hpp"
 #include "nv/targets.hpp"
@@ -745,7 +745,7 @@ void RmDriver::check_faults() {
 
 [[noreturn]] void RmDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string RmDriver::hang_report() {
@@ -925,10 +925,8 @@ void Channel::submit_indirect(uint64_t va, size_t ndwords) {
 }
 
 void Channel::check_entry(size_t ndwords) const {
-  constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
-  if (ndwords > kMaxEntryDwords)
-    throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
-                       " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");
+  // One entry's LENGTH field (21 bits of dwords) bounds a command buffer.
+  check_gpfifo_length(ndwords, drv_.properties().name + ": " + name_ + ": GPFIFO entry");
 }
 
 void Channel::stage_indirect(uint64_t va, size_t ndwords) {
