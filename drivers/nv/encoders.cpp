@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/error.hpp"
 #include "core/launch_template.hpp"
+#include "common/bitfield.hpp"
 
 namespace hcq::nv {
 namespace {
@@ -13,61 +15,62 @@ constexpr uint32_t lo(uint64_t v) { return uint32_t(v); }
 constexpr uint32_t hi(uint64_t v) { return uint32_t(v >> 32); }
 uint32_t round_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 
-// SEM_EXECUTE operations (open-gpu-doc clc56f.h NVC56F_SEM_EXECUTE_OPERATION_*).
-constexpr uint32_t kSemRelease = 1, kSemAcquireStrictGeq = 2;
-// SEND_SIGNALING_PCAS2_B PCAS_ACTION: invalidate, copy and schedule the QMD (clc6c0.h; what
-// tinygrad ops_nv.py sends).
-constexpr uint32_t kPcasInvalidateCopySchedule = 9;
-// COPY LAUNCH_DMA DATA_TRANSFER_TYPE_NON_PIPELINED: a transfer starts after the previous one
-// ends, so copies in a channel complete in order (clc6b5.h).
-constexpr uint32_t kNonPipelined = 2;
-// COMPUTE LAUNCH_DMA COMPLETION_TYPE_FLUSH_ONLY (clc6c0.h).
-constexpr uint32_t kLaunchDmaFlushOnly = 1;
+// A launch's words, as encode_launch writes them: incrementing runs (a header, then one data
+// dword per method) for the inline DMA's destination, its length and LAUNCH_DMA; the inline
+// data (the QMD, then the launch dimensions) after its non-incrementing header; then the tail
+// (SEND_PCAS_A, SEND_SIGNALING_PCAS2_B, host WFI). Every place below follows from the runs'
+// methods; put_launch_values writes through them per launch.
+constexpr uint32_t run_dwords(uint16_t first, uint16_t last) { return 2 + (last - first) / 4u; }
+constexpr uint32_t kDstRun = 0;
+constexpr uint32_t kLengthRun = kDstRun + run_dwords(COMPUTE_OFFSET_OUT_UPPER, COMPUTE_OFFSET_OUT);
+constexpr uint32_t kDmaRun = kLengthRun + run_dwords(COMPUTE_LINE_LENGTH_IN, COMPUTE_LINE_COUNT);
+constexpr uint32_t kInlineRun = kDmaRun + run_dwords(COMPUTE_LAUNCH_DMA, COMPUTE_LAUNCH_DMA);
+constexpr uint32_t kLaunchInlineAt = kInlineRun + 1;  // the QMD's first dword
+constexpr uint32_t kDstHi = kDstRun + run_data_dword(COMPUTE_OFFSET_OUT_UPPER, COMPUTE_OFFSET_OUT_UPPER);
+constexpr uint32_t kDstLo = kDstRun + run_data_dword(COMPUTE_OFFSET_OUT_UPPER, COMPUTE_OFFSET_OUT);
+// The tail's runs, from the tail's start.
+constexpr uint32_t kPcasRun = 0;
+constexpr uint32_t kPcas2Run = kPcasRun + run_dwords(COMPUTE_SEND_PCAS_A, COMPUTE_SEND_PCAS_A);
+constexpr uint32_t kWfiRun = kPcas2Run + run_dwords(COMPUTE_SEND_SIGNALING_PCAS2_B,
+                                                    COMPUTE_SEND_SIGNALING_PCAS2_B);
+constexpr uint32_t kPcasData = kPcasRun + run_data_dword(COMPUTE_SEND_PCAS_A, COMPUTE_SEND_PCAS_A);
+// V03 PROGRAM_PREFETCH_*_SHIFTED and V05 SHARED_MEMORY_SIZE_SHIFTED7: the fields' units.
+constexpr uint8_t kPrefetchShift = 8, kShared7Shift = 7;
+// Constant bank 0 starts with blockDim, then gridDim (kCbuf0DimDwords).
+constexpr uint32_t kCbuf0BlockAt = 0, kCbuf0GridAt = 3;
 
-// The QMD fields a launch writes, per version (qmd.def).
-struct QmdLayout {
-  const QmdField* grid[3];
-  const QmdField* block[3];
-  const QmdField* cbuf_lo;
-  const QmdField* cbuf_hi;
-  uint8_t cbuf_shift;  // the constant buffer address is stored >> this
-};
-constexpr QmdLayout layout(QmdVersion v) {
-  if (v == QmdVersion::V03)
-    return {{&QMD_V03_CTA_RASTER_WIDTH, &QMD_V03_CTA_RASTER_HEIGHT, &QMD_V03_CTA_RASTER_DEPTH},
-            {&QMD_V03_CTA_THREAD_DIMENSION0, &QMD_V03_CTA_THREAD_DIMENSION1,
-             &QMD_V03_CTA_THREAD_DIMENSION2},
-            &QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0,
-            &QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0,
-            0};
-  if (v == QmdVersion::V04)
-    return {{&QMD_V04_GRID_WIDTH, &QMD_V04_GRID_HEIGHT, &QMD_V04_GRID_DEPTH},
-            {&QMD_V04_CTA_THREAD_DIMENSION0, &QMD_V04_CTA_THREAD_DIMENSION1,
-             &QMD_V04_CTA_THREAD_DIMENSION2},
-            &QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
-            &QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
-            6};
-  return {{&QMD_V05_GRID_WIDTH, &QMD_V05_GRID_HEIGHT, &QMD_V05_GRID_DEPTH},
-          {&QMD_V05_CTA_THREAD_DIMENSION0, &QMD_V05_CTA_THREAD_DIMENSION1,
-           &QMD_V05_CTA_THREAD_DIMENSION2},
-          &QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0,
-          &QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0,
-          6};
+// The exact error for a grid or CTA dimension its QMD field cannot hold.
+[[noreturn]] void dimension_does_not_fit(const NvKernel& k, const QmdField& f, uint32_t v) {
+  desc::throw_does_not_fit("kernel '" + k.name + "': QMD V0" + std::to_string(int(k.qmd_version)),
+                           f.name, v, f.width);
 }
 
-// Where a launch's words hold what varies (ComputeEncoder::encode_launch lays them out): the
-// kernarg address for the inline DMA at dword 1, the inline data (QMD, then the launch
-// dimensions) from dword 9, SEND_PCAS_A's QMD address after it.
-constexpr uint32_t kLaunchInlineAt = 9;
+// Grid and CTA sizes enter here, at recording: the fields narrower than 32 bits are checked
+// (CTA_THREAD_DIMENSION1/2 and the grid's height and depth are 16 bits, V05's DIMENSION2 8).
+template <QmdVersion V>
+void check_dims(const NvKernel& k, Dim3 grid, Dim3 block) {
+  constexpr QmdLayout L = qmd_layout(V);
+  auto check = [&](const QmdField& f, uint32_t v) {
+    if (!f.bits().fits(v)) [[unlikely]]
+      dimension_does_not_fit(k, f, v);
+  };
+  check(*L.grid[0], grid.x);
+  check(*L.grid[1], grid.y);
+  check(*L.grid[2], grid.z);
+  check(*L.block[0], block.x);
+  check(*L.block[1], block.y);
+  check(*L.block[2], block.z);
+}
+
 // Write a launch's values into its words `p`. The version is a template argument so every
 // field's place is a constant: exec does this per launch, on a copy of the prepared launch.
 template <QmdVersion V>
 void put_launch_values(uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
-  constexpr QmdLayout L = layout(V);
+  constexpr QmdLayout L = qmd_layout(V);
   constexpr uint32_t qmd_dw = qmd_bytes(V) / 4;
   const uint64_t cbuf = kernargs + cbuf0_offset(V);
-  p[1] = hi(kernargs);
-  p[2] = lo(kernargs);
+  p[kDstHi] = hi(kernargs);
+  p[kDstLo] = lo(kernargs);
   uint32_t* q = p + kLaunchInlineAt;
   // Written out, not looped: GCC -O2 keeps a loop over the fields and reads their places.
   L.grid[0]->put(q, grid.x);
@@ -76,16 +79,12 @@ void put_launch_values(uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
   L.block[0]->put(q, block.x);
   L.block[1]->put(q, block.y);
   L.block[2]->put(q, block.z);
-  uint32_t* dims = q + qmd_dw;  // blockDim, then gridDim
-  dims[0] = block.x;
-  dims[1] = block.y;
-  dims[2] = block.z;
-  dims[3] = grid.x;
-  dims[4] = grid.y;
-  dims[5] = grid.z;
+  const uint32_t dims[kCbuf0DimDwords] = {block.x, block.y, block.z, grid.x, grid.y, grid.z};
+  static_assert(kCbuf0BlockAt == 0 && kCbuf0GridAt == 3, "dims above: blockDim, then gridDim");
+  std::memcpy(q + qmd_dw, dims, sizeof dims);
   L.cbuf_lo->put(q, cbuf >> L.cbuf_shift);
   L.cbuf_hi->put(q, cbuf >> (32 + L.cbuf_shift));
-  q[qmd_dw + kCbuf0DimDwords + 1] = uint32_t(kernargs >> 8);  // SEND_PCAS_A
+  q[qmd_dw + kCbuf0DimDwords + kPcasData] = uint32_t(kernargs >> kQmdAddressShift);  // SEND_PCAS_A
 }
 
 void put_launch_values(QmdVersion v, uint32_t* p, uint64_t kernargs, Dim3 grid, Dim3 block) {
@@ -96,8 +95,16 @@ void put_launch_values(QmdVersion v, uint32_t* p, uint64_t kernargs, Dim3 grid, 
   }
 }
 
+void check_dims(const NvKernel& k, Dim3 grid, Dim3 block) {
+  switch (k.qmd_version) {
+    case QmdVersion::V03: return check_dims<QmdVersion::V03>(k, grid, block);
+    case QmdVersion::V04: return check_dims<QmdVersion::V04>(k, grid, block);
+    case QmdVersion::V05: return check_dims<QmdVersion::V05>(k, grid, block);
+  }
+}
+
 PatchSite site_of(uint32_t base, const QmdField& f, PatchRole role, uint8_t shift = 0) {
-  return field_site(base + f.dword(), role, uint8_t(f.lo % 32), uint8_t(f.width()), shift);
+  return field_site(base + f.dword, role, f.lo, f.width, shift);
 }
 
 // The shared-memory carveout a launch asks for, in the QMD's units (4 KiB blocks plus one):
@@ -114,41 +121,29 @@ uint32_t smem_config(uint32_t shared_bytes) {
 
 void encode_semaphore_wait(CommandStream& cs, uint64_t va, uint64_t value,
                            std::vector<PatchSite>& s) {
-  const uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(6);
-  p[0] = inc(kSubHost, HOST_SEM_ADDR_LO, 5);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = lo(value);
-  p[4] = hi(value);
-  p[5] = HOST_SEM_EXECUTE_OPERATION_ALL(kSemAcquireStrictGeq) |
-         HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL(1);
-  s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::WaitAddress});
-  s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::WaitValue});
+  MethodRun(cs, kSubHost, HOST_SEM_ADDR_LO, 5, &s)
+      .set64(HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, va, PatchRole::WaitAddress)
+      .set64(HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, value, PatchRole::WaitValue)
+      .set(HOST_SEM_EXECUTE_OPERATION_ALL, HOST_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ)
+      .set(HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL, HOST_SEM_EXECUTE_PAYLOAD_SIZE_64BIT);
 }
 
 void encode_semaphore_release(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
                               bool timestamp, std::vector<PatchSite>& s) {
-  const uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(wake ? 8 : 6);
-  p[0] = inc(kSubHost, HOST_SEM_ADDR_LO, 5);
-  p[1] = lo(va);
-  p[2] = hi(va);
-  p[3] = lo(value);
-  p[4] = hi(value);
-  // RELEASE_WFI: the release waits until the channel's engine is idle (prior work done).
-  p[5] = HOST_SEM_EXECUTE_OPERATION_ALL(kSemRelease) | HOST_SEM_EXECUTE_RELEASE_WFI_ALL(1) |
-         HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL(1) | HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL(timestamp);
-  if (wake) {
-    p[6] = inc(kSubHost, HOST_NON_STALL_INTERRUPT, 1);
-    p[7] = 0;
-  }
+  MethodRun run(cs, kSubHost, HOST_SEM_ADDR_LO, 5, &s);
   if (timestamp) {
-    s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::TimestampAddress});
+    run.set64(HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, va, PatchRole::TimestampAddress)
+        .set64(HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, value);
   } else {
-    s.push_back({at + 1, PatchFormat::LoHi64, PatchRole::SignalAddress});
-    s.push_back({at + 3, PatchFormat::LoHi64, PatchRole::SignalValue});
+    run.set64(HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, va, PatchRole::SignalAddress)
+        .set64(HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, value, PatchRole::SignalValue);
   }
+  // RELEASE_WFI: the release waits until the channel's engine is idle (prior work done).
+  run.set(HOST_SEM_EXECUTE_OPERATION_ALL, HOST_SEM_EXECUTE_OPERATION_RELEASE)
+      .set(HOST_SEM_EXECUTE_RELEASE_WFI_ALL, 1)
+      .set(HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL, HOST_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
+      .set(HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL, timestamp);
+  if (wake) MethodRun(cs, kSubHost, HOST_NON_STALL_INTERRUPT, 1).set(HOST_NON_STALL_INTERRUPT, 0);
 }
 
 // ---- compute --------------------------------------------------------------------------
@@ -169,28 +164,44 @@ void ComputeEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<Patch
 }
 
 void ComputeEncoder::memory_barrier(CommandStream& cs) {
-  uint32_t* p = cs.grow(2);
-  p[0] = inc(kSubCompute, COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI, 1);
-  p[1] = COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_ALL(1) |
-         COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_ALL(1) |
-         COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT_ALL(1);
+  MethodRun(cs, kSubCompute, COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI, 1)
+      .set(COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_ALL, 1)
+      .set(COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_ALL, 1)
+      .set(COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT_ALL, 1);
 }
 
 std::vector<uint32_t> ComputeEncoder::setup(uint32_t compute_class, uint64_t shared_window,
                                             uint64_t local_window) {
-  return {inc(kSubCompute, COMPUTE_SET_OBJECT, 1), compute_class,
-          inc(kSubCompute, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2), hi(shared_window),
-          lo(shared_window),
-          inc(kSubCompute, COMPUTE_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2), hi(local_window),
-          lo(local_window)};
+  CommandStream cs;
+  MethodRun(cs, kSubCompute, COMPUTE_SET_OBJECT, 1).set(COMPUTE_SET_OBJECT, compute_class);
+  // The windows' A methods take the upper address bits, B the lower.
+  MethodRun(cs, kSubCompute, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2)
+      .set64(COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+             shared_window);
+  MethodRun(cs, kSubCompute, COMPUTE_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2)
+      .set64(COMPUTE_SET_SHADER_LOCAL_MEMORY_WINDOW_B, COMPUTE_SET_SHADER_LOCAL_MEMORY_WINDOW_A,
+             local_window);
+  return {cs.data(), cs.data() + cs.size()};
 }
 
 void ComputeEncoder::prepare(NvKernel& k) const {
   const uint64_t pgm = k.code_va;
-  const uint32_t cbuf_size = round_up(k.cbuf0_bytes, 16) >> 4;
   k.qmd_version = version_;
   k.qmd.assign(qmd_bytes(version_) / 4, 0);
   uint32_t* q = k.qmd.data();
+  // What the program brings enters here, at load: each checked against its field.
+  const std::string what = "kernel '" + k.name + "': QMD V0" + std::to_string(int(version_));
+  auto put_checked = [&](const QmdField& f, uint64_t v) {
+    q[f.dword] |= desc::checked(f, v, what);
+  };
+  const QmdLayout L = qmd_layout(version_);
+  put_checked(*L.register_count, k.registers);
+  put_checked(*L.barrier_count, std::max(1u, k.barriers));
+  put_checked(*L.cbuf_size_shifted4, round_up(k.cbuf0_bytes, 1u << kCbufSizeShift) >> kCbufSizeShift);
+  L.program_lo->put(q, lo(pgm >> L.program_shift));
+  L.program_hi->put(q, hi(pgm >> L.program_shift));
+  L.cbuf_valid->put(q, 1);
+  L.major_version->put(q, uint32_t(version_));
   // Launch-independent fields, set as tinygrad ops_nv.py sets them.
   switch (version_) {
     case QmdVersion::V03:
@@ -200,61 +211,43 @@ void ComputeEncoder::prepare(NvKernel& k) const {
       QMD_V03_INVALIDATE_TEXTURE_SAMPLER_CACHE.put(q, 1);
       QMD_V03_INVALIDATE_TEXTURE_DATA_CACHE.put(q, 1);
       QMD_V03_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
-      QMD_V03_CWD_MEMBAR_TYPE.put(q, 1);  // L1_SYSMEMBAR
-      QMD_V03_API_VISIBLE_CALL_LIMIT.put(q, 1);  // NO_CHECK
-      QMD_V03_SAMPLER_INDEX.put(q, 1);  // VIA_HEADER_INDEX
-      QMD_V03_SHARED_MEMORY_SIZE.put(q, std::max(0x400u, round_up(k.shared_bytes, 0x100)));
+      QMD_V03_CWD_MEMBAR_TYPE.put(q, QMD_V03_CWD_MEMBAR_TYPE_L1_SYSMEMBAR);
+      QMD_V03_API_VISIBLE_CALL_LIMIT.put(q, QMD_V03_API_VISIBLE_CALL_LIMIT_NO_CHECK);
+      QMD_V03_SAMPLER_INDEX.put(q, QMD_V03_SAMPLER_INDEX_VIA_HEADER_INDEX);
+      put_checked(QMD_V03_SHARED_MEMORY_SIZE, std::max(0x400u, round_up(k.shared_bytes, 0x100)));
       QMD_V03_MIN_SM_CONFIG_SHARED_MEM_SIZE.put(q, 3);
       QMD_V03_MAX_SM_CONFIG_SHARED_MEM_SIZE.put(q, 0x1a);
       QMD_V03_TARGET_SM_CONFIG_SHARED_MEM_SIZE.put(q, smem_config(k.shared_bytes));
-      QMD_V03_QMD_MAJOR_VERSION.put(q, 3);
-      QMD_V03_REGISTER_COUNT_V.put(q, k.registers);
-      QMD_V03_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
-      QMD_V03_CONSTANT_BUFFER_VALID0.put(q, 1);
       QMD_V03_CONSTANT_BUFFER_INVALIDATE0.put(q, 1);
-      QMD_V03_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
-      QMD_V03_PROGRAM_ADDRESS_LOWER.put(q, lo(pgm));
-      QMD_V03_PROGRAM_ADDRESS_UPPER.put(q, hi(pgm));
-      QMD_V03_PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED.put(q, lo(pgm >> 8));
-      QMD_V03_PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED.put(q, uint32_t(pgm >> 40));
-      QMD_V03_PROGRAM_PREFETCH_SIZE.put(q, std::min<uint64_t>(k.code_bytes >> 8, 0x1ff));
-      QMD_V03_SASS_VERSION.put(q, (k.sm / 10) << 4 | (k.sm % 10));  // sm_89 -> 0x89
+      // The prefetch address and size count 256-byte units (the fields' _SHIFTED).
+      QMD_V03_PROGRAM_PREFETCH_ADDR_LOWER_SHIFTED.put(q, lo(pgm >> kPrefetchShift));
+      QMD_V03_PROGRAM_PREFETCH_ADDR_UPPER_SHIFTED.put(q, hi(pgm >> kPrefetchShift));
+      QMD_V03_PROGRAM_PREFETCH_SIZE.put(q, std::min<uint64_t>(k.code_bytes >> kPrefetchShift,
+                                                              QMD_V03_PROGRAM_PREFETCH_SIZE.mask()));
+      QMD_V03_SASS_VERSION.put(q, (k.sm / 10) * 16 + (k.sm % 10));  // sm_89 -> 0x89
       break;
     case QmdVersion::V04:
       // An H200 (RM 580.159) ran these launches; without the group id and QMD_TYPE it ran
       // no CTA and raised no error.
       QMD_V04_QMD_GROUP_ID.put(q, 0x1f);
-      QMD_V04_QMD_TYPE.put(q, 2);  // GRID_CTA (as V05's NVCEC0_QMDV05_00_QMD_TYPE_GRID_CTA)
-      QMD_V04_API_VISIBLE_CALL_LIMIT.put(q, 1);
-      QMD_V04_SAMPLER_INDEX.put(q, 1);
-      QMD_V04_QMD_MAJOR_VERSION.put(q, 4);
-      QMD_V04_SHARED_MEMORY_SIZE.put(q, round_up(k.shared_bytes, 0x100));
+      QMD_V04_QMD_TYPE.put(q, QMD_V04_QMD_TYPE_GRID_CTA);
+      QMD_V04_API_VISIBLE_CALL_LIMIT.put(q, QMD_V04_API_VISIBLE_CALL_LIMIT_NO_CHECK);
+      QMD_V04_SAMPLER_INDEX.put(q, QMD_V04_SAMPLER_INDEX_VIA_HEADER_INDEX);
+      put_checked(QMD_V04_SHARED_MEMORY_SIZE, round_up(k.shared_bytes, 0x100));
       QMD_V04_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
       QMD_V04_INVALIDATE_INSTRUCTION_CACHE.put(q, 1);
       QMD_V04_INVALIDATE_SHADER_CONSTANT_CACHE.put(q, 1);
-      QMD_V04_REGISTER_COUNT.put(q, k.registers);
-      QMD_V04_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
-      QMD_V04_PROGRAM_ADDRESS_LOWER.put(q, lo(pgm));
-      QMD_V04_PROGRAM_ADDRESS_UPPER.put(q, hi(pgm));
-      QMD_V04_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
-      QMD_V04_CONSTANT_BUFFER_VALID0.put(q, 1);
       break;
     case QmdVersion::V05:
       QMD_V05_QMD_GROUP_ID.put(q, 0x1f);
-      QMD_V05_QMD_TYPE.put(q, 2);  // NVCEC0_QMDV05_00_QMD_TYPE_GRID_CTA
-      QMD_V05_API_VISIBLE_CALL_LIMIT.put(q, 1);
-      QMD_V05_SAMPLER_INDEX.put(q, 1);
-      QMD_V05_QMD_MAJOR_VERSION.put(q, 5);
+      QMD_V05_QMD_TYPE.put(q, QMD_V05_QMD_TYPE_GRID_CTA);
+      QMD_V05_API_VISIBLE_CALL_LIMIT.put(q, QMD_V05_API_VISIBLE_CALL_LIMIT_NO_CHECK);
+      QMD_V05_SAMPLER_INDEX.put(q, QMD_V05_SAMPLER_INDEX_VIA_HEADER_INDEX);
       QMD_V05_INVALIDATE_SHADER_DATA_CACHE.put(q, 1);
       QMD_V05_INVALIDATE_INSTRUCTION_CACHE.put(q, 1);
       QMD_V05_INVALIDATE_SHADER_CONSTANT_CACHE.put(q, 1);
-      QMD_V05_PROGRAM_ADDRESS_LOWER_SHIFTED4.put(q, lo(pgm >> 4));
-      QMD_V05_PROGRAM_ADDRESS_UPPER_SHIFTED4.put(q, hi(pgm >> 4));
-      QMD_V05_REGISTER_COUNT.put(q, k.registers);
-      QMD_V05_BARRIER_COUNT.put(q, std::max(1u, k.barriers));
-      QMD_V05_SHARED_MEMORY_SIZE_SHIFTED7.put(q, round_up(k.shared_bytes, 0x80) >> 7);
-      QMD_V05_CONSTANT_BUFFER_SIZE_SHIFTED4_0.put(q, cbuf_size);
-      QMD_V05_CONSTANT_BUFFER_VALID0.put(q, 1);
+      put_checked(QMD_V05_SHARED_MEMORY_SIZE_SHIFTED7,
+                  round_up(k.shared_bytes, 1u << kShared7Shift) >> kShared7Shift);
       break;
   }
   CommandStream cs;
@@ -269,9 +262,10 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
   if (k.qmd_version != version_ || k.launch_words.empty())
     throw InvalidInput("kernel '" + k.name + "' was not prepared for QMD V0" +
                        std::to_string(int(version_)) + " (loaded on another device?)");
-  if (kernargs & 0xff)
+  if (kernargs % (1u << kQmdAddressShift))
     throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
+  check_dims(k, grid, block);
   // A launch straight after another (a memory barrier between them allowed) chains to it.
   // (Only V03 chains, and only after a launch's tail: the first command of a stream skips
   // the look.)
@@ -290,53 +284,55 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
   // The previous launch schedules this one when it completes (its QMD's dependent QMD);
   // its SEND_PCAS and WFI move after this launch's QMD, so both QMDs are in memory before it
   // starts, and this launch sends nothing itself.
+  const QmdLayout L = qmd_layout(version_);
   const uint32_t tail = at + uint32_t(n) - kLaunchTailDwords;
   std::memcpy(cs.data() + tail, chain.tail, sizeof chain.tail);
   uint32_t* prev_qmd = cs.data() + chain.qmd_at;
-  QMD_V03_DEPENDENT_QMD0_POINTER.put(prev_qmd, uint32_t(kernargs >> 8));
-  QMD_V03_DEPENDENT_QMD0_ENABLE.put(prev_qmd, 1);
-  QMD_V03_DEPENDENT_QMD0_ACTION.put(prev_qmd, kDependentActionSchedule);
-  QMD_V03_DEPENDENT_QMD0_PREFETCH.put(prev_qmd, 1);
+  L.dependent_pointer->put(prev_qmd, uint32_t(kernargs >> kQmdAddressShift));
+  L.dependent_enable->put(prev_qmd, 1);
+  L.dependent_action->put(prev_qmd, QMD_V03_DEPENDENT_QMD0_ACTION_QMD_SCHEDULE);
+  L.dependent_prefetch->put(prev_qmd, 1);
   for (size_t i = first; i < s.size(); i++)  // this launch's SEND_PCAS site goes
-    if (s[i].dword == tail + 1) {
+    if (s[i].dword == tail + kPcasData) {
       s.erase(s.begin() + long(i));
       break;
     }
-  s[chain.pcas_site].dword = tail + 1;  // the previous launch's SEND_PCAS moved
-  const QmdField& ptr = QMD_V03_DEPENDENT_QMD0_POINTER;
-  s.push_back(field_site(chain.qmd_at + ptr.dword(), PatchRole::KernargAddress,
-                         uint8_t(ptr.lo % 32), uint8_t(ptr.width()), 8));
+  s[chain.pcas_site].dword = tail + kPcasData;  // the previous launch's SEND_PCAS moved
+  s.push_back(site_of(chain.qmd_at, *L.dependent_pointer, PatchRole::KernargAddress,
+                      kQmdAddressShift));
 }
 
 ComputeEncoder::Chain ComputeEncoder::chainable(const CommandStream& cs,
                                                 const std::vector<PatchSite>& s) const {
   Chain c;
   // Dependent QMDs are described for V03 (clc9c0qmd.h); V04/V05 launches stay separate.
-  if (version_ != QmdVersion::V03) return c;
+  const QmdLayout L = qmd_layout(version_);
+  if (!L.dependent_enable) return c;
   const uint32_t* w = cs.data();
   uint32_t end = uint32_t(cs.size());
   const uint32_t barrier = inc(kSubCompute, COMPUTE_INVALIDATE_SHADER_CACHES_NO_WFI, 1);
-  if (end >= 2 && w[end - 2] == barrier) end -= 2;  // the QMD invalidates the caches itself
+  const uint32_t barrier_dwords = parse_method_header(barrier).dwords();
+  // The QMD invalidates the caches itself: a barrier between the launches goes.
+  if (end >= barrier_dwords && w[end - barrier_dwords] == barrier) end -= barrier_dwords;
   if (end < kLaunchTailDwords) return c;
   const uint32_t t = end - kLaunchTailDwords;
-  if (w[t] != inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1) ||
-      w[t + 2] != inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1) ||
-      w[t + 4] != inc(kSubHost, HOST_WFI, 1))
+  if (w[t + kPcasRun] != inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1) ||
+      w[t + kPcas2Run] != inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1) ||
+      w[t + kWfiRun] != inc(kSubHost, HOST_WFI, 1))
     return c;
   // The previous launch's SEND_PCAS site names its QMD's place (inline data before the tail).
-  const uint32_t qmd_dw = qmd_bytes(version_) / 4;
-  if (t < qmd_dw + kCbuf0DimDwords) return c;
-  const uint32_t qmd_at = t - kCbuf0DimDwords - qmd_dw;
-  if (w[qmd_at - 1] != non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, qmd_dw + kCbuf0DimDwords))
-    return c;
+  const uint32_t inline_dw = qmd_bytes(version_) / 4 + kCbuf0DimDwords;
+  if (t < inline_dw + 1) return c;
+  const uint32_t qmd_at = t - inline_dw;
+  if (w[qmd_at - 1] != non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw)) return c;
   for (size_t i = s.size(); i-- > 0;)
-    if (s[i].dword == t + 1 && s[i].role == PatchRole::KernargAddress) {
+    if (s[i].dword == t + kPcasData && s[i].role == PatchRole::KernargAddress) {
       c.pcas_site = i;
       c.ok = true;
       break;
     }
   if (!c.ok) return c;
-  if (QMD_V03_DEPENDENT_QMD0_ENABLE.get(w + qmd_at)) {  // already chained: keep it simple
+  if (L.dependent_enable->get(w + qmd_at)) {  // already chained: keep it simple
     c.ok = false;
     return c;
   }
@@ -348,51 +344,57 @@ ComputeEncoder::Chain ComputeEncoder::chainable(const CommandStream& cs,
 
 void ComputeEncoder::encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs,
                                    Dim3 grid, Dim3 block, std::vector<PatchSite>& s) const {
-  const QmdLayout L = layout(version_);
+  const QmdLayout L = qmd_layout(version_);
   const uint32_t qmd_dw = uint32_t(k.qmd.size());
   const uint32_t inline_dw = qmd_dw + kCbuf0DimDwords;
   const uint32_t at = uint32_t(cs.size());
-  uint32_t* p = cs.grow(15 + inline_dw);
   // Write the QMD and the launch dimensions into the kernarg area from the push buffer.
-  p[0] = inc(kSubCompute, COMPUTE_OFFSET_OUT_UPPER, 2);
-  p[3] = inc(kSubCompute, COMPUTE_LINE_LENGTH_IN, 2);
-  p[4] = inline_dw * 4;
-  p[5] = 1;
-  p[6] = inc(kSubCompute, COMPUTE_LAUNCH_DMA, 1);
+  MethodRun(cs, kSubCompute, COMPUTE_OFFSET_OUT_UPPER, 2, &s)
+      .set64(COMPUTE_OFFSET_OUT, COMPUTE_OFFSET_OUT_UPPER, kernargs, PatchRole::KernargAddress);
+  MethodRun(cs, kSubCompute, COMPUTE_LINE_LENGTH_IN, 2)
+      .set(COMPUTE_LINE_LENGTH_IN, inline_dw * 4)
+      .set(COMPUTE_LINE_COUNT, 1);
   // FLUSH_ONLY with the sysmembar: the QMD must be in memory before SEND_PCAS fetches it
   // (Mesa's nvc0 uploads launch descriptors so; the H200 runs were made with it).
-  p[7] = COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1) |
-         COMPUTE_LAUNCH_DMA_COMPLETION_TYPE_ALL(kLaunchDmaFlushOnly);
-  p[8] = non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw);
-  std::memcpy(p + kLaunchInlineAt, k.qmd.data(), qmd_dw * 4);
-  uint32_t* t = p + kLaunchInlineAt + inline_dw;
-  t[0] = inc(kSubCompute, COMPUTE_SEND_PCAS_A, 1);
-  t[2] = inc(kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1);
-  t[3] = COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_ALL(kPcasInvalidateCopySchedule);
+  MethodRun(cs, kSubCompute, COMPUTE_LAUNCH_DMA, 1)
+      .set(COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL, COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
+      .set(COMPUTE_LAUNCH_DMA_COMPLETION_TYPE_ALL, COMPUTE_LAUNCH_DMA_COMPLETION_TYPE_FLUSH_ONLY);
+  cs.grow(1)[0] = non_inc(kSubCompute, COMPUTE_LOAD_INLINE_DATA, inline_dw);
+  uint32_t* data = cs.grow(inline_dw);
+  std::memcpy(data, k.qmd.data(), qmd_dw * 4);
+  std::memset(data + qmd_dw, 0, kCbuf0DimDwords * 4);
+  const uint32_t tail = uint32_t(cs.size());
+  MethodRun(cs, kSubCompute, COMPUTE_SEND_PCAS_A, 1).set(COMPUTE_SEND_PCAS_A, 0);
+  MethodRun(cs, kSubCompute, COMPUTE_SEND_SIGNALING_PCAS2_B, 1)
+      .set(COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_ALL,
+           COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE);
   // Launches in a channel may overlap; wait for this one before anything later runs.
-  t[4] = inc(kSubHost, HOST_WFI, 1);
-  t[5] = 0;
-  // The kernarg address (p[1-2], SEND_PCAS_A's t[1], the constant buffer's in the QMD), the
-  // grid and block in the QMD and in constant bank 0.
+  MethodRun(cs, kSubHost, HOST_WFI, 1).set(HOST_WFI, 0);
+  // The places put_launch_values writes are the ones written above.
+  if (at + kLaunchInlineAt + inline_dw != tail || cs.size() - tail != kLaunchTailDwords)
+    throw Error("NVIDIA launch layout: the runs written differ from put_launch_values' places");
+  // The kernarg address (the DMA's destination, SEND_PCAS_A, the constant buffer's in the
+  // QMD), the grid and block in the QMD and in constant bank 0.
+  uint32_t* p = cs.data() + at;
   put_launch_values(version_, p, kernargs, grid, block);
 
   const uint32_t qa = at + kLaunchInlineAt;  // the QMD's first dword in the stream
   const PatchRole grid_roles[3] = {PatchRole::GridX, PatchRole::GridY, PatchRole::GridZ};
   const PatchRole block_roles[3] = {PatchRole::BlockX, PatchRole::BlockY, PatchRole::BlockZ};
-  for (int i = 0; i < 3; i++) {
+  for (uint32_t i = 0; i < 3; i++) {
     s.push_back(site_of(qa, *L.grid[i], grid_roles[i]));
     s.push_back(site_of(qa, *L.block[i], block_roles[i]));
-    s.push_back({qa + qmd_dw + uint32_t(i), PatchFormat::Lo32, block_roles[i]});
-    s.push_back({qa + qmd_dw + 3 + uint32_t(i), PatchFormat::Lo32, grid_roles[i]});
+    s.push_back({qa + qmd_dw + kCbuf0BlockAt + i, PatchFormat::Lo32, block_roles[i]});
+    s.push_back({qa + qmd_dw + kCbuf0GridAt + i, PatchFormat::Lo32, grid_roles[i]});
   }
   const uint64_t to_cbuf = cbuf0_offset(version_);
-  s.push_back({at + 1, PatchFormat::HiLo64, PatchRole::KernargAddress});
   PatchSite c_lo = site_of(qa, *L.cbuf_lo, PatchRole::KernargAddress, L.cbuf_shift);
   PatchSite c_hi = site_of(qa, *L.cbuf_hi, PatchRole::KernargAddress, uint8_t(32 + L.cbuf_shift));
   c_lo.add = c_hi.add = to_cbuf;
   s.push_back(c_lo);
   s.push_back(c_hi);
-  s.push_back(field_site(qa + inline_dw + 1, PatchRole::KernargAddress, 0, 32, 8));  // SEND_PCAS_A
+  s.push_back(field_site(tail + kPcasData, PatchRole::KernargAddress, 0, 32,
+                         kQmdAddressShift));  // SEND_PCAS_A
 }
 
 void ComputeEncoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {
@@ -423,29 +425,25 @@ void CopyEncoder::exec(CommandStream&, const KernelObject&, uint64_t, Dim3, Dim3
 }
 
 std::vector<uint32_t> CopyEncoder::setup(uint32_t copy_class) {
-  return {inc(kSubCopy, COPY_SET_OBJECT, 1), copy_class};
+  CommandStream cs;
+  MethodRun(cs, kSubCopy, COPY_SET_OBJECT, 1).set(COPY_SET_OBJECT, copy_class);
+  return {cs.data(), cs.data() + cs.size()};
 }
 
 void CopyEncoder::copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
                        std::vector<PatchSite>& s) {
-  const uint32_t launch = COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_ALL(kNonPipelined) |
-                          COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_ALL(1) |
-                          COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL(1);
   for (uint64_t off = 0; off < size; off += kMaxCopy) {
     const uint64_t n = std::min(kMaxCopy, size - off);
-    const uint32_t at = uint32_t(cs.size());
-    uint32_t* p = cs.grow(9);
-    p[0] = inc(kSubCopy, COPY_OFFSET_IN_UPPER, 4);
-    p[1] = hi(src + off);
-    p[2] = lo(src + off);
-    p[3] = hi(dst + off);
-    p[4] = lo(dst + off);
-    p[5] = inc(kSubCopy, COPY_LINE_LENGTH_IN, 1);
-    p[6] = uint32_t(n);
-    p[7] = inc(kSubCopy, COPY_LAUNCH_DMA, 1);
-    p[8] = launch;
-    s.push_back(offset_site(at + 1, PatchFormat::HiLo64, PatchRole::CopySrc, off));
-    s.push_back(offset_site(at + 3, PatchFormat::HiLo64, PatchRole::CopyDst, off));
+    MethodRun(cs, kSubCopy, COPY_OFFSET_IN_UPPER, 4, &s)
+        .set64(COPY_OFFSET_IN_LOWER, COPY_OFFSET_IN_UPPER, src + off, PatchRole::CopySrc, off)
+        .set64(COPY_OFFSET_OUT_LOWER, COPY_OFFSET_OUT_UPPER, dst + off, PatchRole::CopyDst, off);
+    MethodRun(cs, kSubCopy, COPY_LINE_LENGTH_IN, 1).set(COPY_LINE_LENGTH_IN, uint32_t(n));
+    // Non-pipelined: a transfer starts after the previous one ends, so copies in a channel
+    // complete in order (clc6b5.h).
+    MethodRun(cs, kSubCopy, COPY_LAUNCH_DMA, 1)
+        .set(COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_ALL, COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED)
+        .set(COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_ALL, COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH)
+        .set(COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL, COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH);
   }
 }
 

@@ -53,12 +53,17 @@ class ComputeEncoder final : public Encoder {
               std::vector<PatchSite>& s) override;
   void timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) override;
   void memory_barrier(CommandStream& cs) override;
+  // A grid or CTA dimension its QMD field cannot hold (e.g. a 16-bit CTA_THREAD_DIMENSION1)
+  // is the same exact error as prepare's, here where it enters.
   void exec(CommandStream& cs, const KernelObject& k, uint64_t kernargs, Dim3 grid, Dim3 block,
             std::vector<PatchSite>& s) override;
   void copy(CommandStream& cs, uint64_t dst, uint64_t src, uint64_t size,
             std::vector<PatchSite>& s) override;
 
   // Fill k.qmd with every launch-independent field of this QMD version (done at load).
+  // Throws InvalidInput "kernel 'K': QMD V0n.FIELD: V does not fit in W bits (at most M)"
+  // for a register count, barrier count, shared memory or constant bank size its field
+  // cannot hold.
   void prepare(NvKernel& k) const;
   // A channel's first commands: bind `compute_class` and place the shared and local memory
   // windows (4 GiB aligned: Hopper refuses 0xfe000000; rm_driver.cpp picks them).
@@ -66,10 +71,10 @@ class ComputeEncoder final : public Encoder {
                                      uint64_t local_window);
 
  private:
-  // A launch ends with SEND_PCAS_A, SEND_SIGNALING_PCAS2_B and a host WFI.
-  static constexpr uint32_t kLaunchTailDwords = 6;
-  // DEPENDENT_QMD0_ACTION_QMD_SCHEDULE (clc9c0qmd.h).
-  static constexpr uint32_t kDependentActionSchedule = 1;
+  // A launch ends with three one-method runs (a header and a data dword each):
+  // SEND_PCAS_A, SEND_SIGNALING_PCAS2_B and a host WFI. encode_launch checks the runs it
+  // writes against this.
+  static constexpr uint32_t kLaunchTailDwords = 3 * 2;
   struct Chain {
     bool ok = false;
     uint32_t tail_at = 0;    // where the previous launch's tail (and a barrier) starts

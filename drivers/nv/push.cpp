@@ -1,5 +1,6 @@
 #include "nv/push.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -36,12 +37,10 @@ constexpr QmdField kQmdFields[] = {
 #undef QMD_FIELD
 };
 // Every field sits in one dword, as QmdField::get/put assume.
-constexpr bool fields_fit() {
-  for (const auto& f : kQmdFields)
-    if (f.hi / 32 != f.lo / 32 || f.hi < f.lo) return false;
-  return true;
-}
-static_assert(fields_fit(), "a QMD field in qmd.def crosses a dword");
+#define QMD_FIELD(v, f, hi, lo) \
+  static_assert((hi) / 32 == (lo) / 32 && (hi) >= (lo), "QMD field " #v "." #f " crosses a dword");
+#include "nv/qmd.def"
+#undef QMD_FIELD
 
 void describe_method(Group g, uint16_t offset, uint32_t value, Gen gen, DecodedPacket& d) {
   const MethodInfo* m = find_method(g, offset);
@@ -95,17 +94,29 @@ const MethodInfo* find_method(Group g, uint16_t offset) {
 }
 
 uint64_t encode_gpfifo(const GpfifoEntry& e) {
-  return (e.address & 0xfffffffcull) | ((e.address >> 32) & 0xff) << 32 |
-         uint64_t(e.subroutine) << 41 | uint64_t(e.dwords & 0x1fffff) << 42 | uint64_t(e.sync) << 63;
+  uint32_t w[2] = {0, 0};
+  auto put = [&](const WordField& f, uint64_t v) { w[f.dword] |= f.bits()(v); };
+  put(GP_ENTRY_GET, e.address >> GP_ENTRY_GET.lo);
+  put(GP_ENTRY_GET_HI, e.address >> 32);
+  put(GP_ENTRY_LEVEL, e.subroutine);
+  put(GP_ENTRY_LENGTH, e.dwords);
+  put(GP_ENTRY_SYNC, e.sync);
+  return uint64_t(w[1]) << 32 | w[0];
 }
 
 GpfifoEntry decode_gpfifo(uint64_t v) {
+  const uint32_t w[2] = {uint32_t(v), uint32_t(v >> 32)};
+  auto get = [&](const WordField& f) { return f.bits().get(w[f.dword]); };
   GpfifoEntry e;
-  e.address = (v & 0xfffffffcull) | ((v >> 32) & 0xff) << 32;
-  e.subroutine = (v >> 41) & 1;
-  e.dwords = uint32_t((v >> 42) & 0x1fffff);
-  e.sync = (v >> 63) & 1;
+  e.address = uint64_t(get(GP_ENTRY_GET)) << GP_ENTRY_GET.lo | uint64_t(get(GP_ENTRY_GET_HI)) << 32;
+  e.subroutine = get(GP_ENTRY_LEVEL);
+  e.dwords = get(GP_ENTRY_LENGTH);
+  e.sync = get(GP_ENTRY_SYNC);
   return e;
+}
+
+void check_gpfifo_length(uint64_t dwords, std::string_view what) {
+  desc::checked(GP_ENTRY_LENGTH, dwords, what);
 }
 
 // Value names from the description (NV_VALUE): fields are "METHOD.FIELD".
@@ -132,40 +143,45 @@ std::vector<DecodedPacket> decode_push(std::span<const uint32_t> words, Gen gen,
     const uint16_t method = h.method;
     const Group g = subchannels[subc];
     d.fields.push_back({"SUBCHANNEL", subc});
-    if (d.header == 0) {
-      d.name = "NOP";
-      d.dwords = 1;
-    } else if (op == uint32_t(SecOp::ImmdDataMethod)) {
-      d.name = std::string(to_string(g)) + " immediate";
-      d.dwords = 1;
-      describe_method(g, method, count, gen, d);
-    } else if (h.has_data()) {
-      const char* kind = op == uint32_t(SecOp::IncMethod) ? "incrementing"
-                         : op == uint32_t(SecOp::NonIncMethod) ? "non-incrementing"
-                                                                : "one-incrementing";
-      d.name = std::string(to_string(g)) + " " + kind;
-      uint32_t avail = n - at - 1, take = count <= avail ? count : avail;
-      if (take < count) {
-        d.ok = false;
-        d.problem = "truncated: " + std::to_string(count) + " data dwords, " +
-                    std::to_string(avail) + " left";
+    switch (h.framing) {
+      case Framing::Nop:
+        d.name = "NOP";
+        break;
+      case Framing::Immediate:
+        d.name = std::string(to_string(g)) + " immediate";
+        describe_method(g, method, count, gen, d);
+        break;
+      case Framing::Methods: {
+        const char* kind = op == uint32_t(SecOp::IncMethod) ? "incrementing"
+                           : op == uint32_t(SecOp::NonIncMethod) ? "non-incrementing"
+                                                                  : "one-incrementing";
+        d.name = std::string(to_string(g)) + " " + kind;
+        uint32_t avail = n - at - 1, take = count <= avail ? count : avail;
+        if (take < count) {
+          d.ok = false;
+          d.problem = "truncated: " + std::to_string(count) + " data dwords, " +
+                      std::to_string(avail) + " left";
+        }
+        for (uint32_t i = 0; i < take; i++)
+          describe_method(g, h.method_of(i), words[at + 1 + i], gen, d);
+        // Inline data that is a QMD (hcq writes launches this way): its fields, nested by name.
+        if (g == Group::COMPUTE && op == uint32_t(SecOp::NonIncMethod) &&
+            method == COMPUTE_LOAD_INLINE_DATA)
+          describe_inline_qmd(words.subspan(at + 1, take), d);
+        break;
       }
-      for (uint32_t i = 0; i < take; i++) describe_method(g, h.method_of(i), words[at + 1 + i], gen, d);
-      // Inline data that is a QMD (hcq writes launches this way): its fields, nested by name.
-      if (g == Group::COMPUTE && op == uint32_t(SecOp::NonIncMethod) &&
-          method == COMPUTE_LOAD_INLINE_DATA)
-        describe_inline_qmd(words.subspan(at + 1, take), d);
-      d.dwords = 1 + take;
-    } else if (op == uint32_t(SecOp::EndPbSegment)) {
-      d.name = "END_PB_SEGMENT";
-      d.dwords = 1;
-    } else {
-      d.name = "INVALID";
-      d.ok = false;
-      d.problem = "method header with sec_op " + std::to_string(op) +
-                  " (hcq emits incrementing, non-incrementing and immediate methods)";
-      d.dwords = 1;
+      case Framing::EndSegment:
+        d.name = "END_PB_SEGMENT";
+        break;
+      case Framing::Invalid:
+        d.name = "INVALID";
+        d.ok = false;
+        d.problem = "method header with sec_op " + std::to_string(op) +
+                    " (hcq emits incrementing, non-incrementing and immediate methods)";
+        break;
     }
+    // The framing's length, cut to what the words hold.
+    d.dwords = std::min(h.dwords(), n - at);
     at += d.dwords;
     out.push_back(std::move(d));
   }
@@ -184,7 +200,7 @@ DecodedPacket decode_qmd(std::span<const uint32_t> words, QmdVersion v) {
                 " dwords, " + std::to_string(words.size()) + " given";
   }
   for (const QmdField& f : kQmdFields)
-    if (f.version == v && f.dword() < words.size()) d.fields.push_back({f.name, f.get(words.data())});
+    if (f.version == v && f.dword < words.size()) d.fields.push_back({f.name, f.get(words.data())});
   return d;
 }
 

@@ -8,7 +8,6 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -16,10 +15,12 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
-#include "nv/cubin.hpp"
-#include "nv/emu/rm.hpp"
 #include "nv/encoders.hpp"
+#include "nv/fault_log.hpp"
 #include "nv/rm_abi.hpp"
+#include "nv/rm_channel.hpp"
+#include "nv/rm_device.hpp"
+#include "nv/rm_program.hpp"
 #include "nv/targets.hpp"
 
 namespace hcq::nv {
@@ -27,178 +28,21 @@ namespace {
 
 using namespace rm;
 
-constexpr uint64_t kPage = 4096;
 // One host address range serves as GPU virtual addresses (CPU and GPU see buffers at the same
 // address). Its first part holds the driver's own objects (GPFIFO rings, push buffers,
 // notifiers, channel ranges UVM keeps for RM); lib/core's heap hands out the rest.
 constexpr uint64_t kPrivateVa = 4ull << 30;
 constexpr uint64_t kHeapVa = 256ull << 30;
-constexpr uint32_t kGpfifoEntries = 1024;
 constexpr uint64_t kGpfifoVaLimit = 1ull << 40;  // push buffers must lie below (40-bit entries)
-constexpr uint64_t kPushBytes = 1 << 20;
-// UVM reserves this much VA per channel for RM's own use (tinygrad ops_nv.py).
-constexpr uint64_t kChannelVaBytes = 0x4000000;
-// Where the shared and local memory windows sit in every kernel's address space: 4 GiB
-// aligned and far above the driver's range (tinygrad ops_nv.py's addresses). Hopper refuses a
-// shared window at 0xfe000000 (seen on an H200, RM 580.159: Xid 69, class error on
-// SET_SHADER_SHARED_MEMORY_WINDOW_B with that value). Host memory mapped for the GPU at its
-// own address must stay out of both windows.
-constexpr uint64_t kSharedWindow = 0x729400000000, kLocalWindow = 0x729300000000;
-constexpr uint64_t kWindowBytes = 4ull << 30;
 // NVOS33 flags tinygrad maps the usermode page with.
 constexpr uint32_t kUsermodeMapFlags = 2;
-
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 std::string status_text(NvStatus s) {
   const char* n = status_name(s);
   return n ? std::string(n) : "NV_STATUS " + hex(s);
 }
 
-
-class RmDriver;
-
-// A GPFIFO channel: the ring of entries, USERD, a push buffer ring for direct submissions,
-// the error notifier, and the doorbell.
-class Channel final : public HwQueue {
- public:
-  Channel(RmDriver& drv, QueueKind kind, uint32_t index);
-  ~Channel() override;
-  void submit(const uint32_t* words, size_t n) override;
-  // Through RmDriver::submit_indirect, as one of several channels.
-  void submit_indirect(uint64_t va, size_t ndwords) override;
-  // RmDriver::submit_indirect's steps: an entry (of a size check_entry() allowed) and
-  // GP_PUT, with faults checked by the caller; then, after one ordering read on the BAR1
-  // path, the doorbell.
-  void check_entry(size_t ndwords) const;
-  void stage_indirect(uint64_t va, size_t ndwords);
-  void ring_doorbell();
-  // Read GP_PUT back through BAR1: no write on that path before it is still on its way.
-  void order_writes() const { (void)__atomic_load_n(&userd_->GPPut, __ATOMIC_ACQUIRE); }
-  // The channel's error notifier: nonzero status once RM (or the emulator) stopped it.
-  const Notification& notifier() const { return *static_cast<const Notification*>(notifier_.host); }
-  std::string report();
-  const std::string& name() const { return name_; }
-
- private:
-  struct Segment {
-    uint64_t seq;           // GPFIFO entry number (monotonic)
-    uint64_t va;
-    uint32_t dwords;
-    uint64_t push_end = 0;  // push-buffer ring position it frees when done (0: not in it)
-  };
-  uint32_t gp_get() const { return __atomic_load_n(&userd_->GPGet, __ATOMIC_ACQUIRE); }
-  uint64_t completed();  // reads GP_GET: through BAR1 on a real GPU, about a microsecond
-  void retire();
-  uint64_t push_words(const uint32_t* w, size_t n);  // into the push ring: its GPU address
-  void add_entry(uint64_t va, uint32_t dwords, uint64_t push_end);
-  void put_gp_put();  // publish the entries written (GP_PUT), ordered after them
-  void kick();
-
-  RmDriver& drv_;
-  std::string name_;
-  NvHandle handle_ = 0;
-  uint32_t token_ = 0;
-  Allocation ring_, push_, notifier_;
-  uint64_t* gpfifo_ = nullptr;
-  Userd* userd_ = nullptr;
-  void* channel_va_ = nullptr;  // UVM_REGISTER_CHANNEL's range
-  uint64_t put_seq_ = 0;      // GPFIFO entries written
-  uint64_t done_seen_ = 0;    // entries completed as retire() last read them
-  uint64_t push_put_ = 0, push_done_ = 0;  // push ring bytes, monotonic
-  std::deque<Segment> inflight_;
-  // The last entries the GPU finished: a channel error found after GP_GET passed the bad
-  // entry (RM stops the channel once it reads on) is reported from these.
-  std::deque<Segment> retired_;
-  std::mutex mu_;
-};
-
-class RmDriver final : public DeviceDriver {
- public:
-  RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name);
-  ~RmDriver() override;
-
-  const DeviceProperties& properties() const override { return props_; }
-  uint64_t va_base() const override { return reserve_base_ + private_bytes_; }
-  uint64_t va_size() const override { return heap_bytes_; }
-  Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
-  void free(const Allocation& a) override;
-  Allocation map_user(void* host, uint64_t size) override;
-  std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
-  std::unique_ptr<Encoder> encoder(QueueKind kind) override;
-  void submit_indirect(std::span<const IndirectRun> runs) override;
-  std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
-  void wait_interrupt(std::chrono::milliseconds timeout) override;
-  void check_faults() override;
-  std::string hang_report() override;
-
-  // Driver-private memory, freed when the driver closes.
-  Allocation private_alloc(uint64_t size, MemoryKind kind);
-  uint64_t private_va(uint64_t size, uint64_t align);
-  NvHandle alloc_object(NvHandle parent, uint32_t cls, void* params, uint32_t size,
-                        const char* what);
-  void free_object(NvHandle h);
-  void control(NvHandle obj, uint32_t cmd, void* params, uint32_t size, const char* what);
-  void uvm(unsigned long req, void* params, NvStatus* status, const char* what);
-  // UVM_FREE and UVM_UNREGISTER_CHANNEL, whose layouts changed in 590.
-  void uvm_free(uint64_t va, uint64_t length);
-  void uvm_unregister_channel(NvHandle channel);
-  void ring_doorbell(uint32_t token) {
-    __atomic_store_n(doorbell_, token, __ATOMIC_RELEASE);
-  }
-  const ClassSet& classes() const { return classes_; }
-  os::Kernel& kernel() { return *kernel_; }
-  QmdVersion qmd_version() const { return qmd_; }
-  Gen gen() const { return gen_; }
-  NvHandle root() const { return root_; }
-  NvHandle channel_group() const { return group_; }
-  NvHandle ctxshare() const { return ctxshare_; }
-  int ctl_fd() const { return ctl_; }
-  const NvProcessorUuid& uuid() const { return uuid_; }
-  void register_channel(Channel* c) {
-    std::lock_guard lk(mu_);
-    channels_.push_back(c);
-  }
-  void unregister_channel(Channel* c) {
-    std::lock_guard lk(mu_);
-    std::erase(channels_, c);
-  }
-  // The host view of [va, va+bytes) when the driver knows one (for hang reports).
-  const void* host_view(uint64_t va, uint64_t bytes);
-
- private:
-  Allocation alloc_at(uint64_t va, uint64_t size, MemoryKind kind);
-  void map_for_cpu(NvHandle mem, uint64_t va, uint64_t size, bool system, uint32_t flags);
-  void map_for_gpu(NvHandle mem, uint64_t va, uint64_t size);
-  int open_gpu_fd();
-  void reserve(uint64_t va, uint64_t size);
-  uint32_t enabled_sms(uint32_t sm_per_tpc, uint32_t die_sms);
-  [[noreturn]] void raise_fault(const std::string& what);
-
-  std::shared_ptr<os::Kernel> kernel_;
-  DeviceProperties props_;
-  unsigned rm_major_ = 0;  // the kernel module's version, which picks a few layouts
-  int ctl_ = -1, uvm_ = -1, uvm2_ = -1, gpu_fd_ = -1;
-  uint32_t minor_ = 0;
-  NvHandle root_ = 0, device_ = 0, subdevice_ = 0, usermode_ = 0, vaspace_ = 0, group_ = 0,
-           ctxshare_ = 0;
-  NvHandle next_handle_ = 0xcaf00001;
-  NvProcessorUuid uuid_{};
-  ClassSet classes_;
-  Gen gen_ = Gen::Hopper;
-  QmdVersion qmd_ = QmdVersion::V03;
-  volatile uint32_t* doorbell_ = nullptr;
-  void* usermode_map_ = nullptr;
-  uint64_t reserve_base_ = 0, reserve_size_ = 0, private_next_ = 0;
-  uint64_t private_bytes_ = 0, heap_bytes_ = 0;  // the reservation: driver objects, then heap
-  std::mutex mu_;  // private allocations, the allocation map, channels
-  std::vector<Allocation> private_allocs_;
-  std::map<uint64_t, Allocation> allocs_;  // by VA: what the driver knows to be CPU-visible
-  std::vector<Channel*> channels_;
-  StickyFault fault_;
-};
-
-// ---- driver ---------------------------------------------------------------------------
+}  // namespace
 
 RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name)
     : kernel_(std::move(kernel)) {
@@ -700,7 +544,7 @@ std::unique_ptr<HwQueue> RmDriver::create_queue(QueueKind kind) {
     std::lock_guard lk(mu_);
     index = uint32_t(channels_.size());
   }
-  return std::make_unique<Channel>(*this, kind, index);
+  return std::make_unique<GpfifoChannel>(*this, kind, index);
 }
 
 void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
@@ -708,12 +552,12 @@ void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
   check_faults();  // once for all: it looks at every channel's error notifier
   // Every queue of this device is one of its channels. Every entry is checked before any is
   // written, so a refused run leaves nothing half submitted.
-  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->check_entry(r.ndwords);
-  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->stage_indirect(r.va, r.ndwords);
+  for (const IndirectRun& r : runs) static_cast<GpfifoChannel*>(r.queue)->check_entry(r.ndwords);
+  for (const IndirectRun& r : runs) static_cast<GpfifoChannel*>(r.queue)->stage_indirect(r.va, r.ndwords);
   // One read orders every GP_PUT and entry written above (all through BAR1) before the
   // doorbells; a channel another thread submits to in between is covered by its own read.
-  static_cast<Channel*>(runs.back().queue)->order_writes();
-  for (const IndirectRun& r : runs) static_cast<Channel*>(r.queue)->ring_doorbell();
+  static_cast<GpfifoChannel*>(runs.back().queue)->order_writes();
+  for (const IndirectRun& r : runs) static_cast<GpfifoChannel*>(r.queue)->ring_doorbell();
 }
 
 std::unique_ptr<Encoder> RmDriver::encoder(QueueKind kind) {
@@ -726,7 +570,7 @@ void RmDriver::check_faults() {
     std::string what;
     {
       std::lock_guard lk(mu_);
-      for (Channel* c : channels_) {
+      for (GpfifoChannel* c : channels_) {
         const Notification& n = c->notifier();
         if (__atomic_load_n(&n.status, __ATOMIC_ACQUIRE) != 0) {
           const uint32_t rc = n.info32;
@@ -745,17 +589,17 @@ void RmDriver::check_faults() {
 
 [[noreturn]] void RmDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string RmDriver::hang_report() {
-  std::vector<Channel*> chans;
+  std::vector<GpfifoChannel*> chans;
   {
     std::lock_guard lk(mu_);
     chans = channels_;
   }
   std::string out;
-  for (Channel* c : chans) {
+  for (GpfifoChannel* c : chans) {
     std::string r = c->report();
     if (!r.empty()) out += (out.empty() ? "" : "\n") + r;
   }
@@ -769,285 +613,9 @@ void RmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   std::this_thread::sleep_for(std::min<std::chrono::microseconds>(timeout, std::chrono::microseconds(50)));
 }
 
-// ---- channels -------------------------------------------------------------------------
-
-Channel::Channel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv) {
-  // The GPFIFO ring and its USERD in one video-memory allocation (tinygrad's layout); the
-  // push ring and the error notifier in system memory.
-  const uint64_t ring_bytes = uint64_t(kGpfifoEntries) * 8;
-  ring_ = drv.private_alloc(ring_bytes + kUserdBytes, MemoryKind::Device);
-  if (!ring_.host)
-    throw Error(drv.properties().name + ": the GPFIFO ring is not CPU-visible (BAR too small?)");
-  push_ = drv.private_alloc(kPushBytes, MemoryKind::Host);
-  notifier_ = drv.private_alloc(kPage, MemoryKind::Host);
-  gpfifo_ = static_cast<uint64_t*>(ring_.host);
-  userd_ = reinterpret_cast<Userd*>(static_cast<char*>(ring_.host) + ring_bytes);
-  std::memset(userd_, 0, sizeof(Userd));
-
-  ChannelAllocParams p{};
-  p.hObjectError = NvHandle(notifier_.handle);
-  p.hObjectBuffer = NvHandle(ring_.handle);
-  p.gpFifoOffset = ring_.va;
-  p.gpFifoEntries = kGpfifoEntries;
-  p.hContextShare = drv.ctxshare();
-  p.hUserdMemory[0] = NvHandle(ring_.handle);
-  p.userdOffset[0] = ring_bytes;
-  const char* what = kind == QueueKind::Compute ? "compute channel" : "copy channel";
-  handle_ = drv.alloc_object(drv.channel_group(), drv.classes().gpfifo, &p, sizeof(p), what);
-  const uint32_t engine_class = kind == QueueKind::Compute ? drv.classes().compute : drv.classes().copy;
-  drv.alloc_object(handle_, engine_class, nullptr, 0, what);
-  WorkSubmitTokenParams t{~0u};
-  drv.control(handle_, NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, &t, sizeof(t),
-              "GPFIFO_GET_WORK_SUBMIT_TOKEN");
-  token_ = t.workSubmitToken;
-  UvmRegisterChannelParams rc{};
-  rc.gpuUuid = drv.uuid();
-  rc.rmCtrlFd = drv.ctl_fd();
-  rc.hClient = drv.root();
-  rc.hChannel = handle_;
-  // Address space UVM keeps for RM's use of this channel: anywhere, but ours alone.
-  void* range = drv.kernel().mmap(nullptr, kChannelVaBytes, PROT_NONE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (range == MAP_FAILED) throw OsError(drv.properties().name + ": channel address space", errno);
-  channel_va_ = range;
-  rc.base = reinterpret_cast<uint64_t>(range);
-  rc.length = kChannelVaBytes;
-  drv.uvm(UVM_REGISTER_CHANNEL, &rc, &rc.rmStatus, "UVM_REGISTER_CHANNEL");
-  GpfifoScheduleParams s{};
-  s.bEnable = 1;
-  drv.control(drv.channel_group(), NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, &s, sizeof(s), "GPFIFO_SCHEDULE");
-  name_ = std::string(to_string(kind)) + " channel " + std::to_string(index);
-  drv.register_channel(this);
-  // Bind the engine class and set up the channel before any user work.
-  auto setup = kind == QueueKind::Compute
-                   ? ComputeEncoder::setup(drv.classes().compute, kSharedWindow, kLocalWindow)
-                   : CopyEncoder::setup(drv.classes().copy);
-  submit(setup.data(), setup.size());
-}
-
-Channel::~Channel() {
-  drv_.unregister_channel(this);
-  drv_.uvm_unregister_channel(handle_);
-  drv_.free_object(handle_);
-  if (channel_va_) drv_.kernel().munmap(channel_va_, kChannelVaBytes);
-}
-
-uint64_t Channel::completed() {
-  const uint64_t put = put_seq_ % kGpfifoEntries;
-  const uint64_t get = gp_get() % kGpfifoEntries;
-  return put_seq_ - (put + kGpfifoEntries - get) % kGpfifoEntries;
-}
-
-void Channel::retire() {
-  const uint64_t done = done_seen_ = completed();
-  constexpr size_t kRetiredKept = 3;
-  while (!inflight_.empty() && inflight_.front().seq < done) {
-    if (inflight_.front().push_end) push_done_ = inflight_.front().push_end;
-    retired_.push_back(inflight_.front());
-    if (retired_.size() > kRetiredKept) retired_.pop_front();
-    inflight_.pop_front();
-  }
-}
-
-uint64_t Channel::push_words(const uint32_t* w, size_t n) {
-  const uint64_t bytes = n * 4;
-  if (bytes > kPushBytes / 2)
-    throw InvalidInput(drv_.properties().name + ": " + name_ + ": a submission of " +
-                       std::to_string(bytes) + " bytes does not fit the push buffer (" +
-                       std::to_string(kPushBytes / 2) + " at most); bind it instead");
-  uint64_t pos = push_put_ % kPushBytes;
-  const uint64_t pad = pos + bytes > kPushBytes ? kPushBytes - pos : 0;
-  auto start = std::chrono::steady_clock::now();
-  // Room is judged from what retire() last read; GP_GET is read again only when that says
-  // the push ring or the GPFIFO may be full (a read of it is a round trip over PCIe).
-  while (push_put_ + pad + bytes - push_done_ > kPushBytes ||
-         put_seq_ - done_seen_ + 3 >= kGpfifoEntries) {
-    retire();
-    if (push_put_ + pad + bytes - push_done_ <= kPushBytes &&
-        put_seq_ - done_seen_ + 3 < kGpfifoEntries)
-      break;
-    drv_.check_faults();
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-      throw TimeoutError(drv_.properties().name + ": " + name_ +
-                         ": push buffer or GPFIFO full for 10 s (GP_GET " +
-                         std::to_string(gp_get()) + ", GP_PUT " +
-                         std::to_string(put_seq_ % kGpfifoEntries) + ")");
-    __builtin_ia32_pause();
-  }
-  push_put_ += pad;
-  pos = push_put_ % kPushBytes;
-  if (bytes) std::memcpy(static_cast<char*>(push_.host) + pos, w, bytes);
-  push_put_ += bytes;
-  return push_.va + pos;
-}
-
-void Channel::add_entry(uint64_t va, uint32_t dwords, uint64_t push_end) {
-  // Level SUBROUTINE, as tinygrad writes its entries.
-  gpfifo_[put_seq_ % kGpfifoEntries] = encode_gpfifo({va, dwords, true, false});
-  inflight_.push_back({put_seq_, va, dwords, push_end});
-  put_seq_++;
-}
-
-void Channel::put_gp_put() {
-  // Entries, then GP_PUT, must be visible before the doorbell.
-  __atomic_store_n(&userd_->GPPut, uint32_t(put_seq_ % kGpfifoEntries), __ATOMIC_RELEASE);
-#if defined(__x86_64__)
-  __builtin_ia32_sfence();
-#else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
-void Channel::ring_doorbell() { drv_.ring_doorbell(token_); }
-
-void Channel::kick() {
-  put_gp_put();
-  // USERD and the ring are video memory written through BAR1, the doorbell a register in
-  // another BAR: writes on two paths may land in either order, and a doorbell ahead of its
-  // GP_PUT wakes an engine that finds nothing and sleeps on. A read on the BAR1 path cannot
-  // pass the writes before it (nouveau reads its channel control page back the same way).
-  order_writes();
-  ring_doorbell();
-}
-
-void Channel::submit(const uint32_t* words, size_t n) {
-  drv_.check_faults();
-  std::lock_guard lk(mu_);
-  if (n == 0) return;
-  const uint64_t va = push_words(words, n);
-  add_entry(va, uint32_t(n), push_put_);
-  kick();
-}
-
-void Channel::submit_indirect(uint64_t va, size_t ndwords) {
-  const IndirectRun run{this, va, ndwords};
-  drv_.submit_indirect({&run, 1});
-}
-
-void Channel::check_entry(size_t ndwords) const {
-  constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
-  if (ndwords > kMaxEntryDwords)
-    throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
-                       " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");
-}
-
-void Channel::stage_indirect(uint64_t va, size_t ndwords) {
-  std::lock_guard lk(mu_);
-  push_words(nullptr, 0);  // waits for GPFIFO room
-  add_entry(va, uint32_t(ndwords), 0);  // the command buffer runs where it lives
-  put_gp_put();
-}
-
-std::string Channel::report() {
-  // A fault found while this channel waits for ring space reports from inside submit().
-  std::unique_lock lk(mu_, std::try_to_lock);
-  if (!lk.owns_lock()) return drv_.properties().name + ": " + name_ + ": (busy submitting)";
-  retire();
-  // GP_GET counts entries the GPU fetched, not finished: a real GPU fetches past a semaphore
-  // acquire it then waits on, so with nothing left to fetch the last entries fetched are
-  // shown too (where a stopped channel stopped, or where a waiting one may wait).
-  const bool stopped = __atomic_load_n(&notifier().status, __ATOMIC_ACQUIRE) != 0;
-  const bool all_fetched = inflight_.empty();
-  if (all_fetched && retired_.empty()) return "";
-  const uint32_t get = gp_get();
-  std::string out = drv_.properties().name + ": " + name_ + ": GP_GET " + std::to_string(get) +
-                    ", GP_PUT " + std::to_string(put_seq_ % kGpfifoEntries) +
-                    (stopped       ? "; push buffer segments, the last ones done first:"
-                     : all_fetched ? "; all fetched, the last (the engine may be on it):"
-                                   : "; push buffer segments from GP_GET:");
-  SubchannelMap subs = kDefaultSubchannels;
-  std::vector<std::pair<const Segment*, const char*>> shown;
-  if (stopped)
-    for (const Segment& s : retired_) shown.push_back({&s, "done   "});
-  else if (all_fetched)  // the one the engine may be on (an idle channel's last, too)
-    shown.push_back({&retired_.back(), "fetched"});
-  for (const Segment& s : inflight_)
-    shown.push_back({&s, &s == &inflight_.front() ? "HERE > " : "pending"});
-  for (auto [seg, mark] : shown) {
-    const Segment& s = *seg;
-    out += "\n  " + std::string(mark) + " entry " + std::to_string(s.seq % kGpfifoEntries) +
-           ": " + hex(s.va) + ", " + std::to_string(s.dwords) + " dwords";
-    const void* w = drv_.host_view(s.va, uint64_t(s.dwords) * 4);
-    if (!w) continue;
-    for (auto& p : decode_push({static_cast<const uint32_t*>(w), s.dwords}, drv_.gen(), subs))
-      out += "\n            " + to_text(p);
-  }
-  return out;
-}
-
-// ---- programs -------------------------------------------------------------------------
-
-class NvProgramImage final : public KernelTable<NvKernel> {
- public:
-  NvProgramImage(Device& dev, RmDriver& drv, std::span<const std::byte> file)
-      : KernelTable("NVIDIA") {
-    Cubin c = parse_cubin(file);
-    const auto& arch = dev.properties().arch;
-    const std::string built = "sm_" + std::to_string(c.sm);
-    if (built != arch)
-      throw InvalidInput(dev.name() + ": cubin is built for " + built + ", the device is " + arch);
-    // The whole file is loaded as-is (the emulated GPU, like a debugger, finds kernels by
-    // parsing the ELF at the start of the mapping), then relocated in place.
-    memory_ = dev.allocate(std::max<uint64_t>(c.image_bytes, 1), MemoryKind::Device, true);
-    if (memory_.va() % std::max<uint64_t>(c.base_alignment, 256))
-      throw Error(dev.name() + ": code memory at " + hex(memory_.va()) + " is not aligned to " +
-                  std::to_string(c.base_alignment));
-    std::vector<std::byte> laid(c.image_bytes);
-    std::copy(file.begin(), file.end(), laid.begin());
-    apply_relocations(c, laid, memory_.va());
-    if (memory_.host())
-      std::memcpy(memory_.host(), laid.data(), laid.size());
-    else
-      dev.copy_in(memory_, 0, laid.data(), laid.size());
-    dev.synchronize();
-    const ComputeEncoder enc(drv.qmd_version());
-    const auto driver_words = cbuf0_driver_words(drv.gen(), kSharedWindow, kLocalWindow);
-    for (const CubinKernel& k : c.kernels) {
-      if (k.local_bytes) {
-        unsupported_[k.name] = "needs " + std::to_string(k.local_bytes) +
-                               " bytes of local memory per thread";
-        continue;
-      }
-      auto obj = std::make_shared<NvKernel>();
-      obj->name = k.name;
-      obj->code_va = memory_.va() + k.code_offset;
-      obj->code_bytes = k.code_size;
-      obj->sm = c.sm;
-      obj->registers = k.registers;
-      obj->barriers = k.barriers;
-      obj->shared_bytes = k.shared_bytes;
-      obj->lds_bytes = k.shared_bytes;
-      obj->param_base = k.param_base;
-      obj->cbuf0_bytes = uint32_t(align_up(std::max<uint64_t>(k.param_base + k.param_bytes,
-                                                               driver_words.size()), 16));
-      const uint32_t cbuf = cbuf0_offset(drv.qmd_version());
-      obj->kernarg_size = cbuf + obj->cbuf0_bytes;
-      obj->kernarg_align = 256;  // the QMD is sent as its address >> 8
-      obj->kernarg_init.assign(cbuf, std::byte{0});
-      obj->kernarg_init.insert(obj->kernarg_init.end(), driver_words.begin(), driver_words.end());
-      for (const CubinParam& p : k.params) {
-        KernelArg a;
-        a.name = "param" + std::to_string(p.ordinal);
-        a.offset = cbuf + k.param_base + p.offset;
-        a.size = p.size;
-        a.kind = KernelArg::Kind::Bytes;  // a cubin does not say which are pointers
-        obj->args.push_back(a);
-      }
-      enc.prepare(*obj);
-      kernels_[k.name] = std::move(obj);
-    }
-  }
-
-
- private:
-  Buffer memory_;
-};
-
 std::unique_ptr<ProgramImage> RmDriver::load_program(Device& dev, std::span<const std::byte> image) {
-  return std::make_unique<NvProgramImage>(dev, *this, image);
+  return load_cubin_image(dev, *this, image);
 }
-
-}  // namespace
 
 std::unique_ptr<DeviceDriver> open_rm_device(std::shared_ptr<os::Kernel> kernel, int index,
                                              const std::string& device_name) {

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <functional>
 #include <cstring>
@@ -110,14 +111,19 @@ class Gpu {
     }
     *ring_.at<uint64_t>(put_ * 8) = encode_gpfifo({va, uint32_t(w.size()), true, false});
     put_ = (put_ + 1) % kEntries;
-    __atomic_store_n(ring_.at<uint32_t>(kEntries * 8 + 0x8c), put_, __ATOMIC_RELEASE);
+    __atomic_store_n(ring_.at<uint32_t>(kEntries * 8 + offsetof(rm::Userd, GPPut)), put_,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&doorbell_, 5u, __ATOMIC_RELEASE);
   }
   void set_gp_put(uint32_t v) {
-    __atomic_store_n(ring_.at<uint32_t>(kEntries * 8 + 0x8c), v, __ATOMIC_RELEASE);
+    __atomic_store_n(ring_.at<uint32_t>(kEntries * 8 + offsetof(rm::Userd, GPPut)), v,
+                     __ATOMIC_RELEASE);
     __atomic_store_n(&doorbell_, 5u, __ATOMIC_RELEASE);
   }
-  uint32_t gp_get() { return __atomic_load_n(ring_.at<uint32_t>(kEntries * 8 + 0x88), __ATOMIC_ACQUIRE); }
+  uint32_t gp_get() {
+    return __atomic_load_n(ring_.at<uint32_t>(kEntries * 8 + offsetof(rm::Userd, GPGet)),
+                           __ATOMIC_ACQUIRE);
+  }
   bool until(const std::function<bool()>& f) {
     auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < end) {
@@ -386,7 +392,8 @@ TEST(NvEngine, ChannelsWaitForTheDoorbell) {
   auto w = sem(true, sig.va(), 3);
   std::memcpy(gpu.push_.p + 1024, w.data(), w.size() * 4);
   *gpu.ring_.at<uint64_t>(8) = encode_gpfifo({gpu.push_.va(1024), uint32_t(w.size()), true, false});
-  __atomic_store_n(gpu.ring_.at<uint32_t>(kEntries * 8 + 0x8c), 2u, __ATOMIC_RELEASE);
+  __atomic_store_n(gpu.ring_.at<uint32_t>(kEntries * 8 + offsetof(rm::Userd, GPPut)), 2u,
+                   __ATOMIC_RELEASE);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(*sig.at<uint64_t>(0), 0u);  // GP_PUT moved, but nobody rang
   __atomic_store_n(&gpu.doorbell_, 5u, __ATOMIC_RELEASE);

@@ -277,6 +277,85 @@ TEST(NvEncoders, TheDecoderShowsTheInlineQmdByField) {
   }
 }
 
+std::string prepare_error(QmdVersion v, void (*change)(NvKernel&)) {
+  NvKernel k = kernel(v);
+  change(k);
+  try {
+    ComputeEncoder(v).prepare(k);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What a cubin brings enters at load: each value is checked against its QMD field there, at
+// the field's limit and one past it.
+TEST(NvEncoders, ProgramValuesThatDoNotFitTheirQmdFieldsAreRefusedAtLoad) {
+  using V = QmdVersion;
+  // REGISTER_COUNT_V (V03) and REGISTER_COUNT (V04, V05): 9 bits.
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.registers = 511; }), "");
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.registers = 512; }),
+            "kernel 'k': QMD V03.REGISTER_COUNT_V: 512 does not fit in 9 bits (at most 511)");
+  EXPECT_EQ(prepare_error(V::V05, [](NvKernel& k) { k.registers = 512; }),
+            "kernel 'k': QMD V05.REGISTER_COUNT: 512 does not fit in 9 bits (at most 511)");
+  // BARRIER_COUNT: 5 bits (a cubin's EIATTR_NUM_BARRIERS carries 8).
+  EXPECT_EQ(prepare_error(V::V04, [](NvKernel& k) { k.barriers = 31; }), "");
+  EXPECT_EQ(prepare_error(V::V04, [](NvKernel& k) { k.barriers = 32; }),
+            "kernel 'k': QMD V04.BARRIER_COUNT: 32 does not fit in 5 bits (at most 31)");
+  // SHARED_MEMORY_SIZE: 18 bits of bytes, rounded up to 256; V05 counts 128-byte units in 11.
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.shared_bytes = 0x3ff00; }), "");
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.shared_bytes = 0x3ff01; }),
+            "kernel 'k': QMD V03.SHARED_MEMORY_SIZE: 262144 does not fit in 18 bits (at most "
+            "262143)");
+  EXPECT_EQ(prepare_error(V::V04, [](NvKernel& k) { k.shared_bytes = 0x3ff01; }),
+            "kernel 'k': QMD V04.SHARED_MEMORY_SIZE: 262144 does not fit in 18 bits (at most "
+            "262143)");
+  EXPECT_EQ(prepare_error(V::V05, [](NvKernel& k) { k.shared_bytes = 2047 * 128; }), "");
+  EXPECT_EQ(prepare_error(V::V05, [](NvKernel& k) { k.shared_bytes = 2047 * 128 + 1; }),
+            "kernel 'k': QMD V05.SHARED_MEMORY_SIZE_SHIFTED7: 2048 does not fit in 11 bits (at "
+            "most 2047)");
+  // CONSTANT_BUFFER_SIZE_SHIFTED4_0: 13 bits of 16-byte units.
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.cbuf0_bytes = 8191 * 16; }), "");
+  EXPECT_EQ(prepare_error(V::V03, [](NvKernel& k) { k.cbuf0_bytes = 8191 * 16 + 1; }),
+            "kernel 'k': QMD V03.CONSTANT_BUFFER_SIZE_SHIFTED4_0: 8192 does not fit in 13 bits "
+            "(at most 8191)");
+}
+
+std::string exec_error(QmdVersion v, Dim3 grid, Dim3 block) {
+  NvKernel k = kernel(v);
+  CommandStream cs;
+  std::vector<PatchSite> s;
+  try {
+    ComputeEncoder(v).exec(cs, k, 0x7f0000100000, grid, block, s);
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(cs.size(), 0u);  // nothing recorded
+    return e.what();
+  }
+  return "";
+}
+
+// Grid and CTA sizes enter at recording: the QMD fields narrower than 32 bits refuse what they
+// cannot hold instead of keeping its low bits.
+TEST(NvEncoders, GridAndBlockSizesAreCheckedAgainstTheirQmdFields) {
+  using V = QmdVersion;
+  EXPECT_EQ(exec_error(V::V03, {0xffffffff, 65535, 65535}, {1, 1, 1}), "");
+  EXPECT_EQ(exec_error(V::V03, {1, 65536, 1}, {1, 1, 1}),
+            "kernel 'k': QMD V03.CTA_RASTER_HEIGHT: 65536 does not fit in 16 bits (at most 65535)");
+  EXPECT_EQ(exec_error(V::V04, {1, 1, 65536}, {1, 1, 1}),
+            "kernel 'k': QMD V04.GRID_DEPTH: 65536 does not fit in 16 bits (at most 65535)");
+  EXPECT_EQ(exec_error(V::V03, {1, 1, 1}, {65535, 65535, 65535}), "");
+  EXPECT_EQ(exec_error(V::V03, {1, 1, 1}, {1, 65536, 1}),
+            "kernel 'k': QMD V03.CTA_THREAD_DIMENSION1: 65536 does not fit in 16 bits (at most "
+            "65535)");
+  EXPECT_EQ(exec_error(V::V04, {1, 1, 1}, {65536, 1, 1}),
+            "kernel 'k': QMD V04.CTA_THREAD_DIMENSION0: 65536 does not fit in 16 bits (at most "
+            "65535)");
+  // V05's CTA_THREAD_DIMENSION2 is 8 bits (clcec0qmd.h 1127:1120).
+  EXPECT_EQ(exec_error(V::V05, {1, 1, 1}, {1, 1, 255}), "");
+  EXPECT_EQ(exec_error(V::V05, {1, 1, 1}, {1, 1, 256}),
+            "kernel 'k': QMD V05.CTA_THREAD_DIMENSION2: 256 does not fit in 8 bits (at most 255)");
+}
+
 TEST(NvEncoders, ChannelSetupBindsTheClassesAndWindows) {
   // SET_OBJECT on subchannel 1 (0x20012000) and 4 (0x20018000); the windows' A methods take
   // the upper address bits first.

@@ -7,6 +7,8 @@
 
 #include <random>
 
+#include "core/error.hpp"
+
 namespace hcq::nv {
 namespace {
 
@@ -42,6 +44,52 @@ TEST(NvPush, GpfifoEntriesRoundTrip) {
   EXPECT_TRUE(d.subroutine);
   EXPECT_FALSE(d.sync);
   EXPECT_EQ(decode_gpfifo(encode_gpfifo({0xfc, 1, false, true})).sync, true);
+}
+
+// GP_ENTRY1_LENGTH is 21 bits of dwords: a segment of 2^21 dwords is refused, not cut.
+TEST(NvPush, GpfifoLengthIsCheckedAtItsLimit) {
+  EXPECT_NO_THROW(check_gpfifo_length((1u << 21) - 1, "entry"));
+  EXPECT_EQ(decode_gpfifo(encode_gpfifo({0x1000, (1u << 21) - 1, true, false})).dwords,
+            (1u << 21) - 1);
+  try {
+    check_gpfifo_length(1u << 21, "channel 0: GPFIFO entry");
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "channel 0: GPFIFO entry.LENGTH: 2097152 does not fit in 21 bits (at "
+                           "most 2097151)");
+  }
+}
+
+// One framing rule: how many words each kind of header takes, for the decoder and the
+// emulated GPU alike.
+TEST(NvPush, HeadersFrameTheirPackets) {
+  EXPECT_EQ(parse_method_header(0).framing, Framing::Nop);
+  EXPECT_EQ(parse_method_header(0).dwords(), 1u);
+  const MethodHeader inc5 = parse_method_header(inc(0, HOST_SEM_ADDR_LO, 5));
+  EXPECT_EQ(inc5.framing, Framing::Methods);
+  EXPECT_EQ(inc5.dwords(), 6u);
+  EXPECT_EQ(inc5.method_of(4), HOST_SEM_EXECUTE);
+  const MethodHeader ni = parse_method_header(non_inc(1, COMPUTE_LOAD_INLINE_DATA, 70));
+  EXPECT_EQ(ni.dwords(), 71u);
+  EXPECT_EQ(ni.method_of(69), COMPUTE_LOAD_INLINE_DATA);
+  const MethodHeader one = parse_method_header(method_header(SecOp::OneInc, 4, COPY_PITCH_IN, 3));
+  EXPECT_EQ(one.dwords(), 4u);
+  EXPECT_EQ(one.method_of(2), COPY_PITCH_OUT);
+  const MethodHeader imm = parse_method_header(method_header(SecOp::ImmdDataMethod, 4, COPY_LAUNCH_DMA, 0x182));
+  EXPECT_EQ(imm.framing, Framing::Immediate);
+  EXPECT_EQ(imm.dwords(), 1u);  // the data is the header's count field
+  EXPECT_EQ(imm.count, 0x182u);
+  EXPECT_EQ(parse_method_header(0xE0000000).framing, Framing::EndSegment);
+  EXPECT_EQ(parse_method_header(0x40000001).framing, Framing::Invalid);  // sec_op 2
+  // The decoder steps by the same lengths: an immediate, then a 1-method run, then a NOP.
+  const uint32_t push[] = {method_header(SecOp::ImmdDataMethod, 4, COPY_LAUNCH_DMA, 0x182),
+                           inc(1, COMPUTE_SEND_PCAS_A, 1), 5, 0};
+  auto ps = decode_push(push, Gen::Hopper);
+  ASSERT_EQ(ps.size(), 3u);
+  EXPECT_EQ(ps[0].name, "COPY immediate");
+  EXPECT_EQ(ps[1].offset, 1u);
+  EXPECT_EQ(ps[1].dwords, 2u);
+  EXPECT_EQ(ps[2].name, "NOP");
 }
 
 TEST(NvPush, DecodesMethodsByClass) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "core/hcq.hpp"
@@ -99,6 +100,38 @@ TEST(NvDriver, RmErrorsNameTheObjectAndTheStatus) {
   }
   Buffer b = dev->allocate(4096);  // the device is still usable
   EXPECT_NE(b.va(), 0u);
+}
+
+// A command buffer runs as one GPFIFO entry, whose LENGTH is 21 bits of dwords: one past it is
+// refused before anything is written. A direct submission is copied into the channel's push
+// ring and may take half of it (1 MiB ring).
+TEST(NvDriver, EntryAndPushRingLimitsAreExact) {
+  auto drv = open_rm_device(emu::make_emulated_system(*find_target("sm_90")), 0, "emu:sm_90");
+  auto q = drv->create_queue(QueueKind::Compute);
+  const uint32_t max_entry = (1u << 21) - 1;
+  const Allocation nops = drv->allocate(drv->va_base(), uint64_t(max_entry + 1) * 4,
+                                        MemoryKind::Host, false);
+  std::memset(nops.host, 0, nops.size);  // zero words: NOPs
+  try {
+    q->submit_indirect(nops.va, max_entry + 1);
+    FAIL() << "expected an error";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "emu:sm_90: compute channel 0: GPFIFO entry.LENGTH: 2097152 does not "
+                           "fit in 21 bits (at most 2097151)");
+  }
+  EXPECT_NO_THROW(q->submit_indirect(nops.va, max_entry));
+  const size_t max_direct = (1u << 20) / 2 / 4;
+  const auto* words = static_cast<const uint32_t*>(nops.host);
+  EXPECT_NO_THROW(q->submit(words, max_direct));
+  try {
+    q->submit(words, max_direct + 1);
+    FAIL() << "expected an error";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "emu:sm_90: compute channel 0: a submission of 524292 bytes does not "
+                           "fit the push buffer (524288 at most); bind it instead");
+  }
+  q.reset();
+  drv->free(nops);
 }
 
 TEST(NvDriver, CubinsForAnotherDeviceOrDamagedAreRejected) {

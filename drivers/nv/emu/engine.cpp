@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <unordered_map>
 
@@ -16,6 +17,7 @@
 #include "core/error.hpp"
 #include "emu/kernels.hpp"
 #include "nv/cubin.hpp"
+#include "nv/rm_abi.hpp"
 
 namespace hcq::nv::emu {
 
@@ -38,8 +40,13 @@ struct ChannelError {
   throw ChannelError{std::move(what), rc};
 }
 
-constexpr uint32_t kGpGet = 0x88, kGpPut = 0x8c;  // USERD (clc56f.h Nvc56fControl)
+// USERD's GP_GET and GP_PUT, and the error notifier's words, where the ABI header places them.
+constexpr uint64_t kGpGet = offsetof(rm::Userd, GPGet), kGpPut = offsetof(rm::Userd, GPPut);
+constexpr uint64_t kGpfifoEntryBytes = sizeof(uint64_t);
 constexpr uint32_t kMethodDwords = 0x4000 / 4;    // a class's method space
+// Methods below this offset belong to the host on every subchannel (clc56f.h: the host's
+// methods end at 0x100, the engine classes' start there).
+constexpr uint16_t kHostMethodsEnd = 0x100;
 constexpr int kEntriesPerTurn = 64;
 constexpr uint32_t kFetchDwords = 1024;  // the emulated PBDMA's look-ahead
 constexpr auto kSpinAfterActivity = std::chrono::microseconds(200);
@@ -65,8 +72,10 @@ void store(const Memory& m, uint64_t va, T v) {
   void* p = m.translate(va, sizeof(T));
   if constexpr (sizeof(T) == 8)
     __atomic_store_n(static_cast<uint64_t*>(p), uint64_t(v), __ATOMIC_RELEASE);
-  else
+  else if constexpr (sizeof(T) == 4)
     __atomic_store_n(static_cast<uint32_t*>(p), uint32_t(v), __ATOMIC_RELEASE);
+  else
+    __atomic_store_n(static_cast<uint16_t*>(p), uint16_t(v), __ATOMIC_RELEASE);
 }
 
 }  // namespace
@@ -191,8 +200,10 @@ void Engine::fail(Channel& c, uint32_t rc, const std::string& what) {
   c.dead = true;
   if (c.d.notifier_va) {
     try {  // the notifier's info32 and status, as RM writes them on a channel error
-      store<uint32_t>(mem_, c.d.notifier_va + 8, rc);
-      store<uint32_t>(mem_, c.d.notifier_va + 12, uint32_t(kNotifierErrorStatus) << 16);
+      const uint64_t n = c.d.notifier_va;
+      store<uint32_t>(mem_, n + offsetof(rm::Notification, info32), rc);
+      store<uint16_t>(mem_, n + offsetof(rm::Notification, info16), uint16_t(0));
+      store<uint16_t>(mem_, n + offsetof(rm::Notification, status), kNotifierErrorStatus);
     } catch (const Fault&) {
     }
   }
@@ -213,7 +224,7 @@ bool Engine::step(Channel& c) {
           return progress;
         }
         const GpfifoEntry e =
-            decode_gpfifo(load<uint64_t>(mem_, c.d.gpfifo_va + uint64_t(c.gp_get) * 8));
+            decode_gpfifo(load<uint64_t>(mem_, c.d.gpfifo_va + c.gp_get * kGpfifoEntryBytes));
         c.entry = c.gp_get;
         c.seg_va = e.address;
         c.seg_dwords = e.dwords;
@@ -264,24 +275,28 @@ Engine::Res Engine::exec_segment(Channel& c) {
              " dword " + std::to_string(c.pos);
     };
     try {
-      if (header == 0) {
-        c.pos++;
-        continue;
+      switch (h.framing) {  // the push format's one framing rule (nv/push.hpp)
+        case Framing::Nop:
+          c.pos += h.dwords();
+          continue;
+        case Framing::Immediate:
+          if (method(c, h.subchannel, h.method, h.count) == Res::Blocked) return Res::Blocked;
+          c.pos += h.dwords();
+          continue;
+        case Framing::EndSegment:
+          return Res::Done;
+        case Framing::Invalid:
+          bad("method header " + hex(header) + " with sec_op " + std::to_string(h.op));
+        case Framing::Methods:
+          break;
       }
-      if (h.op == uint32_t(SecOp::ImmdDataMethod)) {
-        if (method(c, h.subchannel, h.method, h.count) == Res::Blocked) return Res::Blocked;
-        c.pos++;
-        continue;
-      }
-      if (h.op == uint32_t(SecOp::EndPbSegment)) return Res::Done;
-      if (!h.has_data()) bad("method header " + hex(header) + " with sec_op " + std::to_string(h.op));
-      if (c.pos + 1 + h.count > c.seg_dwords)
+      if (c.pos + h.dwords() > c.seg_dwords)
         bad("method header " + hex(header) + " has " + std::to_string(h.count) +
             " data dwords, the segment " + std::to_string(c.seg_dwords - c.pos - 1) + " more");
       if (h.op == uint32_t(SecOp::NonIncMethod) && h.method == COMPUTE_LOAD_INLINE_DATA &&
           c.sub_bound[h.subchannel] && c.sub_group[h.subchannel] == Group::COMPUTE) {
         inline_data(c, at(c.pos + 1), h.count);  // a QMD's worth in one translation
-        c.pos += 1 + h.count;
+        c.pos += h.dwords();
         continue;
       }
       for (uint32_t i = c.resume; i < h.count; i++) {
@@ -290,7 +305,7 @@ Engine::Res Engine::exec_segment(Channel& c) {
           return Res::Blocked;
         }
       }
-      c.pos += 1 + h.count;
+      c.pos += h.dwords();
       c.resume = 0;
     } catch (ChannelError& e) {
       e.what = where() + ": " + e.what;
@@ -303,8 +318,7 @@ Engine::Res Engine::exec_segment(Channel& c) {
 }
 
 Engine::Res Engine::method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {
-  // Methods below 0x100 belong to the host on every subchannel (clc56f.h).
-  if (m < 0x100) {
+  if (m < kHostMethodsEnd) {
     if (m == HOST_SET_OBJECT) {
       const uint32_t cls = HOST_SET_OBJECT_NVCLASS_ALL.get(data);
       if (cls == classes_.compute_class)
@@ -351,19 +365,22 @@ Engine::Res Engine::host_method(Channel& c, uint16_t m, uint32_t data) {
     throw Fault("semaphore address " + hex(va) + " is not " + (wide ? "8" : "4") +
                 "-byte aligned", va);
   const uint32_t op = HOST_SEM_EXECUTE_OPERATION_ALL.get(data);
-  if (op > 3) bad("SEM_EXECUTE operation " + std::to_string(op) + " (hcq's GPUs do 0 to 3)");
+  if (op > HOST_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ)
+    bad("SEM_EXECUTE operation " + std::to_string(op) + " (hcq's GPUs do 0 to 3)");
   const uint64_t cur = wide ? load<uint64_t>(mem_, va) : load<uint32_t>(mem_, va);
   switch (op) {
-    case 0: return cur == payload ? Res::Done : Res::Blocked;  // ACQUIRE (equal)
-    case 1:                                                    // RELEASE
+    case HOST_SEM_EXECUTE_OPERATION_ACQUIRE:  // equal
+      return cur == payload ? Res::Done : Res::Blocked;
+    case HOST_SEM_EXECUTE_OPERATION_RELEASE:
       if (wide)
         store<uint64_t>(mem_, va, payload);
       else
         store<uint32_t>(mem_, va, uint32_t(payload));
       if (HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL.get(data)) store<uint64_t>(mem_, va + 8, now_ns());
       return Res::Done;
-    case 2: return cur >= payload ? Res::Done : Res::Blocked;  // ACQ_STRICT_GEQ
-    case 3:                                                    // ACQ_CIRC_GEQ
+    case HOST_SEM_EXECUTE_OPERATION_ACQ_STRICT_GEQ:
+      return cur >= payload ? Res::Done : Res::Blocked;
+    case HOST_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ:
       return (wide ? int64_t(cur - payload) : int64_t(int32_t(uint32_t(cur - payload)))) >= 0
                  ? Res::Done
                  : Res::Blocked;
@@ -375,12 +392,11 @@ void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data)
   // Hopper and later take a shared memory window only at a 4 GiB boundary: an H200 (RM
   // 580.159) stopped the channel with Xid 69 (class error, offset 0x2a4) for 0xfe000000.
   if (m == COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B && classes_.gen >= Gen::Hopper &&
-      (c.reg64(sub, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_A,
-               COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B) & 0xffffffffull) != 0)
+      c.reg(sub, COMPUTE_SET_SHADER_SHARED_MEMORY_WINDOW_B) != 0)
     bad("SET_SHADER_SHARED_MEMORY_WINDOW_B " + hex(data) + ": the shared memory window must "
         "be 4 GiB aligned on Hopper and later", kRcGrClassError);
   if (m == COMPUTE_LAUNCH_DMA) {
-    if (!COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL.get(data))
+    if (COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL.get(data) != COMPUTE_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
       bad("LAUNCH_DMA to block-linear memory (only pitch layout is emulated)");
     c.inline_dst = c.reg64(sub, COMPUTE_OFFSET_OUT_UPPER, COMPUTE_OFFSET_OUT);
     c.inline_left = uint64_t(c.reg(sub, COMPUTE_LINE_LENGTH_IN)) * c.reg(sub, COMPUTE_LINE_COUNT);
@@ -392,10 +408,10 @@ void Engine::compute_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data)
   }
   if (m == COMPUTE_SEND_SIGNALING_PCAS2_B) {
     const uint32_t action = COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_ALL.get(data);
-    if (action != 9)
+    if (action != COMPUTE_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE)
       bad("SEND_SIGNALING_PCAS2_B action " + std::to_string(action) +
           " (the emulated GPU schedules with action 9, INVALIDATE_COPY_SCHEDULE)");
-    launch(c, uint64_t(c.reg(sub, COMPUTE_SEND_PCAS_A)) << 8);
+    launch(c, uint64_t(c.reg(sub, COMPUTE_SEND_PCAS_A)) << kQmdAddressShift);
   }
 }
 
@@ -413,9 +429,9 @@ void Engine::inline_data(Channel& c, const uint32_t* data, uint32_t dwords) {
 void Engine::copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {
   if (m != COPY_LAUNCH_DMA) return;
   const uint32_t type = COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_ALL.get(data);
-  if (type != 0) {
-    if (!COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_ALL.get(data) ||
-        !COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL.get(data))
+  if (type != COPY_LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE) {
+    if (COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_ALL.get(data) != COPY_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH ||
+        COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_ALL.get(data) != COPY_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH)
       bad("copy LAUNCH_DMA with a block-linear surface (only pitch layout is emulated)");
     if (COPY_LAUNCH_DMA_REMAP_ENABLE_ALL.get(data)) bad("copy LAUNCH_DMA with REMAP_ENABLE");
     const uint64_t src = c.reg64(sub, COPY_OFFSET_IN_UPPER, COPY_OFFSET_IN_LOWER);
@@ -432,18 +448,21 @@ void Engine::copy_method(Channel& c, uint32_t sub, uint16_t m, uint32_t data) {
     }
   }
   const uint32_t sem = COPY_LAUNCH_DMA_SEMAPHORE_TYPE_ALL.get(data);
-  if (sem) {  // 1: one-word release, 2: four-word release (payload, then the timestamp at +8)
+  if (sem != COPY_LAUNCH_DMA_SEMAPHORE_TYPE_NONE) {
+    // A one-word release, or a four-word one: the payload, then the timestamp at +8.
     const uint64_t va = c.reg64(sub, COPY_SET_SEMAPHORE_A, COPY_SET_SEMAPHORE_B);
     const bool wide = COPY_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE_ALL.get(data);
     const uint64_t payload = wide ? c.reg64(sub, COPY_SET_SEMAPHORE_PAYLOAD_UPPER,
                                             COPY_SET_SEMAPHORE_PAYLOAD)
                                   : c.reg(sub, COPY_SET_SEMAPHORE_PAYLOAD);
-    if (sem > 2) bad("copy LAUNCH_DMA SEMAPHORE_TYPE " + std::to_string(sem));
+    if (sem > COPY_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE)
+      bad("copy LAUNCH_DMA SEMAPHORE_TYPE " + std::to_string(sem));
     if (wide)
       store<uint64_t>(mem_, va, payload);
     else
       store<uint32_t>(mem_, va, uint32_t(payload));
-    if (sem == 2) store<uint64_t>(mem_, va + 8, now_ns());
+    if (sem == COPY_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_FOUR_WORD_SEMAPHORE)
+      store<uint64_t>(mem_, va + 8, now_ns());
   }
   if (COPY_LAUNCH_DMA_INTERRUPT_TYPE_ALL.get(data)) events_.nonstall_interrupt();
 }
@@ -466,49 +485,14 @@ uint64_t Engine::launch_one(Channel& c, uint64_t qmd_va) {
   const auto* q = static_cast<const uint32_t*>(mem_.translate(qmd_va, qmd_bytes(v)));
   auto field = [&](const QmdField& f) { return f.get(q); };
   const std::string at = "QMD at " + hex(qmd_va) + ": ";
-  Dim3 grid, block;
-  uint64_t program = 0, cbuf = 0;
-  uint32_t cbuf_bytes = 0, major = 0;
-  bool cbuf_valid = false;
-  switch (v) {
-    case QmdVersion::V03:
-      major = field(QMD_V03_QMD_MAJOR_VERSION);
-      grid = {field(QMD_V03_CTA_RASTER_WIDTH), field(QMD_V03_CTA_RASTER_HEIGHT),
-              field(QMD_V03_CTA_RASTER_DEPTH)};
-      block = {field(QMD_V03_CTA_THREAD_DIMENSION0), field(QMD_V03_CTA_THREAD_DIMENSION1),
-               field(QMD_V03_CTA_THREAD_DIMENSION2)};
-      program = uint64_t(field(QMD_V03_PROGRAM_ADDRESS_UPPER)) << 32 |
-                field(QMD_V03_PROGRAM_ADDRESS_LOWER);
-      cbuf = uint64_t(field(QMD_V03_CONSTANT_BUFFER_ADDR_UPPER0)) << 32 |
-             field(QMD_V03_CONSTANT_BUFFER_ADDR_LOWER0);
-      cbuf_bytes = field(QMD_V03_CONSTANT_BUFFER_SIZE_SHIFTED4_0) << 4;
-      cbuf_valid = field(QMD_V03_CONSTANT_BUFFER_VALID0);
-      break;
-    case QmdVersion::V04:
-      major = field(QMD_V04_QMD_MAJOR_VERSION);
-      grid = {field(QMD_V04_GRID_WIDTH), field(QMD_V04_GRID_HEIGHT), field(QMD_V04_GRID_DEPTH)};
-      block = {field(QMD_V04_CTA_THREAD_DIMENSION0), field(QMD_V04_CTA_THREAD_DIMENSION1),
-               field(QMD_V04_CTA_THREAD_DIMENSION2)};
-      program = uint64_t(field(QMD_V04_PROGRAM_ADDRESS_UPPER)) << 32 |
-                field(QMD_V04_PROGRAM_ADDRESS_LOWER);
-      cbuf = (uint64_t(field(QMD_V04_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0)) << 32 |
-              field(QMD_V04_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0)) << 6;
-      cbuf_bytes = field(QMD_V04_CONSTANT_BUFFER_SIZE_SHIFTED4_0) << 4;
-      cbuf_valid = field(QMD_V04_CONSTANT_BUFFER_VALID0);
-      break;
-    case QmdVersion::V05:
-      major = field(QMD_V05_QMD_MAJOR_VERSION);
-      grid = {field(QMD_V05_GRID_WIDTH), field(QMD_V05_GRID_HEIGHT), field(QMD_V05_GRID_DEPTH)};
-      block = {field(QMD_V05_CTA_THREAD_DIMENSION0), field(QMD_V05_CTA_THREAD_DIMENSION1),
-               field(QMD_V05_CTA_THREAD_DIMENSION2)};
-      program = (uint64_t(field(QMD_V05_PROGRAM_ADDRESS_UPPER_SHIFTED4)) << 32 |
-                 field(QMD_V05_PROGRAM_ADDRESS_LOWER_SHIFTED4)) << 4;
-      cbuf = (uint64_t(field(QMD_V05_CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6_0)) << 32 |
-              field(QMD_V05_CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6_0)) << 6;
-      cbuf_bytes = field(QMD_V05_CONSTANT_BUFFER_SIZE_SHIFTED4_0) << 4;
-      cbuf_valid = field(QMD_V05_CONSTANT_BUFFER_VALID0);
-      break;
-  }
+  const QmdLayout L = qmd_layout(v);
+  const uint32_t major = field(*L.major_version);
+  const Dim3 grid{field(*L.grid[0]), field(*L.grid[1]), field(*L.grid[2])};
+  const Dim3 block{field(*L.block[0]), field(*L.block[1]), field(*L.block[2])};
+  const uint64_t program = get_address(q, *L.program_lo, *L.program_hi, L.program_shift);
+  const uint64_t cbuf = get_address(q, *L.cbuf_lo, *L.cbuf_hi, L.cbuf_shift);
+  const uint32_t cbuf_bytes = field(*L.cbuf_size_shifted4) << kCbufSizeShift;
+  const bool cbuf_valid = field(*L.cbuf_valid);
   if (major != uint32_t(v))
     bad(at + "QMD_MAJOR_VERSION is " + std::to_string(major) + "; this GPU's compute class " +
         hex(classes_.compute_class) + " takes V0" + std::to_string(int(v)) + " QMDs");
@@ -566,12 +550,12 @@ uint64_t Engine::launch_one(Channel& c, uint64_t qmd_va) {
   d.abandon = preemption_.flag();
   auto running = preemption_.run(c.d.id);
   (*k.fn)(d);
-  if (v == QmdVersion::V03 && field(QMD_V03_DEPENDENT_QMD0_ENABLE)) {
-    const uint32_t action = field(QMD_V03_DEPENDENT_QMD0_ACTION);
-    if (action != 1)
+  if (L.dependent_enable && field(*L.dependent_enable)) {
+    const uint32_t action = field(*L.dependent_action);
+    if (action != QMD_V03_DEPENDENT_QMD0_ACTION_QMD_SCHEDULE)
       bad(at + "DEPENDENT_QMD0_ACTION " + std::to_string(action) +
           " (the emulated GPU schedules dependents: action 1)");
-    return uint64_t(field(QMD_V03_DEPENDENT_QMD0_POINTER)) << 8;
+    return uint64_t(field(*L.dependent_pointer)) << kQmdAddressShift;
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "nv/fault_log.hpp"  // kEmulatorFaultLog: the file the emulated kernel publishes
 #include "nv/targets.hpp"
 #include "os/kernel.hpp"
 
@@ -15,10 +16,5 @@ namespace hcq::nv::emu {
 // 595 (nv/rm_abi.hpp) follow it.
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
                                                  const std::string& rm_version = "595.45.04");
-
-// The emulated GPU's own words about each channel error (a debugfs-style file that only the
-// emulated kernel has); the driver adds them to its fault errors when present.
-inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/nvidia/hcq_emulator_faults";
-
 
 }  // namespace hcq::nv::emu
