@@ -105,6 +105,15 @@ class KfdQueue final : public HwQueue {
   ~KfdQueue() override;
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  // IB_SIZE of PM4 INDIRECT_BUFFER and SDMA INDIRECT: 20 bits of dwords (pm4.def, sdma.def;
+  // Mesa sid.h S_3F2_IB_SIZE). SDMA fetches IBs in 8-dword units from 32-byte-aligned
+  // addresses (Linux sdma_v5_0_ring_emit_ib masks the address with 0xffffffe0; amdgpu pads
+  // SDMA IBs to 8 dwords): its largest IB is the largest multiple of 8 that fits.
+  size_t max_indirect_dwords() const override {
+    if (kind_ == QueueKind::Compute) return (size_t{1} << pm4::INDIRECT_BUFFER_IB_SIZE.width) - 1;
+    return ((size_t{1} << sdma::INDIRECT_IB_SIZE_ALL.width) - 1) / 8 * 8;
+  }
+  size_t indirect_granule_dwords() const override { return kind_ == QueueKind::Compute ? 1 : 8; }
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   QueueKind kind() const { return kind_; }
   // The packets around the read pointer (hang_report), empty when the queue is idle.

@@ -58,6 +58,10 @@ std::string status_text(NvStatus s) {
 
 class RmDriver;
 
+// GPFIFO entry LENGTH is 21 bits of dwords (NVIDIA open-gpu-doc clc36f.h NVC36F_GP_ENTRY1_LENGTH
+// 30:10): the largest command buffer one entry runs.
+constexpr size_t kMaxEntryDwords = (1u << 21) - 1;
+
 // A GPFIFO channel: the ring of entries, USERD, a push buffer ring for direct submissions,
 // the error notifier, and the doorbell.
 class Channel final : public HwQueue {
@@ -67,6 +71,7 @@ class Channel final : public HwQueue {
   void submit(const uint32_t* words, size_t n) override;
   // Through RmDriver::submit_indirect, as one of several channels.
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  size_t max_indirect_dwords() const override { return kMaxEntryDwords; }
   // RmDriver::submit_indirect's steps: an entry (of a size check_entry() allowed) and
   // GP_PUT, with faults checked by the caller; then, after one ordering read on the BAR1
   // path, the doorbell.
@@ -925,7 +930,6 @@ void Channel::submit_indirect(uint64_t va, size_t ndwords) {
 }
 
 void Channel::check_entry(size_t ndwords) const {
-  constexpr size_t kMaxEntryDwords = (1u << 21) - 1;  // GPFIFO entry LENGTH is 21 bits
   if (ndwords > kMaxEntryDwords)
     throw InvalidInput(name_ + ": a command buffer of " + std::to_string(ndwords) +
                        " dwords exceeds one GPFIFO entry (" + std::to_string(kMaxEntryDwords) + ")");

@@ -750,6 +750,43 @@ TEST_P(Batch, ARunWhoseCaptureFailsLeavesEveryDeviceUsable) {
   EXPECT_EQ(got, std::vector<uint32_t>(n, 9u));
 }
 
+// A schedule whose compute recording is longer than one PM4 indirect buffer holds (IB_SIZE:
+// 20 bits of dwords, about 17,000 launches on gfx1100) runs split into several indirect
+// buffers: every launch's word is checked (a truncated buffer would leave the last ones
+// unwritten and never signal).
+TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndirectBuffers) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  const auto image = kernels::code_object("gfx1100");
+  if (image.empty()) GTEST_SKIP() << "no code object built for gfx1100";
+  std::shared_ptr<const ProgramImage> img = dev->driver().load_program(*dev, image);
+  Program fill(*dev, img, "fill_u32");
+  const size_t limit = dev->max_indirect_dwords(QueueKind::Compute);
+  EXPECT_EQ(limit, (size_t{1} << 20) - 1);
+  size_t per_launch;  // one launch's dwords
+  {
+    ComputeQueue q(*dev);
+    q.exec(fill, 0, {1, 1, 1}, {64, 1, 1});
+    per_launch = q.stream().size();
+  }
+  const uint32_t n = uint32_t(limit / per_launch) + 100;
+  EXPECT_GT(n, 17000u);
+  EXPECT_GT(uint64_t(n) * per_launch, limit);
+  Buffer out = dev->allocate(uint64_t(n) * 4);
+  Schedule s(*dev);
+  for (uint32_t i = 0; i < n; i++)
+    s.launch(fill, {1, 1, 1}, {64, 1, 1},
+             {Arg::buffer(Mem::of(out), uint64_t(i) * 4), Arg::value(i ^ 0x5a000000u),
+              Arg::value(1u), Arg::value(64u)},
+             {Access::written(Mem::of(out), uint64_t(i) * 4, 4)});
+  Executable exe = s.compile();
+  exe.run(Bindings());
+  exe.wait(std::chrono::milliseconds(120000));
+  std::vector<uint32_t> got(n);
+  dev->copy_out(got.data(), out, 0, uint64_t(n) * 4);
+  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], i ^ 0x5a000000u) << "launch " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
                                            "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
