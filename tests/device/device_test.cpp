@@ -14,6 +14,7 @@
 
 #include "core/hcq.hpp"
 #include "common/hardware_devices.hpp"
+#include "common/interleave.hpp"
 #include "common/patterns.hpp"
 #include "kernels.hpp"
 
@@ -753,6 +754,57 @@ TEST_P(EmulatedDevice, RecordingsLongerThanOneIndirectBufferRunInPieces) {
       EXPECT_EQ(small.dwords[k], whole.dwords[k]);
     }
   }
+}
+
+// The emulated GPUs interleave their queues at random with HCQ_EMU_INTERLEAVE_SEED: a copy
+// that should wait for a kernel on the compute queue and does not then copies what was there
+// before the kernel for some seed of a few, where with the wait every seed gives the
+// kernel's data. Both queues wait on a gate the host opens once both are submitted.
+TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
+  if (!device_name(GetParam()).starts_with("emu:"))
+    GTEST_SKIP() << GetParam() << " is not emulated: its queues interleave as the GPU runs them";
+  REQUIRE_COPY_ENGINE();
+  REQUIRE_KERNELS(img0);
+  const uint32_t n = 64;
+  auto run = [&](uint64_t seed, bool with_wait) {
+    testing_support::InterleavedQueues interleaved(seed, /*forced=*/true);
+    SCOPED_TRACE(interleaved.trace());
+    auto d = Device::open(device_name(GetParam()));
+    std::shared_ptr<const ProgramImage> img(
+        d->driver().load_program(*d, kernels::code_object(d->properties().arch)));
+    Program fill(*d, img, "fill_u32");
+    Buffer x = d->allocate(n * 4), y = d->allocate(n * 4);
+    const std::vector<uint32_t> zeros(n, 0);
+    d->copy_in(x, 0, zeros.data(), n * 4);
+    d->copy_in(y, 0, zeros.data(), n * 4);
+    Buffer args = d->allocate_visible(4096);
+    fill.fill_args(KernelArgs().buffer(x).value(7u).value(n).value(64u), args.host());
+    Signal gate = d->new_signal(), s = d->new_signal(), done = d->new_signal();
+    ComputeQueue cq(*d);
+    cq.wait(gate, 1);
+    cq.memory_barrier().exec(fill, args.va(), {1, 1, 1}, {64, 1, 1}).signal(s, 1);
+    CopyQueue kq(*d);
+    kq.wait(gate, 1);
+    if (with_wait) kq.wait(s, 1);
+    kq.copy(y.va(), x.va(), n * 4).signal(done, 1);
+    cq.bind();
+    kq.bind();
+    Queue* both[] = {&cq, &kq};
+    Queue::submit_together(both);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // both reach the gate
+    gate.set(1);
+    s.wait(1, std::chrono::milliseconds(5000));
+    done.wait(1, std::chrono::milliseconds(5000));
+    std::vector<uint32_t> got(n);
+    d->copy_out(got.data(), y, 0, n * 4);
+    return got == std::vector<uint32_t>(n, 7u);
+  };
+  int wrong = 0;
+  for (uint64_t seed = 1; seed <= 8; seed++) {
+    EXPECT_TRUE(run(seed, true)) << "with the wait, HCQ_EMU_INTERLEAVE_SEED=" << seed;
+    wrong += !run(seed, false);
+  }
+  EXPECT_GT(wrong, 0) << "no seed of 1..8 ran the copy before the kernel without the wait";
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
