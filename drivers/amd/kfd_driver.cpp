@@ -108,8 +108,13 @@ class KfdQueue final : public HwQueue {
   ~KfdQueue() override;
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
-  // The longest command buffer one indirect packet runs, in dwords (IB_SIZE's limit).
-  size_t max_indirect_dwords() const;
+  // The longest command buffer one indirect packet runs, in dwords (IB_SIZE's limit: 20 bits,
+  // pm4.def / sdma.def, Mesa sid.h S_3F2_IB_SIZE). SDMA fetches IBs in 8-dword units from
+  // 32-byte-aligned addresses (Linux sdma_v5_0_ring_emit_ib; amdgpu pads SDMA IBs to 8 dwords).
+  size_t max_indirect_dwords() const override;
+  size_t indirect_granule_dwords() const override {
+    return kind_ == QueueKind::Compute ? 1 : kSdmaIbAlign;
+  }
   uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
   QueueKind kind() const { return kind_; }
   // The packets around the read pointer (hang_report), empty when the queue is idle.

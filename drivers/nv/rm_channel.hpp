@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/driver.hpp"
+#include "nv/push.hpp"
 #include "nv/rm_abi.hpp"
 
 namespace hcq::nv {
@@ -26,6 +27,8 @@ class GpfifoChannel final : public HwQueue {
   void submit(const uint32_t* words, size_t n) override;
   // Through RmDriver::submit_indirect, as one of several channels.
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  // One GPFIFO entry's LENGTH bounds a command buffer (push_format.def, clc56f.h 30:10).
+  size_t max_indirect_dwords() const override { return GP_ENTRY_LENGTH.bits().mask(); }
   // RmDriver::submit_indirect's steps: an entry (of a size check_entry() allowed) and
   // GP_PUT, with faults checked by the caller; then, after one ordering read on the BAR1
   // path, the doorbell.

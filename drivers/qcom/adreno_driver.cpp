@@ -44,6 +44,11 @@ class AdrenoQueue final : public HwQueue {
   explicit AdrenoQueue(AdrenoDriver& drv);
   void submit(const uint32_t* words, size_t n) override;
   void submit_indirect(uint64_t va, size_t ndwords) override;
+  // CP_INDIRECT_BUFFER IB_SIZE: 20 bits of dwords (cp.def, from Mesa's adreno_pm4.xml); the
+  // kernel writes the IB's size into that packet in the ring (KGSL, msm a6xx_submit).
+  size_t max_indirect_dwords() const override {
+    return (size_t{1} << CP_INDIRECT_BUFFER_IB_SIZE.width) - 1;
+  }
   std::string report();
 
  private:

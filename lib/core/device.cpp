@@ -352,6 +352,19 @@ HwQueue& Device::hw_queue(QueueKind kind, uint32_t index) {
 }
 Encoder& Device::encoder(QueueKind kind) { return *encoders_[int(kind)]; }
 
+size_t Device::max_indirect_dwords(QueueKind kind, uint32_t index) {
+  const HwQueue& q = hw_queue(kind, index);
+  const size_t granule = q.indirect_granule_dwords();
+  uint64_t limit = q.max_indirect_dwords();
+  if (opt_.max_indirect_dwords) limit = std::min(limit, opt_.max_indirect_dwords / granule * granule);
+  if (limit == 0)
+    throw InvalidInput(name() + ": Options::max_indirect_dwords " +
+                       std::to_string(opt_.max_indirect_dwords) + " is below the " +
+                       to_string(kind) + " queue's granule of " + std::to_string(granule) +
+                       " dwords");
+  return size_t(limit);
+}
+
 std::pair<uint64_t, void*> Device::kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag) {
   std::lock_guard lk(ring_mu_);
   uint64_t off = kernarg_ring_->allocate(std::max<uint64_t>(size, 1), align, tag);

@@ -181,6 +181,10 @@ class Device {
     // Hardware copy queues (SDMA rings on AMD): batches spread copies between devices over
     // them by peer distance. Plain copies use the first.
     uint32_t copy_queues = 2;
+    // Nonzero: the largest indirect buffer (dwords) a recording of any queue is submitted in,
+    // when below the queue's own limit (HwQueue::max_indirect_dwords). Lets tests reach a
+    // split recording's edges without a million-dword recording.
+    uint64_t max_indirect_dwords = 0;
   };
 
   // Opens "amd:N" or "emu:<target>". Throws InvalidInput for an unknown name.
@@ -255,6 +259,9 @@ class Device {
     return kind == QueueKind::Compute ? 1 : uint32_t(copy_queues_.size());
   }
   Encoder& encoder(QueueKind kind);
+  // The largest indirect buffer a recording for that queue is submitted in (dwords, a
+  // multiple of its granule): its own limit, or Options::max_indirect_dwords when lower.
+  size_t max_indirect_dwords(QueueKind kind, uint32_t index = 0);
   // Serialises submissions: timeline values are handed out in submission order.
   std::mutex& submit_mutex() { return submit_mu_; }
 

@@ -127,8 +127,18 @@ class HwQueue {
   virtual ~HwQueue() = default;
   // Copy `n` dwords into the ring and ring the doorbell.
   virtual void submit(const uint32_t* words, size_t n) = 0;
-  // Run a command buffer resident in device memory at `va` (indirect buffer).
+  // Run a command buffer resident in device memory at `va` (indirect buffer): `ndwords` is at
+  // most max_indirect_dwords(); `va` is a multiple of indirect_granule_dwords() dwords, and so
+  // is `ndwords` unless the buffer ends a recording (zero dwords follow it up to a multiple
+  // of 8: Queue::bind).
   virtual void submit_indirect(uint64_t va, size_t ndwords) = 0;
+  // The largest command buffer one indirect submission runs, in dwords: what the size field
+  // of the queue's indirect-buffer packet or GPFIFO entry holds, a multiple of the granule.
+  // Queue splits a longer recording into several indirect buffers between commands.
+  virtual size_t max_indirect_dwords() const = 0;
+  // What an indirect buffer's address and length must be multiples of, in dwords. Above 1,
+  // a zero dword must be a no-op on the queue (it pads the pieces of a split recording).
+  virtual size_t indirect_granule_dwords() const { return 1; }
 };
 
 // A command buffer for one of a device's queues (DeviceDriver::submit_indirect).

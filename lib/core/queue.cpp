@@ -14,7 +14,11 @@ Queue::Queue(Device& dev, QueueKind kind, uint32_t index)
   if (kind == QueueKind::Copy && !dev.properties().caps.copy_engine)
     throw InvalidInput(dev.name() + ": no copy queues: the device has no copy engine (copy with "
                                     "Device::copy, a host copy on shared memory, or a kernel)");
-  dev.hw_queue(kind, index);  // throws for a queue the device does not have
+  const HwQueue& queue = dev.hw_queue(kind, index);  // throws for a queue the device lacks
+  if (dev.properties().caps.indirect_buffers) {  // else never submitted as indirect buffers
+    max_piece_ = dev.max_indirect_dwords(kind, index);
+    granule_ = queue.indirect_granule_dwords();
+  }
   cs_.reserve(64);
 }
 
@@ -24,9 +28,53 @@ Queue& Queue::record(Cmd c, F&& encode) {
     throw InvalidInput(dev_->name() + ": " + to_string(kind_) +
                        " queue recording is bound to device memory; record before bind()");
   uint32_t first = uint32_t(sites_.size());
+  const size_t begin = cs_.size();
   encode();
+  if (cs_.size() - piece_start_ > max_piece_) start_piece(begin, first);
   cmds_.push_back({c, first, uint32_t(sites_.size()) - first});
   return *this;
+}
+
+// The command just encoded at [begin, size) overflows the current piece: it starts the next,
+// at the next multiple of the granule (zero dwords before it, its patch sites moved with it).
+void Queue::start_piece(size_t begin, uint32_t first_site) {
+  const size_t len = cs_.size() - begin;
+  const size_t pad = (granule_ - begin % granule_) % granule_;
+  if (len > max_piece_) {
+    cs_.truncate(begin);  // the recording stays as it was before the command
+    sites_.resize(first_site);
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) + " queue: a command of " +
+                       std::to_string(len) + " dwords does not fit one indirect buffer (at most " +
+                       std::to_string(max_piece_) +
+                       " dwords); recordings are split only between commands");
+  }
+  if (begin + pad > UINT32_MAX)
+    throw InvalidInput(dev_->name() + ": " + to_string(kind_) + " queue: a recording of more "
+                       "than 2^32 dwords");
+  if (pad) {
+    cs_.grow(pad);
+    uint32_t* w = cs_.data();
+    std::memmove(w + begin + pad, w + begin, len * 4);
+    std::memset(w + begin, 0, pad * 4);  // NOPs where the granule is above 1 (SDMA)
+    for (size_t s = first_site; s < sites_.size(); s++) sites_[s].dword += uint32_t(pad);
+  }
+  piece_start_ = begin + pad;
+  pieces_.push_back(uint32_t(piece_start_));
+}
+
+std::vector<size_t> Queue::piece_starts() const {
+  std::vector<size_t> out{0};
+  out.insert(out.end(), pieces_.begin(), pieces_.end());
+  return out;
+}
+
+void Queue::add_runs(std::vector<IndirectRun>& out) {
+  size_t start = 0;
+  for (uint32_t next : pieces_) {
+    out.push_back({&hw(), bound_.va() + start * 4, next - start});
+    start = next;
+  }
+  out.push_back({&hw(), bound_.va() + start * 4, cs_.size() - start});
 }
 
 Queue& Queue::wait(uint64_t va, uint64_t value) {
@@ -127,12 +175,21 @@ void Queue::submit_together(std::span<Queue* const> queues, bool capture) {
                          " queue: submitting together needs bound recordings");
   }
   size_t n = 0;
+  std::vector<IndirectRun> split;  // only when a recording is split: then every run goes here
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
     if (capture && capture::enabled()) q->record_capture();
-    runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
+    if (q->pieces_.empty() && split.empty()) {
+      runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
+      continue;
+    }
+    if (split.empty()) split.assign(runs, runs + n);
+    q->add_runs(split);
   }
-  if (n) dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
+  if (!split.empty())
+    dev.driver().submit_indirect(split);
+  else if (n)
+    dev.driver().submit_indirect(std::span<const IndirectRun>(runs, n));
 }
 
 HwQueue& Queue::hw() {
@@ -143,10 +200,15 @@ HwQueue& Queue::hw() {
 void Queue::submit() {
   if (cs_.size() == 0) return;
   if (capture::enabled()) record_capture();
-  if (bound_done_)
+  if (bound_done_ && pieces_.empty()) {
     hw().submit_indirect(bound_.va(), cs_.size());
-  else
+  } else if (bound_done_) {
+    std::vector<IndirectRun> runs;
+    add_runs(runs);
+    dev_->driver().submit_indirect(runs);
+  } else {
     hw().submit(cs_.data(), cs_.size());
+  }
 }
 
 ComputeQueue& ComputeQueue::memory_barrier() {

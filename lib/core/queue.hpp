@@ -3,6 +3,13 @@
 // submitted any number of times. bind() places the commands in device memory so a
 // resubmission copies nothing: patches land there and submit() rings one indirect buffer.
 //
+// A recording longer than one indirect buffer of its queue (Device::max_indirect_dwords) is
+// submitted as several, back to back on the queue, split between commands: while recording,
+// a command that would overflow the current piece starts the next one (on a queue with a
+// granule above 1, SDMA, after zero-dword NOPs up to it). A single command longer than that
+// is refused. The pieces run in order on one queue, so waits and signals mean what they
+// mean in one buffer.
+//
 // Commands are numbered in recording order from 0; the update_* calls take that number.
 // A bound recording must not be patched while a submission of it may still be running.
 //
@@ -74,6 +81,9 @@ class Queue {
   // them, its device copy (else null). Fixed once bound.
   std::pair<uint32_t*, uint32_t*> patch_bases() { return {cs_.data(), cs_.bound()}; }
   const CommandStream& stream() const { return cs_; }
+  // Where each indirect buffer a bound submission runs starts, in dwords: {0} unless the
+  // recording is longer than one (see above).
+  std::vector<size_t> piece_starts() const;
   QueueKind kind() const { return kind_; }
   Device& device() const { return *dev_; }
 
@@ -101,6 +111,13 @@ class Queue {
   bool bound_done_ = false;
   HwQueue& hw();  // the device's queue this records for, looked up once
   HwQueue* hw_ = nullptr;
+  // Splitting (see the top): the piece being recorded starts at piece_start_; pieces_ holds
+  // where the second and later ones start.
+  size_t max_piece_ = SIZE_MAX, granule_ = 1, piece_start_ = 0;
+  std::vector<uint32_t> pieces_;
+  void start_piece(size_t begin, uint32_t first_site);
+  // The bound recording's indirect buffers, appended to `out`.
+  void add_runs(std::vector<IndirectRun>& out);
 };
 
 class ComputeQueue : public Queue {

@@ -26,6 +26,7 @@
 #include "core/capture.hpp"
 #include "core/error.hpp"
 #include "common/hardware_devices.hpp"
+#include "common/interleave.hpp"
 #include "kernels.hpp"
 
 namespace hcq::batch {
@@ -43,6 +44,17 @@ class Batch : public ::testing::TestWithParam<std::string> {
     img_ = dev_->driver().load_program(*dev_, image);
   }
   virtual Device::Options options() { return {}; }
+  // From here to the test's end, emulated GPUs opened interleave their queues at random
+  // (HCQ_EMU_INTERLEAVE_SEED, unless the environment names a seed already): the fixture's
+  // device is opened again so, and devices the test opens later are too. trace() says which.
+  void interleave(uint64_t seed) {
+    interleaved_.emplace(seed);
+    img_.reset();
+    dev_.reset();
+    dev_ = Device::open(device_name(GetParam()), options());
+    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+  }
+  std::string trace() const { return interleaved_ ? interleaved_->trace() : "fixed queue order"; }
   Program program(const char* name) { return Program(*dev_, img_, name); }
   template <class T>
   std::vector<T> read(const Buffer& b, size_t n) {
@@ -54,6 +66,7 @@ class Batch : public ::testing::TestWithParam<std::string> {
   void write(const Buffer& b, const std::vector<T>& v) {
     dev_->copy_in(b, 0, v.data(), v.size() * sizeof(T));
   }
+  std::optional<testing_support::InterleavedQueues> interleaved_;  // outlives the devices
   std::unique_ptr<Device> dev_;
   std::shared_ptr<const ProgramImage> img_;
 };
@@ -524,7 +537,11 @@ void check_random_schedules(std::vector<Device*> devs,
   }
 }
 
+// The random-schedule tests run with the emulated GPUs' queues interleaved at random, so a
+// missing cross-queue wait shows (InterleavedQueuesShowAMissingCrossQueueWait, device tests).
 TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
+  interleave(1234);
+  SCOPED_TRACE(trace());
   check_random_schedules({dev_.get()}, {img_}, 256, 120, 26, 1234);
 }
 
@@ -532,6 +549,8 @@ TEST_P(Batch, RandomSchedulesMatchASequentialReference) {
 // read and write the host staging area).
 TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
   if (!img_->kernel("copy_bytes")) GTEST_SKIP() << GetParam() << " has no copy_bytes kernel";
+  interleave(4321);
+  SCOPED_TRACE(trace());
   check_random_schedules({dev_.get()}, {img_}, 256, 40, 26, 4321, true);
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
@@ -541,6 +560,8 @@ TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
 
 // Two devices at once: copies between them go through host staging, waited on by the GPUs.
 TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
+  interleave(99);
+  SCOPED_TRACE(trace());
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
       other->driver().load_program(*other, kernels::code_object("gfx1100"));
@@ -638,6 +659,8 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
 // run twice with the input re-bound.
 TEST_P(Batch, ADeviceThatCannotReachHostMemorySharesSchedulesThroughHostRelays) {
   if (dev_->properties().caps.host_reachable) GTEST_SKIP() << GetParam() << " reaches host memory";
+  interleave(55);
+  SCOPED_TRACE(trace());
   auto other = Device::open("emu:gfx1100");
   Program fill = program("fill_u32");
   Program add(*other, other->driver().load_program(*other, kernels::code_object("gfx1100")),
@@ -748,6 +771,43 @@ TEST_P(Batch, ARunWhoseCaptureFailsLeavesEveryDeviceUsable) {
   std::vector<uint32_t> got(n);
   other->copy_out(got.data(), b, 0, n * 4);
   EXPECT_EQ(got, std::vector<uint32_t>(n, 9u));
+}
+
+// A schedule whose compute recording is longer than one PM4 indirect buffer holds (IB_SIZE:
+// 20 bits of dwords, about 17,000 launches on gfx1100) runs split into several indirect
+// buffers: every launch's word is checked (a truncated buffer would leave the last ones
+// unwritten and never signal).
+TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndirectBuffers) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  const auto image = kernels::code_object("gfx1100");
+  if (image.empty()) GTEST_SKIP() << "no code object built for gfx1100";
+  std::shared_ptr<const ProgramImage> img = dev->driver().load_program(*dev, image);
+  Program fill(*dev, img, "fill_u32");
+  const size_t limit = dev->max_indirect_dwords(QueueKind::Compute);
+  EXPECT_EQ(limit, (size_t{1} << 20) - 1);
+  size_t per_launch;  // one launch's dwords
+  {
+    ComputeQueue q(*dev);
+    q.exec(fill, 0, {1, 1, 1}, {64, 1, 1});
+    per_launch = q.stream().size();
+  }
+  const uint32_t n = uint32_t(limit / per_launch) + 100;
+  EXPECT_GT(n, 17000u);
+  EXPECT_GT(uint64_t(n) * per_launch, limit);
+  Buffer out = dev->allocate(uint64_t(n) * 4);
+  Schedule s(*dev);
+  for (uint32_t i = 0; i < n; i++)
+    s.launch(fill, {1, 1, 1}, {64, 1, 1},
+             {Arg::buffer(Mem::of(out), uint64_t(i) * 4), Arg::value(i ^ 0x5a000000u),
+              Arg::value(1u), Arg::value(64u)},
+             {Access::written(Mem::of(out), uint64_t(i) * 4, 4)});
+  Executable exe = s.compile();
+  exe.run(Bindings());
+  exe.wait(std::chrono::milliseconds(120000));
+  std::vector<uint32_t> got(n);
+  dev->copy_out(got.data(), out, 0, uint64_t(n) * 4);
+  for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], i ^ 0x5a000000u) << "launch " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,

@@ -12,6 +12,7 @@ class NoQueue final : public HwQueue {
  public:
   void submit(const uint32_t*, size_t) override {}
   void submit_indirect(uint64_t, size_t) override {}
+  size_t max_indirect_dwords() const override { return SIZE_MAX; }
 };
 
 class NoEncoder final : public Encoder {

@@ -14,6 +14,7 @@
 
 #include "core/hcq.hpp"
 #include "common/hardware_devices.hpp"
+#include "common/interleave.hpp"
 #include "common/patterns.hpp"
 #include "kernels.hpp"
 
@@ -673,6 +674,137 @@ TEST_P(EmulatedDevice, TimelineCrossesTheWrapPoints) {
     EXPECT_GE(dev->timeline().last(), start + 8);  // the launches (host copies take no value)
     EXPECT_EQ(dev->timeline().signal().value(), dev->timeline().last());
   }
+}
+
+// A recording longer than one indirect buffer runs as several, split between commands, with
+// the results of one: the limit lowered (Device::Options::max_indirect_dwords) to the
+// recording's length (one buffer), one granule below it (two) and one above (one), and to
+// about two commands (one buffer per command or two). Launches write a word each; the copy
+// queue, where there is one, copies them back a word per copy.
+TEST_P(EmulatedDevice, RecordingsLongerThanOneIndirectBufferRunInPieces) {
+  REQUIRE_KERNELS(img0);
+  if (!dev_->properties().caps.indirect_buffers)
+    GTEST_SKIP() << GetParam() << " runs no indirect buffers";
+  const uint32_t launches = 12;
+  const bool copies = dev_->properties().caps.copy_engine;
+  struct Recorded {
+    size_t dwords[2];  // compute, copy
+    size_t pieces[2];
+  };
+  // `launch`: the words come from launches; else (limits too short for a launch, which apply
+  // to every queue) from the host.
+  auto run = [&](uint64_t option, bool launch = true) -> Recorded {
+    Device::Options opt;
+    opt.max_indirect_dwords = option;
+    auto d = Device::open(device_name(GetParam()), opt);
+    std::shared_ptr<const ProgramImage> img(
+        d->driver().load_program(*d, kernels::code_object(d->properties().arch)));
+    Program fill(*d, img, "fill_u32");
+    const uint64_t stride = (std::max<uint32_t>(fill.kernel().kernarg_size, 16) + 255) / 256 * 256;
+    Buffer out = d->allocate(launches * 4), back = d->allocate(launches * 4);
+    Buffer args = d->allocate_visible(launches * stride);
+    Signal s = d->new_signal(), t = d->new_signal();
+    std::vector<uint32_t> want(launches), got(launches);
+    std::iota(want.begin(), want.end(), 1u);
+    ComputeQueue cq(*d);
+    cq.memory_barrier();
+    for (uint32_t i = 0; i < launches && launch; i++) {
+      auto* at = static_cast<char*>(args.host()) + i * stride;
+      fill.fill_args(KernelArgs().buffer(out, i * 4).value(i + 1).value(1u).value(64u), at);
+      cq.exec(fill, args.va() + i * stride, {1, 1, 1}, {64, 1, 1});
+    }
+    cq.signal(s, 1);
+    if (!launch) d->copy_in(out, 0, want.data(), launches * 4);
+    cq.bind();
+    cq.submit();
+    std::optional<CopyQueue> kq;
+    if (copies) {
+      kq.emplace(*d);
+      kq->wait(s, 1);
+      for (uint32_t i = 0; i < launches; i++) kq->copy(back.va() + i * 4, out.va() + i * 4, 4);
+      kq->signal(t, 1);
+      kq->bind();
+      kq->submit();
+      t.wait(1, std::chrono::milliseconds(10000));
+    }
+    s.wait(1, std::chrono::milliseconds(10000));
+    d->copy_out(got.data(), copies ? back : out, 0, launches * 4);
+    EXPECT_EQ(got, want) << "limit " << option;
+    Recorded r{{cq.stream().size(), kq ? kq->stream().size() : 0},
+               {cq.piece_starts().size(), kq ? kq->piece_starts().size() : 0}};
+    d->synchronize();
+    return r;
+  };
+  const Recorded whole = run(0);
+  EXPECT_EQ(whole.pieces[0], 1u);
+  for (int k = 0; k < (copies ? 2 : 1); k++) {
+    const QueueKind kind = k == 0 ? QueueKind::Compute : QueueKind::Copy;
+    SCOPED_TRACE(to_string(kind));
+    const size_t g = dev_->hw_queue(kind).indirect_granule_dwords();
+    const size_t fits = (whole.dwords[k] + g - 1) / g * g;  // the smallest limit it fits
+    const bool launch = k == 0;
+    EXPECT_EQ(run(fits, launch).pieces[k], 1u);
+    EXPECT_EQ(run(fits + g, launch).pieces[k], 1u);
+    EXPECT_EQ(run(fits - g, launch).pieces[k], 2u);
+    // About two commands' worth: several buffers, padded only where the granule is above 1.
+    const size_t per = whole.dwords[k] / (launches + 1);
+    const Recorded small = run((2 * per + g - 1) / g * g + g, launch);
+    EXPECT_GT(small.pieces[k], 3u);
+    if (g == 1) {
+      EXPECT_EQ(small.dwords[k], whole.dwords[k]);
+    }
+  }
+}
+
+// The emulated GPUs interleave their queues at random with HCQ_EMU_INTERLEAVE_SEED: a copy
+// that should wait for a kernel on the compute queue and does not then copies what was there
+// before the kernel for some seed of a few, where with the wait every seed gives the
+// kernel's data. Both queues wait on a gate the host opens once both are submitted.
+TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
+  if (!device_name(GetParam()).starts_with("emu:"))
+    GTEST_SKIP() << GetParam() << " is not emulated: its queues interleave as the GPU runs them";
+  REQUIRE_COPY_ENGINE();
+  REQUIRE_KERNELS(img0);
+  const uint32_t n = 64;
+  auto run = [&](uint64_t seed, bool with_wait) {
+    testing_support::InterleavedQueues interleaved(seed, /*forced=*/true);
+    SCOPED_TRACE(interleaved.trace());
+    auto d = Device::open(device_name(GetParam()));
+    std::shared_ptr<const ProgramImage> img(
+        d->driver().load_program(*d, kernels::code_object(d->properties().arch)));
+    Program fill(*d, img, "fill_u32");
+    Buffer x = d->allocate(n * 4), y = d->allocate(n * 4);
+    const std::vector<uint32_t> zeros(n, 0);
+    d->copy_in(x, 0, zeros.data(), n * 4);
+    d->copy_in(y, 0, zeros.data(), n * 4);
+    Buffer args = d->allocate_visible(4096);
+    fill.fill_args(KernelArgs().buffer(x).value(7u).value(n).value(64u), args.host());
+    Signal gate = d->new_signal(), s = d->new_signal(), done = d->new_signal();
+    ComputeQueue cq(*d);
+    cq.wait(gate, 1);
+    cq.memory_barrier().exec(fill, args.va(), {1, 1, 1}, {64, 1, 1}).signal(s, 1);
+    CopyQueue kq(*d);
+    kq.wait(gate, 1);
+    if (with_wait) kq.wait(s, 1);
+    kq.copy(y.va(), x.va(), n * 4).signal(done, 1);
+    cq.bind();
+    kq.bind();
+    Queue* both[] = {&cq, &kq};
+    Queue::submit_together(both);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // both reach the gate
+    gate.set(1);
+    s.wait(1, std::chrono::milliseconds(5000));
+    done.wait(1, std::chrono::milliseconds(5000));
+    std::vector<uint32_t> got(n);
+    d->copy_out(got.data(), y, 0, n * 4);
+    return got == std::vector<uint32_t>(n, 7u);
+  };
+  int wrong = 0;
+  for (uint64_t seed = 1; seed <= 8; seed++) {
+    EXPECT_TRUE(run(seed, true)) << "with the wait, HCQ_EMU_INTERLEAVE_SEED=" << seed;
+    wrong += !run(seed, false);
+  }
+  EXPECT_GT(wrong, 0) << "no seed of 1..8 ran the copy before the kernel without the wait";
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,

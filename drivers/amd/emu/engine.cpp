@@ -312,6 +312,7 @@ bool Engine::pass() {
     for (auto& q : queues_) active_.push_back(q.get());
     seen_gen_ = list_gen_.load(std::memory_order_relaxed);
   }
+  interleave_.shuffle(active_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
   bool progress = false;
   for (size_t i = 0; i < active_.size(); i++) {
     Queue& q = *active_[i];
@@ -358,7 +359,7 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
     q.ib[i].host = static_cast<const uint32_t*>(mem_.translate(q.ib[i].va, uint64_t{q.ib[i].size} * 4));
   }
   bool progress = false;
-  for (int budget = kPacketsPerTurn; budget > 0; budget--) {
+  for (int budget = interleave_.turn(kPacketsPerTurn); budget > 0; budget--) {
     if (q.depth > 0) {
       Queue::Ib& ib = q.ib[q.depth - 1];
       if (ib.pos == ib.size) {  // return from the IB
@@ -642,7 +643,7 @@ bool Engine::step_sdma(Queue& q, uint64_t wptr) {
     return sdma::packet_dwords(p, avail, sdma_info_[sdma::header_op(p[0])]);
   };
   bool progress = false;
-  for (int budget = kPacketsPerTurn; budget > 0; budget--) {
+  for (int budget = interleave_.turn(kPacketsPerTurn); budget > 0; budget--) {
     if (q.depth > 0) {
       Queue::Ib& ib = q.ib[0];
       if (ib.pos == ib.size) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "amd/packets.hpp"
+#include "emu/interleave.hpp"
 #include "emu/kernels.hpp"
 #include "emu/memory.hpp"
 
@@ -95,6 +96,7 @@ class Engine {
   std::vector<std::unique_ptr<Queue>> graveyard_;  // removed from inside a pass; freed after it
   std::unique_ptr<KernelCache> kernels_;
   hcq::emu::Preemption preemption_;  // the running kernel's queue; abandons it
+  hcq::emu::Interleaver interleave_ = hcq::emu::Interleaver::from_environment();  // engine thread
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> kicks_{0};
   std::thread thread_;

@@ -104,6 +104,7 @@ struct Engine::Channel {
   uint32_t entry = 0;
   uint64_t seg_va = 0;
   uint32_t seg_dwords = 0, pos = 0, resume = 0;
+  int turn_left = 0;  // method headers this turn may still run (Interleaver::turn)
   // Like a PBDMA, the engine fetches a segment's last kFetchDwords ahead of executing them
   // and then moves GP_GET past the entry: a channel waiting on an acquire near a segment's
   // end has GP_GET past it (as an H200 showed). The fetched words run from here.
@@ -190,8 +191,11 @@ bool Engine::pass() {
     *doorbell_ = kDoorbellIdle;
     for (auto& c : channels_) c->rung = true;
   }
+  order_.clear();
+  for (auto& c : channels_) order_.push_back(c.get());
+  interleave_.shuffle(order_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
   bool progress = false;
-  for (auto& c : channels_)
+  for (Channel* c : order_)
     if (!c->dead && c->rung) progress |= step(*c);
   return progress;
 }
@@ -212,6 +216,7 @@ void Engine::fail(Channel& c, uint32_t rc, const std::string& what) {
 
 bool Engine::step(Channel& c) {
   bool progress = false;
+  c.turn_left = interleave_.turn(INT32_MAX);
   try {
     for (int n = 0; n < kEntriesPerTurn; n++) {
       if (!c.in_segment) {
@@ -232,7 +237,9 @@ bool Engine::step(Channel& c) {
         c.fetched = false;
         c.in_segment = true;
       }
-      if (exec_segment(c) == Res::Blocked) return progress;
+      const Res r = exec_segment(c);
+      if (r == Res::Blocked) return progress;
+      if (r == Res::Yield) return true;  // it ran a header of this turn at least
       c.in_segment = false;
       if (!c.fetched) fetch_rest(c);  // ended early, or its last method ran past the fetch point
       progress = true;
@@ -267,6 +274,7 @@ Engine::Res Engine::exec_segment(Channel& c) {
     return c.fetched && i >= c.fetched_from ? c.fetch.data() + (i - c.fetched_from) : mem + i;
   };
   while (c.pos < c.seg_dwords) {
+    if (c.turn_left-- == 0) return Res::Yield;
     if (!c.fetched && c.seg_dwords - c.pos <= kFetchDwords) fetch_rest(c);
     const uint32_t header = *at(c.pos);
     const MethodHeader h = parse_method_header(header);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/interleave.hpp"
 #include "emu/memory.hpp"
 #include "nv/push.hpp"
 
@@ -75,7 +76,8 @@ class Engine {
  private:
   struct Channel;
   struct KernelCache;
-  enum class Res : uint8_t { Done, Blocked };
+  // Yield: the turn's packets are used up (HCQ_EMU_INTERLEAVE_SEED); it resumes there.
+  enum class Res : uint8_t { Done, Blocked, Yield };
   void run();
   bool pass();
   bool step(Channel& c);
@@ -101,6 +103,8 @@ class Engine {
   std::unique_ptr<KernelCache> kernels_;
   volatile uint32_t* doorbell_ = nullptr;
   hcq::emu::Preemption preemption_;  // the running kernel's channel; abandons it
+  hcq::emu::Interleaver interleave_ = hcq::emu::Interleaver::from_environment();
+  std::vector<Channel*> order_;  // engine thread: this pass's visiting order
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -61,6 +61,7 @@ struct Engine::Context {
   bool dead = false;
   std::deque<Submission> pending;
   size_t ib_index = 0;           // next IB of the front submission
+  int turn_left = 0;             // packets this turn may still run (Interleaver::turn)
   std::vector<Frame> stack;      // the IB being run (and the one it called)
   std::vector<uint32_t> regs = std::vector<uint32_t>(0x10000, 0);
   std::vector<uint32_t> consts = std::vector<uint32_t>(kConstDwords, 0);
@@ -142,7 +143,10 @@ void Engine::run() {
       if (take_inbox()) last_activity = std::chrono::steady_clock::now();
     }
     bool progress = false, waiting = false;
-    for (auto& [id, c] : contexts_) {
+    order_.clear();
+    for (auto& entry : contexts_) order_.push_back(entry.second.get());
+    interleave_.shuffle(order_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
+    for (Context* c : order_) {
       if (c->dead || c->pending.empty()) continue;
       waiting = true;
       progress |= step(*c);
@@ -174,6 +178,7 @@ void Engine::run() {
 
 bool Engine::step(Context& c) {
   bool progress = false;
+  c.turn_left = interleave_.turn(INT32_MAX);
   try {
     while (!c.pending.empty()) {
       auto& sub = c.pending.front();
@@ -189,7 +194,9 @@ bool Engine::step(Context& c) {
         const Ib& ib = sub.ibs[c.ib_index++];
         c.stack.push_back({ib.va, ib.dwords, 0});
       }
-      if (exec_ib(c) == Res::Blocked) return progress;
+      const Res r = exec_ib(c);
+      if (r == Res::Blocked) return progress;
+      if (r == Res::Yield) return true;  // it ran a packet of this turn at least
       progress = true;
     }
   } catch (const ContextFault& f) {
@@ -211,6 +218,7 @@ Engine::Res Engine::exec_ib(Context& c) {
       c.stack.pop_back();
       continue;
     }
+    if (c.turn_left-- == 0) return Res::Yield;
     const uint32_t h = w[f.pos];
     const std::string where = "IB " + hex(f.va) + " dword " + std::to_string(f.pos) + ": ";
     uint32_t len = 1;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu/interleave.hpp"
 #include "emu/memory.hpp"
 #include "qcom/packets.hpp"
 
@@ -50,7 +51,8 @@ class Engine {
  private:
   struct Context;
   struct KernelCache;
-  enum class Res : uint8_t { Done, Blocked };
+  // Yield: the turn's packets are used up (HCQ_EMU_INTERLEAVE_SEED); it resumes there.
+  enum class Res : uint8_t { Done, Blocked, Yield };
   void run();
   bool step(Context& c);
   Res exec_ib(Context& c);
@@ -75,6 +77,8 @@ class Engine {
   std::map<uint32_t, std::unique_ptr<Context>> contexts_;  // engine thread only
   std::unique_ptr<KernelCache> kernels_;
   hcq::emu::Preemption preemption_;  // the running kernel's context; abandons it
+  hcq::emu::Interleaver interleave_ = hcq::emu::Interleaver::from_environment();
+  std::vector<Context*> order_;  // engine thread: this pass's visiting order
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> submissions_{0};  // to poll for new work without the lock
   std::thread thread_;
