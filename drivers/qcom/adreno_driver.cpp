@@ -15,7 +15,6 @@
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "qcom/decode.hpp"
-#include "qcom/emu/kgsl.hpp"
 #include "qcom/encoders.hpp"
 #include "qcom/kgsl_abi.hpp"
 #include "qcom/program.hpp"
@@ -331,7 +330,7 @@ void AdrenoDriver::fail(const char* what, int r) {
 
 [[noreturn]] void AdrenoDriver::raise_fault(const std::string& what) {
   fault_.raise([&] {
-    return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what,
+    return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what,
                          queue_ ? queue_->report() : "");
   });
 }
