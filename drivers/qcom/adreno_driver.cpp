@@ -417,6 +417,11 @@ void AdrenoQueue::submit(const uint32_t* words, size_t n) {
 
 void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords) {
   drv_.check_faults();
+  // KGSL and drm/msm put each IB in a ring CP_INDIRECT_BUFFER whose IB_SIZE field holds its
+  // dwords (cp.def): a longer one would run truncated, so it is refused here.
+  if (ndwords > kMaxIbDwords)
+    desc::throw_does_not_fit(drv_.properties().name + ": CP_INDIRECT_BUFFER", "IB_SIZE", ndwords,
+                             CP_INDIRECT_BUFFER_IB_SIZE.width);
   int r = 0;
   {
     std::lock_guard lk(mu_);
