@@ -31,6 +31,12 @@ class Pkt7 : public desc::PacketWriter {
       : PacketWriter(cs, dwords, sites) {
     words()[0] = pkt7(p.opcode, dwords - 1);
   }
+  // A packet at `words`, stream offset `at`, in room the caller grew for several at once.
+  Pkt7(uint32_t* words, uint32_t at, PacketDesc p, uint32_t dwords,
+       std::vector<PatchSite>* sites = nullptr)
+      : PacketWriter(words, dwords, at, sites) {
+    words[0] = pkt7(p.opcode, dwords - 1);
+  }
   // Dword `i` of the packet's variable tail (CP_MEM_WRITE_DATA ...).
   Pkt7& tail(Tail t, uint32_t i, uint32_t v) {
     words()[t.dword + i] = v;
@@ -153,31 +159,50 @@ uint32_t CpEncoder::flush_event_dwords(uint32_t event_a6xx) const {
   return event_a6xx == CACHE_FLUSH_TS ? through(CP_EVENT_WRITE_VALUE) : through(CP_EVENT_WRITE_EVENT);
 }
 
-void CpEncoder::flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) const {
+// The signal and the cache flushes follow every launch: they are written dword by dword at
+// the places cp.def gives (each dword's fields composed, then stored once), not through a
+// zeroed PacketWriter, which cost a third of a launch's encoding.
+void CpEncoder::flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const {
   if (gen_ == Gen::A6xx) {
     // CACHE_FLUSH_TS flushes only with an address to write (freedreno fd6_cache_flush).
     const bool ts = event_a6xx == CACHE_FLUSH_TS;
-    Pkt7 w(cs, pkt::CP_EVENT_WRITE, flush_event_dwords(event_a6xx));
-    w.set(CP_EVENT_WRITE_EVENT, event_a6xx).set(CP_EVENT_WRITE_TIMESTAMP, ts);
-    if (ts) w.set64(CP_EVENT_WRITE_ADDR_LO, CP_EVENT_WRITE_ADDR_HI, mem_.scratch_va);
+    static_assert(CP_EVENT_WRITE_EVENT.dword == CP_EVENT_WRITE_TIMESTAMP.dword);
+    p[0] = pkt7(CP_EVENT_WRITE, flush_event_dwords(event_a6xx) - 1);
+    p[CP_EVENT_WRITE_EVENT.dword] = CP_EVENT_WRITE_EVENT(event_a6xx) | CP_EVENT_WRITE_TIMESTAMP(ts);
+    if (!ts) return;
+    p[CP_EVENT_WRITE_ADDR_LO.dword] = lo(mem_.scratch_va);
+    p[CP_EVENT_WRITE_ADDR_HI.dword] = hi(mem_.scratch_va);
+    p[CP_EVENT_WRITE_VALUE.dword] = 0;
     return;
   }
-  Pkt7(cs, pkt::CP_EVENT_WRITE7, flush_event_dwords(event_a6xx))
-      .set(CP_EVENT_WRITE7_EVENT, event_a7xx);
+  p[0] = pkt7(CP_EVENT_WRITE7, flush_event_dwords(event_a6xx) - 1);
+  p[CP_EVENT_WRITE7_EVENT.dword] = CP_EVENT_WRITE7_EVENT(event_a7xx);
 }
 
 void CpEncoder::signal(CommandStream& cs, uint64_t va, uint64_t value, bool,
                      std::vector<PatchSite>& s) {
   // Prior dispatches done, their writes flushed, then the value (KGSL's own timestamps wake
-  // sleeping hosts: no interrupt packet is needed for `wake`).
-  Pkt7(cs, pkt::CP_WAIT_FOR_IDLE);
-  flush_event(cs, CACHE_FLUSH_TS, CACHE_CLEAN);
-  Pkt7(cs, pkt::CP_WAIT_FOR_IDLE);
-  Pkt7(cs, pkt::CP_WAIT_MEM_WRITES);
-  Pkt7 w(cs, pkt::CP_MEM_WRITE, CP_MEM_WRITE_DATA.dword + 2, &s);
-  w.set64(CP_MEM_WRITE_ADDR_LO, CP_MEM_WRITE_ADDR_HI, va, PatchRole::SignalAddress);
-  w.tail(CP_MEM_WRITE_DATA, 0, lo(value)).tail(CP_MEM_WRITE_DATA, 1, hi(value));
-  s.push_back({w.at() + CP_MEM_WRITE_DATA.dword, PatchFormat::LoHi64, PatchRole::SignalValue});
+  // sleeping hosts: no interrupt packet is needed for `wake`). One grow for all of it.
+  constexpr uint32_t idle = pkt::CP_WAIT_FOR_IDLE.dwords, mem = pkt::CP_WAIT_MEM_WRITES.dwords;
+  constexpr uint32_t write = CP_MEM_WRITE_DATA.dword + 2;  // a 64-bit value
+  static_assert(idle == 1 && mem == 1, "cp.def: header-only packets");
+  const uint32_t flush = flush_event_dwords(CACHE_FLUSH_TS);
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(idle + flush + idle + mem + write);
+  p[0] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  flush_event(p + idle, CACHE_FLUSH_TS, CACHE_CLEAN);
+  p[idle + flush] = pkt7(CP_WAIT_FOR_IDLE, 0);
+  p[2 * idle + flush] = pkt7(CP_WAIT_MEM_WRITES, 0);
+  const uint32_t w_at = 2 * idle + flush + mem;
+  uint32_t* w = p + w_at;
+  w[0] = pkt7(CP_MEM_WRITE, write - 1);
+  w[CP_MEM_WRITE_ADDR_LO.dword] = lo(va);
+  w[CP_MEM_WRITE_ADDR_HI.dword] = hi(va);
+  w[CP_MEM_WRITE_DATA.dword] = lo(value);
+  w[CP_MEM_WRITE_DATA.dword + 1] = hi(value);
+  s.push_back({at + w_at + CP_MEM_WRITE_ADDR_LO.dword, PatchFormat::LoHi64,
+               PatchRole::SignalAddress});
+  s.push_back({at + w_at + CP_MEM_WRITE_DATA.dword, PatchFormat::LoHi64, PatchRole::SignalValue});
 }
 
 void CpEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>& s) {
@@ -191,9 +216,13 @@ void CpEncoder::timestamp(CommandStream& cs, uint64_t va, std::vector<PatchSite>
 }
 
 void CpEncoder::memory_barrier(CommandStream& cs) {
-  Pkt7(cs, pkt::CP_WAIT_FOR_IDLE);
-  flush_event(cs, CACHE_FLUSH_TS, CACHE_FLUSH7);
-  flush_event(cs, CACHE_INVALIDATE, CACHE_INVALIDATE7);
+  const uint32_t flush = flush_event_dwords(CACHE_FLUSH_TS);
+  const uint32_t idle = pkt::CP_WAIT_FOR_IDLE.dwords;
+  const uint32_t at = uint32_t(cs.size());
+  uint32_t* p = cs.grow(idle + flush + flush_event_dwords(CACHE_INVALIDATE));
+  Pkt7(p, at, pkt::CP_WAIT_FOR_IDLE, idle);
+  flush_event(p + idle, CACHE_FLUSH_TS, CACHE_FLUSH7);
+  flush_event(p + idle + flush, CACHE_INVALIDATE, CACHE_INVALIDATE7);
 }
 
 void CpEncoder::prepare(AdrenoKernel& k) const {
@@ -233,26 +262,26 @@ void put_launch_values(uint32_t* p, const AdrenoKernel& k, uint64_t kernargs, Di
     p[site.dword] = lo(kernargs + site.add);
     p[site.dword + 1] = hi(kernargs + site.add);
   }
-  // Local sizes are written minus one.
-  constexpr RegField kLocal[3] = {HLSQ_CS_NDRANGE_0_LOCALSIZEX, HLSQ_CS_NDRANGE_0_LOCALSIZEY,
-                                  HLSQ_CS_NDRANGE_0_LOCALSIZEZ};
+  // Local sizes are written minus one. Every place is a compile-time constant.
+  constexpr desc::Bits lx = HLSQ_CS_NDRANGE_0_LOCALSIZEX.bits(G);
+  constexpr desc::Bits ly = HLSQ_CS_NDRANGE_0_LOCALSIZEY.bits(G);
+  constexpr desc::Bits lz = HLSQ_CS_NDRANGE_0_LOCALSIZEZ.bits(G);
   uint32_t* nd = p + k.ndrange_at;
-  nd[0] = kLocal[2].bits(G).replace(
-      kLocal[1].bits(G).replace(kLocal[0].bits(G).replace(nd[0], block.x - 1), block.y - 1),
-      block.z - 1);
+  nd[0] = lz.replace(ly.replace(lx.replace(nd[0], block.x - 1), block.y - 1), block.z - 1);
   // HLSQ_CS_NDRANGE_1/3/5: threads in each dimension.
   constexpr RegId N0 = RegId::HLSQ_CS_NDRANGE_0;
-  nd[after<G>(N0, RegId::HLSQ_CS_NDRANGE_1)] = grid.x * block.x;
-  nd[after<G>(N0, RegId::HLSQ_CS_NDRANGE_3)] = grid.y * block.y;
-  nd[after<G>(N0, RegId::HLSQ_CS_NDRANGE_5)] = grid.z * block.z;
+  constexpr uint32_t gx = after<G>(N0, RegId::HLSQ_CS_NDRANGE_1);
+  constexpr uint32_t gy = after<G>(N0, RegId::HLSQ_CS_NDRANGE_3);
+  constexpr uint32_t gz = after<G>(N0, RegId::HLSQ_CS_NDRANGE_5);
+  nd[gx] = grid.x * block.x;
+  nd[gy] = grid.y * block.y;
+  nd[gz] = grid.z * block.z;
   if constexpr (G != Gen::A6xx) {
-    constexpr RegField kLast[3] = {HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX,
-                                   HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY,
-                                   HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ};
+    constexpr desc::Bits tx = HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEX.bits(G);
+    constexpr desc::Bits ty = HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEY.bits(G);
+    constexpr desc::Bits tz = HLSQ_CS_LAST_LOCAL_SIZE_LOCALSIZEZ.bits(G);
     uint32_t& last = p[k.last_local_at];
-    last = kLast[2].bits(G).replace(
-        kLast[1].bits(G).replace(kLast[0].bits(G).replace(last, block.x - 1), block.y - 1),
-        block.z - 1);
+    last = tz.replace(ty.replace(tx.replace(last, block.x - 1), block.y - 1), block.z - 1);
   }
   uint32_t* exec = p + k.exec_at - CP_EXEC_CS_NGROUPS_X.dword;  // the CP_EXEC_CS header
   exec[CP_EXEC_CS_NGROUPS_X.dword] = grid.x;
@@ -260,20 +289,30 @@ void put_launch_values(uint32_t* p, const AdrenoKernel& k, uint64_t kernargs, Di
   exec[CP_EXEC_CS_NGROUPS_Z.dword] = grid.z;
 }
 
-// The grid's thread counts go into 32-bit HLSQ_CS_NDRANGE_1/3/5 (GLOBALSIZE_*): the exact error
-// where the grid enters, as Dim3's product could wrap.
-void check_global_sizes(const AdrenoKernel& k, Dim3 grid, Dim3 block, Gen g) {
+// The grid's thread counts go into HLSQ_CS_NDRANGE_1/3/5's GLOBALSIZE fields (32 bits): they
+// are checked where the grid enters, as Dim3's product could wrap. A template like
+// put_launch_values, so that the widths are constants on the per-launch path.
+template <Gen G>
+bool global_sizes_fit(Dim3 grid, Dim3 block) {
+  constexpr desc::Bits x = HLSQ_CS_NDRANGE_1_GLOBALSIZE_X.bits(G);
+  constexpr desc::Bits y = HLSQ_CS_NDRANGE_3_GLOBALSIZE_Y.bits(G);
+  constexpr desc::Bits z = HLSQ_CS_NDRANGE_5_GLOBALSIZE_Z.bits(G);
+  return x.fits(uint64_t(grid.x) * block.x) && y.fits(uint64_t(grid.y) * block.y) &&
+         z.fits(uint64_t(grid.z) * block.z);
+}
+
+// The exact error for the first that does not fit.
+[[noreturn]] void global_size_error(const AdrenoKernel& k, Dim3 grid, Dim3 block, Gen g) {
   const RegField* global[3] = {&HLSQ_CS_NDRANGE_1_GLOBALSIZE_X, &HLSQ_CS_NDRANGE_3_GLOBALSIZE_Y,
                                &HLSQ_CS_NDRANGE_5_GLOBALSIZE_Z};
   const char* regs[3] = {"HLSQ_CS_NDRANGE_1", "HLSQ_CS_NDRANGE_3", "HLSQ_CS_NDRANGE_5"};
   const uint64_t threads[3] = {uint64_t(grid.x) * block.x, uint64_t(grid.y) * block.y,
                                uint64_t(grid.z) * block.z};
-  for (int i = 0; i < 3; i++) {
-    const desc::Bits b = global[i]->bits(g);
-    if (!b.fits(threads[i]))
-      desc::throw_does_not_fit("kernel '" + k.name + "': " + regs[i], global[i]->name, threads[i],
-                               b.width);
-  }
+  for (int i = 0; i < 3; i++)
+    if (!global[i]->bits(g).fits(threads[i]))
+      desc::throw_does_not_fit("kernel '" + k.name + "': " + regs[i], global[i]->name,
+                               threads[i], global[i]->bits(g).width);
+  throw InvalidInput("kernel '" + k.name + "': the grid's sizes do not fit");  // not reached
 }
 
 }  // namespace
@@ -285,7 +324,9 @@ void CpEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernar
     throw InvalidInput("kernel '" + k.name + "': a workgroup of " + std::to_string(block.x) +
                        "x" + std::to_string(block.y) + "x" + std::to_string(block.z) +
                        " (each at least 1, at most 1024 invocations)");
-  check_global_sizes(k, grid, block, gen_);
+  if (!(gen_ == Gen::A6xx ? global_sizes_fit<Gen::A6xx>(grid, block)
+                          : global_sizes_fit<Gen::A7xx>(grid, block))) [[unlikely]]
+    global_size_error(k, grid, block, gen_);
   if (k.launch_words.empty() || k.prepared_for != gen_) {  // not prepared for this generation
     encode_launch(cs, k, kernargs, grid, block, s);
     return;

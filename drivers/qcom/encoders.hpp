@@ -76,9 +76,9 @@ class CpEncoder final : public hcq::Encoder {
 
  private:
   uint32_t reg(RegId r) const { return reg_address(r, gen_); }
-  // A cache flush event (CP_EVENT_WRITE on a6xx, CP_EVENT_WRITE7 on a7xx) of
+  // A cache flush event (CP_EVENT_WRITE on a6xx, CP_EVENT_WRITE7 on a7xx) at p, of
   // flush_event_dwords dwords.
-  void flush_event(CommandStream& cs, uint32_t event_a6xx, uint32_t event_a7xx) const;
+  void flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const;
   uint32_t flush_event_dwords(uint32_t event_a6xx) const;
   // The whole launch, field by field (prepare() records it; exec copies the record).
   void encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs, Dim3 grid,
