@@ -15,7 +15,6 @@
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "qcom/decode.hpp"
-#include "qcom/emu/kgsl.hpp"
 #include "qcom/encoders.hpp"
 #include "qcom/kgsl_abi.hpp"
 #include "qcom/program.hpp"
@@ -336,7 +335,7 @@ void AdrenoDriver::fail(const char* what, int r) {
 
 [[noreturn]] void AdrenoDriver::raise_fault(const std::string& what) {
   fault_.raise([&] {
-    return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what,
+    return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what,
                          queue_ ? queue_->report() : "");
   });
 }
@@ -423,6 +422,11 @@ void AdrenoQueue::submit(const uint32_t* words, size_t n) {
 
 void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords) {
   drv_.check_faults();
+  // KGSL and drm/msm put each IB in a ring CP_INDIRECT_BUFFER whose IB_SIZE field holds its
+  // dwords (cp.def): a longer one would run truncated, so it is refused here.
+  if (ndwords > kMaxIbDwords)
+    desc::throw_does_not_fit(drv_.properties().name + ": CP_INDIRECT_BUFFER", "IB_SIZE", ndwords,
+                             CP_INDIRECT_BUFFER_IB_SIZE.width);
   int r = 0;
   {
     std::lock_guard lk(mu_);

@@ -9,12 +9,6 @@
 namespace hcq::qcom {
 namespace {
 
-uint64_t field(const DecodedPacket& d, const char* name) {
-  for (auto& [n, v] : d.fields)
-    if (n == name) return v;
-  return 0;
-}
-
 void invalid(DecodedPacket& d, std::string problem) {
   d.name = "INVALID";
   d.ok = false;
@@ -23,8 +17,8 @@ void invalid(DecodedPacket& d, std::string problem) {
 }
 
 // A type-4 packet: `count` registers from the header's address.
-void decode_pkt4(const uint32_t* p, uint32_t avail, Gen gen, DecodedPacket& d) {
-  const uint32_t reg = pkt4_reg(p[0]), count = pkt4_count(p[0]);
+void decode_pkt4(const uint32_t* p, uint32_t avail, uint32_t total, Gen gen, DecodedPacket& d) {
+  const uint32_t reg = pkt4_reg(p[0]), count = total - 1;
   const uint32_t take = std::min(count, avail - 1);
   d.name = "PKT4";
   d.dwords = 1 + take;
@@ -48,8 +42,7 @@ void decode_pkt4(const uint32_t* p, uint32_t avail, Gen gen, DecodedPacket& d) {
 }
 
 // A type-7 packet whose header checked out.
-void decode_pkt7(const uint32_t* p, uint32_t avail, Gen gen, DecodedPacket& d) {
-  const uint32_t total = 1 + pkt7_count(p[0]);
+void decode_pkt7(const uint32_t* p, uint32_t avail, uint32_t total, Gen gen, DecodedPacket& d) {
   const uint8_t op = uint8_t(pkt7_opcode(p[0]));
   const PacketInfo* info = find_packet(op, gen);
   d.name = info ? info->name : "UNKNOWN";
@@ -74,46 +67,23 @@ void decode_pkt7(const uint32_t* p, uint32_t avail, Gen gen, DecodedPacket& d) {
     d.problem = "length " + std::to_string(total) + " dwords, the description says " +
                 std::to_string(info->dwords);
   }
-  for (const Field& f : info->fields)
-    if (has_gen(f.gens, gen) && f.dword < d.dwords) d.fields.push_back({f.name, f.get(p)});
-  if (op == CP_MEM_WRITE)
-    for (uint32_t i = 3; i < d.dwords; i++)
-      d.fields.push_back({"DATA_" + std::to_string(i - 3), p[i]});
+  for (const Field& f : info->fields) {
+    if (!has_gen(f.gens, gen) || f.dword >= d.dwords) continue;
+    const uint32_t v = f.get(p);
+    d.fields.push_back({f.name, v});
+    if (const char* name = value_name(*info, f, v, gen)) d.value_names.push_back({f.name, name});
+  }
+  if (info->tail.dword)  // CP_MEM_WRITE's DATA_0, DATA_1 ...
+    for (uint32_t i = info->tail.dword; i < d.dwords; i++)
+      d.fields.push_back({std::string(info->tail.name) + "_" + std::to_string(i - info->tail.dword),
+                          p[i]});
   if (op == CP_INDIRECT_BUFFER && d.ok) {
-    d.ib_address = field(d, "IB_BASE_LO") | field(d, "IB_BASE_HI") << 32;
-    d.ib_dwords = uint32_t(field(d, "IB_SIZE"));
+    d.ib_address = get64(p, CP_INDIRECT_BUFFER_IB_BASE_LO, CP_INDIRECT_BUFFER_IB_BASE_HI);
+    d.ib_dwords = CP_INDIRECT_BUFFER_IB_SIZE.get(p);
   }
 }
 
 }  // namespace
-
-// Value names from the description (CP_VALUE).
-constexpr ValueName kCpValues[] = {
-#define CP_VALUE(pkt, field, value, name) {#pkt, #field, value, #name},
-#define CP_PACKET(...)
-#define CP_FIELD(...)
-#define CP_EVENT(...)
-#define CP_CONST(...)
-#include "qcom/cp.def"
-#undef CP_PACKET
-#undef CP_FIELD
-#undef CP_EVENT
-#undef CP_CONST
-#undef CP_VALUE
-};
-
-// Value names from descriptors.def (DESC_VALUE).
-constexpr ValueName kDescValues[] = {
-#define DESC_VALUE(desc, field, value, name) {#desc, #field, value, #name},
-#define DESC(...)
-#define DESC_FIELD(...)
-#define DESC_CONST(...)
-#include "qcom/descriptors.def"
-#undef DESC
-#undef DESC_FIELD
-#undef DESC_CONST
-#undef DESC_VALUE
-};
 
 std::vector<DecodedPacket> decode_descriptors(std::span<const uint32_t> words) {
   std::vector<DecodedPacket> out;
@@ -129,12 +99,15 @@ std::vector<DecodedPacket> decode_descriptors(std::span<const uint32_t> words) {
       d.problem = "truncated: a descriptor is " + std::to_string(kTEX_MEMOBJ_DWORDS) +
                   " dwords, " + std::to_string(d.dwords) + " left";
     }
-    for (const Field& f : tex_memobj_fields())
-      if (f.dword < d.dwords) d.fields.push_back({f.name, f.get(w)});
+    for (const Field& f : tex_memobj_fields()) {
+      if (f.dword >= d.dwords) continue;
+      d.fields.push_back({f.name, f.get(w)});
+      if (const char* name = tex_memobj_value_name(f, f.get(w)))
+        d.value_names.push_back({f.name, name});
+    }
     if (d.dwords > TEX_MEMOBJ_BASE_HI.dword)
       d.fields.push_back({"BASE", uint64_t(TEX_MEMOBJ_BASE_HI.get(w)) << 32 |
                                       uint64_t(TEX_MEMOBJ_BASE_LO.get(w)) << TEX_MEMOBJ_BASE_LO.lo});
-    name_values(d, kDescValues);
     out.push_back(std::move(d));
   }
   return out;
@@ -149,37 +122,25 @@ std::vector<DecodedPacket> decode_cp(std::span<const uint32_t> words, Gen gen) {
     d.header = words[at];
     const uint32_t h = d.header, avail = n - at;
     const uint32_t* p = words.data() + at;
-    if (h == kType2Filler) {
-      d.name = "TYPE2_FILLER";
-      d.dwords = 1;
-    } else if (header_type(h) == 4) {
-      if (pkt4_parity_ok(h)) decode_pkt4(p, avail, gen, d);
-      else invalid(d, "type-4 header with bad parity bits");
-    } else if (header_type(h) == 7) {
-      if (h & 0x0f000000) invalid(d, "type-7 header with bits 27:24 set");
-      else if (!pkt7_parity_ok(h)) invalid(d, "type-7 header with bad parity bits");
-      else decode_pkt7(p, avail, gen, d);
-    } else if ((h & 0xc0000000) == 0) {
-      // freedreno's type 0: (count - 1) in 29:16, register in 14:0; a5xx and later use type 4.
-      const uint32_t total = 1 + ((h >> 16) & 0x3fff) + 1;
-      d.name = "TYPE0";
-      d.ok = false;
-      d.problem = "type-0 packet (a pre-a5xx register write; a6xx/a7xx take type 4)";
-      d.fields.push_back({"REG", h & 0x7fff});
-      d.dwords = std::min(total, avail);
-    } else if ((h & 0xc0000000) == 0xc0000000) {
-      invalid(d, "type-3 header (pre-a5xx; a6xx/a7xx take type 7)");
-    } else {
-      invalid(d, "not a packet header");
+    const CpFrame frame = frame_cp(h);
+    switch (frame.kind) {
+      case CpKind::Type2Filler:
+        d.name = "TYPE2_FILLER";
+        d.dwords = 1;
+        break;
+      case CpKind::Pkt4: decode_pkt4(p, avail, frame.dwords, gen, d); break;
+      case CpKind::Pkt7: decode_pkt7(p, avail, frame.dwords, gen, d); break;
+      case CpKind::Pkt0:
+        d.name = "TYPE0";
+        d.ok = false;
+        d.problem = frame.problem;
+        d.fields.push_back({"REG", PKT0_REG.get(h)});
+        d.dwords = std::min(frame.dwords, avail);
+        break;
+      case CpKind::Invalid: invalid(d, frame.problem); break;
     }
     at += d.dwords;
     out.push_back(std::move(d));
-  }
-  for (auto& p : out) {
-    name_values(p, kCpValues);
-    for (auto& [field, v] : p.fields)  // events: the generation's own names
-      if (field == "EVENT")
-        if (const char* e = event_name(uint32_t(v), gen)) p.value_names.push_back({field, e});
   }
   return out;
 }

@@ -67,7 +67,8 @@ class CpEncoder final : public hcq::Encoder {
   // Encode `k`'s launch template for this generation (done once at program load).
   void prepare(AdrenoKernel& k) const;
 
-  // A CP_INDIRECT_BUFFER running `dwords` at `va` (4 dwords).
+  // A CP_INDIRECT_BUFFER running `dwords` at `va` (4 dwords); InvalidInput when `dwords` does
+  // not fit its IB_SIZE field (kMaxIbDwords).
   static void indirect_buffer(uint32_t* out, uint64_t va, uint32_t dwords);
   // A UAV descriptor viewing a buffer of `format` elements, all but its address (dwords 4-5,
   // which each launch fills): descriptors.def TEX_MEMOBJ, kTEX_MEMOBJ_DWORDS dwords.
@@ -75,9 +76,9 @@ class CpEncoder final : public hcq::Encoder {
 
  private:
   uint32_t reg(RegId r) const { return reg_address(r, gen_); }
-  // A cache flush event at p (CP_EVENT_WRITE on a6xx, CP_EVENT_WRITE7 on a7xx); returns the
-  // dword after it. flush_event_dwords: how many it writes.
-  uint32_t* flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const;
+  // A cache flush event (CP_EVENT_WRITE on a6xx, CP_EVENT_WRITE7 on a7xx) at p, of
+  // flush_event_dwords dwords.
+  void flush_event(uint32_t* p, uint32_t event_a6xx, uint32_t event_a7xx) const;
   uint32_t flush_event_dwords(uint32_t event_a6xx) const;
   // The whole launch, field by field (prepare() records it; exec copies the record).
   void encode_launch(CommandStream& cs, const AdrenoKernel& k, uint64_t kernargs, Dim3 grid,
@@ -85,6 +86,10 @@ class CpEncoder final : public hcq::Encoder {
   Gen gen_;
   EncoderMemory mem_;
 };
+
+// The most dwords one indirect buffer may hold: CP_INDIRECT_BUFFER's IB_SIZE field (cp.def), the
+// field KGSL's and drm/msm's ring packets put a submission's IB size in.
+inline constexpr uint32_t kMaxIbDwords = CP_INDIRECT_BUFFER_IB_SIZE.mask();
 
 // The always-on counter's frequency (the timestamps CP_REG_TO_MEM writes): 19.2 MHz on
 // Snapdragon SoCs (turnip's tu_device timestamp period, tinygrad ops_qcom.py).

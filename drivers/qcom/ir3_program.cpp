@@ -13,6 +13,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "qcom/packets.hpp"
 
 namespace hcq::qcom {
 namespace {
@@ -23,10 +24,16 @@ constexpr uint64_t kHeaderBytes = 24;
 constexpr uint64_t kFixedBytes = 88;    // a kernel record's fixed part
 constexpr uint64_t kArgFixedBytes = 12;  // an argument's fixed part
 constexpr uint64_t kUavBytes = 8;        // a version-2 UAV entry
-constexpr uint32_t kMaxUavs = 127;       // SP_CS_CONFIG.NIBO is 7 bits wide (regs.def)
+// The register fields the kernel's numbers go into (regs.def; the same widths on a6xx and a7xx).
+constexpr uint32_t kMaxUavs = SP_CS_CONFIG_NIBO.mask(Gen::A6xx);  // 127
 constexpr uint32_t kMaxName = 255;
-constexpr uint32_t kMaxField6 = 63;       // 6-bit register fields
-constexpr uint32_t kMaxRegid = 0xff;      // 8-bit register id fields
+constexpr uint32_t kMaxField6 = SP_CS_CTRL_REG0_FULLREGFOOTPRINT.mask(Gen::A6xx);  // 63
+constexpr uint32_t kMaxRegid = HLSQ_CS_CNTL_0_WGIDCONSTID.mask(Gen::A6xx);         // 0xff
+static_assert(kMaxField6 == SP_CS_CTRL_REG0_HALFREGFOOTPRINT.mask(Gen::A7xx) &&
+                  kMaxField6 == SP_CS_CTRL_REG0_BRANCHSTACK.mask(Gen::A7xx) &&
+                  kMaxRegid == SP_CS_CNTL_0_LOCALIDREGID.mask(Gen::A7xx) &&
+                  kMaxUavs == SP_CS_CONFIG_NIBO.mask(Gen::A7xx),
+              "regs.def: a field ir3_program checks against differs between generations");
 constexpr uint64_t kMaxWorkgroup = 1024;
 constexpr uint32_t kFlagEarlyPreamble = 1u << 0;
 constexpr uint8_t kArgBuffer = 0, kArgValue = 1;

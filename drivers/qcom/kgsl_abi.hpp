@@ -883,3 +883,13 @@ constexpr int adreno_family(uint32_t chip_id) {
 static_assert(adreno_family(kChipIdA630) == 6 && adreno_family(kChipIdA740) == 7);
 
 }  // namespace hcq::qcom::kgsl
+
+namespace hcq::qcom {
+
+// The emulated GPU's own words about each context fault: a debugfs-style file only the emulated
+// KGSL has (hcq's, not Linux's). The driver adds them to its fault errors when the file is there;
+// the emulator writes it. Here, beside the ABI both sides share, so that the driver needs no
+// emulator header.
+inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kgsl/hcq_emulator_faults";
+
+}  // namespace hcq::qcom

@@ -13,6 +13,8 @@
 namespace hcq::qcom::msm {
 
 inline constexpr uint32_t MSM_PIPE_3D0 = 0x10;
+// A submission's flags: the pipe in the low bits (MSM_PIPE_ID), MSM_SUBMIT_x above them.
+inline constexpr uint32_t MSM_PIPE_ID_MASK = 0xffff;
 
 inline constexpr uint32_t MSM_PARAM_GPU_ID = 0x01;
 inline constexpr uint32_t MSM_PARAM_GMEM_SIZE = 0x02;

@@ -46,13 +46,11 @@ struct CpEntry {
 constexpr CpEntry kCp[] = {
 #define CP_PACKET(id, op, n, gens) {true, op, gens, n, 0, 0, 0},
 #define CP_FIELD(pkt, f, gens, dw, lo, w) {false, 0, gens, 0, dw, lo, w},
-#define CP_EVENT(...)
-#define CP_CONST(...)
+#define CP_ENUM(...)
 #include "qcom/cp.def"
 #undef CP_PACKET
 #undef CP_FIELD
-#undef CP_EVENT
-#undef CP_CONST
+#undef CP_ENUM
 };
 
 constexpr bool cp_def_consistent() {
@@ -118,11 +116,11 @@ static_assert(regs_def_consistent(), "regs.def: a field outside its register, or
 constexpr Field kTexMemobj[] = {
 #define DESC(...)
 #define DESC_FIELD(d, f, dw, lo, w) d##_##f,
-#define DESC_CONST(...)
+#define DESC_ENUM(...)
 #include "qcom/descriptors.def"
 #undef DESC
 #undef DESC_FIELD
-#undef DESC_CONST
+#undef DESC_ENUM
 };
 constexpr bool descriptors_def_consistent() {
   for (const Field& f : kTexMemobj)
@@ -141,38 +139,114 @@ struct CpTable {
 const CpTable& cp_table() {
   static const CpTable t = [] {
     CpTable t;
-#define CP_PACKET(id, op, n, gens) \
-  t.packets.push_back({#id, op, gens, n, {}});  \
-  t.fields.emplace_back();
+    std::vector<const char*> like;  // per packet: the layout it borrows, or null
+#define CP_PACKET(id, op, n, gens)                        \
+  t.packets.push_back({#id, op, gens, n, #id, {}, {}}); \
+  t.fields.emplace_back();                               \
+  like.push_back(nullptr);
+#define CP_PACKET_LIKE(id, op, n, gens, layout)               \
+  t.packets.push_back({#id, op, gens, n, #layout, {}, {}}); \
+  t.fields.emplace_back();                                   \
+  like.push_back(#layout);
 #define CP_FIELD(pkt, f, gens, dw, lo, w) t.fields.back().push_back(pkt##_##f);
-#define CP_EVENT(...)
-#define CP_CONST(...)
+#define CP_TAIL(pkt, n, dw) t.packets.back().tail = pkt##_##n;
+#define CP_ENUM(...)
 #include "qcom/cp.def"
 #undef CP_PACKET
+#undef CP_PACKET_LIKE
 #undef CP_FIELD
-#undef CP_EVENT
-#undef CP_CONST
+#undef CP_TAIL
+#undef CP_ENUM
+    // A CP_PACKET_LIKE packet has its layout's fields and tail (described before it).
+    for (size_t i = 0; i < t.packets.size(); i++)
+      for (size_t j = 0; like[i] && j < i; j++)
+        if (std::string_view(t.packets[j].name) == like[i]) {
+          t.fields[i] = t.fields[j];
+          t.packets[i].tail = t.packets[j].tail;
+        }
     for (size_t i = 0; i < t.packets.size(); i++) t.packets[i].fields = t.fields[i];
     return t;
   }();
   return t;
 }
 
-struct EventInfo {
+struct EnumValue {
+  const char* type;
   const char* name;
   uint32_t value;
   uint8_t gens;
 };
-constexpr EventInfo kEvents[] = {
+constexpr EnumValue kEnums[] = {
 #define CP_PACKET(...)
 #define CP_FIELD(...)
-#define CP_EVENT(n, v, gens) {#n, v, gens},
-#define CP_CONST(...)
+#define CP_ENUM(type, n, v, gens) {#type, #n, v, gens},
 #include "qcom/cp.def"
 #undef CP_PACKET
 #undef CP_FIELD
-#undef CP_EVENT
-#undef CP_CONST
+#undef CP_ENUM
+};
+
+// A field whose values an enum names: in `layout` (a packet or descriptor), field `field`.
+struct FieldEnum {
+  const char* layout;
+  const char* field;
+  const char* type;
+};
+constexpr FieldEnum kFieldEnums[] = {
+#define CP_PACKET(...)
+#define CP_FIELD(...)
+#define CP_ENUM(...)
+#define CP_FIELD_ENUM(pkt, f, type) {#pkt, #f, #type},
+#include "qcom/cp.def"
+#undef CP_PACKET
+#undef CP_FIELD
+#undef CP_ENUM
+#undef CP_FIELD_ENUM
+};
+
+constexpr bool same(const char* a, const char* b) { return std::string_view(a) == b; }
+
+// Every CP_FIELD_ENUM names an enum cp.def defines.
+constexpr bool field_enums_consistent() {
+  for (const FieldEnum& f : kFieldEnums) {
+    bool found = false;
+    for (const EnumValue& e : kEnums) found |= same(e.type, f.type);
+    if (!found) return false;
+  }
+  return true;
+}
+static_assert(field_enums_consistent(), "cp.def: CP_FIELD_ENUM of an enum it does not define");
+
+const char* enum_name(const char* type, uint32_t value, Gen gen) {
+  for (const EnumValue& e : kEnums)
+    if (e.value == value && has_gen(e.gens, gen) && same(e.type, type)) return e.name;
+  return nullptr;
+}
+
+struct DescEnumValue {
+  const char* type;
+  const char* name;
+  uint32_t value;
+};
+constexpr DescEnumValue kDescEnums[] = {
+#define DESC(...)
+#define DESC_FIELD(...)
+#define DESC_ENUM(type, n, v) {#type, #n, v},
+#include "qcom/descriptors.def"
+#undef DESC
+#undef DESC_FIELD
+#undef DESC_ENUM
+};
+constexpr FieldEnum kDescFieldEnums[] = {
+#define DESC(...)
+#define DESC_FIELD(...)
+#define DESC_ENUM(...)
+#define DESC_FIELD_ENUM(d, f, type) {#d, #f, #type},
+#include "qcom/descriptors.def"
+#undef DESC
+#undef DESC_FIELD
+#undef DESC_ENUM
+#undef DESC_FIELD_ENUM
 };
 
 struct RegTable {
@@ -206,13 +280,24 @@ const PacketInfo* find_packet(uint8_t opcode, Gen gen) {
   return nullptr;
 }
 
-const char* event_name(uint32_t event, Gen gen) {
-  for (const EventInfo& e : kEvents)
-    if (e.value == event && has_gen(e.gens, gen)) return e.name;
+const char* event_name(uint32_t event, Gen gen) { return enum_name("vgt_event_type", event, gen); }
+
+const char* value_name(const PacketInfo& packet, const Field& field, uint32_t value, Gen gen) {
+  for (const FieldEnum& f : kFieldEnums)
+    if (same(f.layout, packet.layout) && same(f.field, field.name))
+      return enum_name(f.type, value, gen);
   return nullptr;
 }
 
 std::span<const Field> tex_memobj_fields() { return kTexMemobj; }
+
+const char* tex_memobj_value_name(const Field& field, uint32_t value) {
+  for (const FieldEnum& f : kDescFieldEnums)
+    if (same(f.field, field.name))
+      for (const DescEnumValue& e : kDescEnums)
+        if (e.value == value && same(e.type, f.type)) return e.name;
+  return nullptr;
+}
 
 std::span<const RegInfo> registers() { return reg_table().regs; }
 

@@ -301,5 +301,69 @@ TEST(QcomEncoder, BadLaunchesAndCopiesAreClearErrors) {
   EXPECT_THROW(CpEncoder(Gen::A6xx, kMem).copy(cs, 0, 0, 4, s), InvalidInput);
 }
 
+// The error a call gives, or "" when it succeeds.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A grid's threads in one dimension go into a 32-bit HLSQ_CS_NDRANGE_1/3/5 GLOBALSIZE field: at
+// its limit the launch encodes, one past it is the exact error (the product used to wrap).
+TEST(QcomEncoder, GlobalSizesMustFitTheirFields) {
+  const AdrenoKernel k = kernel(64, 16, 32);
+  for (Gen g : {Gen::A6xx, Gen::A7xx}) {
+    CpEncoder enc(g, kMem);
+    auto launch = [&](Dim3 grid, Dim3 block) {
+      return error_of([&] {
+        CommandStream cs;
+        std::vector<PatchSite> s;
+        enc.exec(cs, k, 0x7f0000020000, grid, block, s);
+      });
+    };
+    EXPECT_EQ(launch({0xffffffff, 1, 1}, {1, 1, 1}), "");  // 2^32 - 1 threads
+    EXPECT_EQ(launch({0x7fffffff, 1, 1}, {2, 1, 1}), "");  // 2^32 - 2
+    EXPECT_EQ(launch({0x80000000, 1, 1}, {2, 1, 1}),
+              "kernel 'k': HLSQ_CS_NDRANGE_1.GLOBALSIZE_X: 4294967296 does not fit in 32 bits (at "
+              "most 4294967295)");
+    EXPECT_EQ(launch({1, 0x80000000, 1}, {1, 2, 1}),
+              "kernel 'k': HLSQ_CS_NDRANGE_3.GLOBALSIZE_Y: 4294967296 does not fit in 32 bits (at "
+              "most 4294967295)");
+    EXPECT_EQ(launch({1, 1, 0x40000000}, {1, 1, 4}),
+              "kernel 'k': HLSQ_CS_NDRANGE_5.GLOBALSIZE_Z: 4294967296 does not fit in 32 bits (at "
+              "most 4294967295)");
+  }
+}
+
+// The shader is loaded by CP_LOAD_STATE6_FRAG in 128-byte units, NUM_UNIT 10 bits wide: 1023
+// units (32736 dwords) load, a dword more is the exact error at program load (prepare).
+TEST(QcomEncoder, ShaderLengthMustFitTheStateLoad) {
+  for (Gen g : {Gen::A6xx, Gen::A7xx}) {
+    AdrenoKernel ok = kernel(1023 * 32, 16, 32), over = kernel(1023 * 32 + 1, 16, 32);
+    EXPECT_EQ(error_of([&] { CpEncoder(g, kMem).prepare(ok); }), "");
+    EXPECT_EQ(error_of([&] { CpEncoder(g, kMem).prepare(over); }),
+              "kernel 'k': CP_LOAD_STATE6_FRAG.NUM_UNIT: 1024 does not fit in 10 bits (at most "
+              "1023)");
+  }
+}
+
+// CP_INDIRECT_BUFFER's IB_SIZE is 20 bits of dwords (cp.def): at the limit the packet is
+// written, one past it is refused rather than truncated.
+TEST(QcomEncoder, IndirectBufferSizeMustFit) {
+  EXPECT_EQ(kMaxIbDwords, 0xfffffu);
+  Words p(4, 0);
+  CpEncoder::indirect_buffer(p.data(), 0x7f0000050000, kMaxIbDwords);
+  // CP_INDIRECT_BUFFER (0x3f: six ones, parity 1; count 3: parity 1) = 0x70bf8003.
+  EXPECT_EQ(p, (Words{0x70bf8003, 0x50000, 0x7f00, 0xfffff}));
+  CpEncoder::indirect_buffer(p.data(), 0x7f0000050000, kMaxIbDwords - 1);
+  EXPECT_EQ(p[3], 0xffffeu);
+  EXPECT_EQ(error_of([&] { CpEncoder::indirect_buffer(p.data(), 0, kMaxIbDwords + 1); }),
+            "CP_INDIRECT_BUFFER.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+}
+
 }  // namespace
 }  // namespace hcq::qcom

@@ -172,10 +172,10 @@ TEST(QcomPackets, ExecCsFields) {
 
 TEST(QcomPackets, LoadState6Fields) {
   // tinygrad: constants from memory into the compute shader's constant file, 1024 bytes.
-  const uint32_t d1 = CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_CONSTANTS) |
-                      CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
-                      CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) |
-                      CP_LOAD_STATE6_FRAG_NUM_UNIT(1024 / 16);
+  const uint32_t d1 = CP_LOAD_STATE6_STATE_TYPE(ST6_CONSTANTS) |
+                      CP_LOAD_STATE6_STATE_SRC(SS6_INDIRECT) |
+                      CP_LOAD_STATE6_STATE_BLOCK(SB6_CS_SHADER) |
+                      CP_LOAD_STATE6_NUM_UNIT(1024 / 16);
   // ST6_CONSTANTS 1 << 14 = 0x4000, SS6_INDIRECT 2 << 16 = 0x20000, SB6_CS_SHADER 0xd << 18 =
   // 0x340000, 64 << 22 = 0x10000000.
   EXPECT_EQ(d1, 0x10364000u);
@@ -304,8 +304,8 @@ std::vector<uint32_t> dispatch(Gen g) {
   put({pkt4(addr(RegId::SP_CS_CTRL_REG0), 1),
        SP_CS_CTRL_REG0_FULLREGFOOTPRINT(g, 4) | SP_CS_CTRL_REG0_BRANCHSTACK(g, 1)});
   put({pkt7(CP_LOAD_STATE6_FRAG, 3),
-       CP_LOAD_STATE6_FRAG_STATE_TYPE(ST6_SHADER) | CP_LOAD_STATE6_FRAG_STATE_SRC(SS6_INDIRECT) |
-           CP_LOAD_STATE6_FRAG_STATE_BLOCK(SB6_CS_SHADER) | CP_LOAD_STATE6_FRAG_NUM_UNIT(2),
+       CP_LOAD_STATE6_STATE_TYPE(ST6_SHADER) | CP_LOAD_STATE6_STATE_SRC(SS6_INDIRECT) |
+           CP_LOAD_STATE6_STATE_BLOCK(SB6_CS_SHADER) | CP_LOAD_STATE6_NUM_UNIT(2),
        0x20000, 0x7f});
   put({pkt7(CP_EXEC_CS, 4), 0, 10, 2, 1});
   if (g == Gen::A6xx)
@@ -482,6 +482,73 @@ TEST(QcomPackets, DecoderSurvivesRandomInput) {
       ASSERT_EQ(total, w.size());
     }
   }
+}
+
+// One framing of CP headers for the decoder, the emulated CP and the hang reports: what each
+// header is and how many dwords its packet spans.
+TEST(QcomPackets, FramingReadsEveryKindOfHeader) {
+  CpFrame f = frame_cp(pkt7(CP_EXEC_CS, 4));
+  EXPECT_EQ(f.kind, CpKind::Pkt7);
+  EXPECT_EQ(f.dwords, 5u);
+  EXPECT_EQ(f.problem, nullptr);
+  f = frame_cp(pkt4(0xb990, 7));
+  EXPECT_EQ(f.kind, CpKind::Pkt4);
+  EXPECT_EQ(f.dwords, 8u);
+  f = frame_cp(kType2Filler);
+  EXPECT_EQ(f.kind, CpKind::Type2Filler);
+  EXPECT_EQ(f.dwords, 1u);
+  f = frame_cp(0x00010005);  // type 0: two registers from 5
+  EXPECT_EQ(f.kind, CpKind::Pkt0);
+  EXPECT_EQ(f.dwords, 3u);
+  EXPECT_STREQ(f.problem, "type-0 packet (a pre-a5xx register write; a6xx/a7xx take type 4)");
+  f = frame_cp(pkt7(CP_EXEC_CS, 4) | 0x01000000);
+  EXPECT_EQ(f.kind, CpKind::Invalid);
+  EXPECT_EQ(f.dwords, 1u);
+  EXPECT_STREQ(f.problem, "type-7 header with bits 27:24 set");
+  EXPECT_STREQ(frame_cp(pkt7(CP_EXEC_CS, 4) ^ 0x800000).problem,
+               "type-7 header with bad parity bits");
+  EXPECT_STREQ(frame_cp(pkt4(0xb990, 7) ^ 0x80).problem, "type-4 header with bad parity bits");
+  EXPECT_STREQ(frame_cp(0xc0000000).problem, "type-3 header (pre-a5xx; a6xx/a7xx take type 7)");
+  EXPECT_STREQ(frame_cp(0x90000000).problem, "not a packet header");
+}
+
+// Each enum is defined once in cp.def (CP_ENUM); the C++ constants and the decoder's names come
+// from the same line, and CP_LOAD_STATE6_GEOM/_FRAG take CP_LOAD_STATE6's fields and names.
+TEST(QcomPackets, EnumsAndSharedLayoutsComeFromOneDescription) {
+  const PacketInfo* frag = find_packet(CP_LOAD_STATE6_FRAG, Gen::A6xx);
+  const PacketInfo* geom = find_packet(CP_LOAD_STATE6_GEOM, Gen::A7xx);
+  const PacketInfo* plain = find_packet(CP_LOAD_STATE6, Gen::A6xx);
+  ASSERT_TRUE(frag && geom && plain);
+  ASSERT_EQ(frag->fields.size(), plain->fields.size());
+  ASSERT_EQ(geom->fields.size(), plain->fields.size());
+  for (size_t i = 0; i < plain->fields.size(); i++) {
+    EXPECT_STREQ(frag->fields[i].name, plain->fields[i].name);
+    EXPECT_EQ(frag->fields[i].lo, plain->fields[i].lo);
+    EXPECT_EQ(geom->fields[i].dword, plain->fields[i].dword);
+  }
+  EXPECT_EQ(frag->tail.dword, CP_LOAD_STATE6_INLINE.dword);
+  EXPECT_STREQ(value_name(*frag, CP_LOAD_STATE6_STATE_SRC, SS6_INDIRECT, Gen::A6xx),
+               "SS6_INDIRECT");
+  EXPECT_STREQ(value_name(*geom, CP_LOAD_STATE6_STATE_BLOCK, SB6_CS_SHADER, Gen::A7xx),
+               "SB6_CS_SHADER");
+  // Names follow the generation: a7xx's event_write_src has no a6xx meaning.
+  const PacketInfo* ev7 = find_packet(0x46, Gen::A7xx);
+  EXPECT_STREQ(value_name(*ev7, CP_EVENT_WRITE7_WRITE_SRC, EV_WRITE_ALWAYSON, Gen::A7xx),
+               "EV_WRITE_ALWAYSON");
+  EXPECT_STREQ(value_name(*ev7, CP_EVENT_WRITE7_EVENT, CACHE_CLEAN, Gen::A7xx), "CACHE_CLEAN");
+  EXPECT_EQ(value_name(*plain, CP_LOAD_STATE6_NUM_UNIT, 1, Gen::A6xx), nullptr);
+  // The decoder prints them.
+  const uint32_t w[] = {pkt7(CP_EVENT_WRITE7, 3),
+                        CP_EVENT_WRITE7_EVENT(RB_DONE_TS) |
+                            CP_EVENT_WRITE7_WRITE_SRC(EV_WRITE_ALWAYSON) |
+                            CP_EVENT_WRITE7_WRITE_ENABLED(1),
+                        0x1000, 0x7f};
+  const auto ps = decode_cp(w, Gen::A7xx);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(to_text(ps[0]),
+            "0x0000  0x70468003  CP_EVENT_WRITE7  EVENT=0x16(RB_DONE_TS)  "
+            "CLEAR_RENDER_RESOURCE=0  WRITE_SRC=3(EV_WRITE_ALWAYSON)  WRITE_DST=0(EV_DST_RAM)  "
+            "WRITE_ENABLED=1  IRQ=0  ADDR_LO=0x1000  ADDR_HI=0x7f");
 }
 
 }  // namespace

@@ -337,6 +337,31 @@ TEST_P(Uav, AVersion1KernelWithUavsIsRefusedWithTheReason) {
   }
 }
 
+// KGSL and drm/msm run each submitted IB through a ring CP_INDIRECT_BUFFER whose IB_SIZE field
+// holds 20 bits of dwords: an IB at the limit runs (type-2 filler, one dword each), one past it
+// is refused with the field named, never submitted truncated.
+TEST_P(Uav, AnIndirectBufferPastIbSizeIsRefused) {
+  Buffer ib = dev_->allocate(uint64_t(qcom::kMaxIbDwords + 1) * 4, MemoryKind::Host);
+  std::fill_n(static_cast<uint32_t*>(ib.host()), qcom::kMaxIbDwords + 1, qcom::kType2Filler);
+  HwQueue& hw = dev_->hw_queue(QueueKind::Compute);
+  hw.submit_indirect(ib.va(), qcom::kMaxIbDwords - 1);
+  hw.submit_indirect(ib.va(), qcom::kMaxIbDwords);
+  try {
+    hw.submit_indirect(ib.va(), qcom::kMaxIbDwords + 1);
+    FAIL() << "an IB of 2^20 dwords was submitted";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              dev_->name() +
+                  ": CP_INDIRECT_BUFFER.IB_SIZE: 1048576 does not fit in 20 bits (at most 1048575)");
+  }
+  Signal s = dev_->new_signal();
+  ComputeQueue q(*dev_);
+  q.signal(s, 1);
+  q.submit();
+  s.wait(1);
+  dev_->driver().check_faults();
+}
+
 INSTANTIATE_TEST_SUITE_P(Adreno, Uav, ::testing::Values("a660", "a740", "a660_msm", "a740_msm"),
                          [](const auto& info) { return info.param; });
 

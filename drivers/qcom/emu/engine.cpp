@@ -23,7 +23,7 @@ struct ContextFault {
 
 constexpr int kMaxIbDepth = 2;              // the ring's IBs may call one more level
 constexpr uint32_t kConstDwords = 0x4000;   // the constant file hcq's kernels can fill
-constexpr uint32_t kMaxUavs = 127;          // SP_CS_CONFIG.NIBO is 7 bits wide (regs.def)
+constexpr uint32_t kMaxUavs = SP_CS_CONFIG_NIBO.mask(Gen::A6xx);  // 127 (regs.def)
 constexpr auto kIdleSleep = std::chrono::microseconds(200);
 // After work, poll for the next submission this long before sleeping: a condition-variable
 // wake costs microseconds, a back-to-back submission stream would pay it each time.
@@ -223,32 +223,26 @@ Engine::Res Engine::exec_ib(Context& c) {
     const std::string where = "IB " + hex(f.va) + " dword " + std::to_string(f.pos) + ": ";
     uint32_t len = 1;
     try {
-      switch (header_type(h)) {
-        case 4: {
-          if (!pkt4_parity_ok(h)) bad("pkt4 header " + hex(h) + " with bad parity");
-          const uint32_t n = pkt4_count(h), r = pkt4_reg(h);
-          if (f.pos + 1 + n > f.dwords) bad("pkt4 of " + std::to_string(n) + " registers runs past the IB");
-          for (uint32_t i = 0; i < n; i++) c.regs[(r + i) & 0xffff] = w[f.pos + 1 + i];
-          len = 1 + n;
-          break;
+      const CpFrame frame = frame_cp(h);
+      if (frame.kind != CpKind::Type2Filler && frame.kind != CpKind::Pkt4 &&
+          frame.kind != CpKind::Pkt7)
+        bad("header " + hex(h) + ": " + frame.problem);
+      if (f.pos + frame.dwords > f.dwords)
+        bad("packet of " + std::to_string(frame.dwords) + " dwords (header " + hex(h) +
+            ") runs past the IB");
+      len = frame.dwords;
+      if (frame.kind == CpKind::Pkt4) {
+        const uint32_t r = pkt4_reg(h);
+        for (uint32_t i = 1; i < len; i++) c.regs[(r + i - 1) & 0xffff] = w[f.pos + i];
+      } else if (frame.kind == CpKind::Pkt7) {
+        uint32_t skip = 0;
+        const size_t depth = c.stack.size();
+        if (packet(c, w + f.pos, len - 1, skip) == Res::Blocked) return Res::Blocked;
+        len += skip;
+        if (c.stack.size() > depth) {  // it called an IB: continue there, return after
+          c.stack[depth - 1].pos += len;
+          continue;
         }
-        case 7: {
-          if (!pkt7_parity_ok(h) || (h & 0x0f000000)) bad("pkt7 header " + hex(h) + " with bad parity");
-          const uint32_t n = pkt7_count(h);
-          if (f.pos + 1 + n > f.dwords) bad("packet of " + std::to_string(n) + " dwords runs past the IB");
-          uint32_t skip = 0;
-          const size_t depth = c.stack.size();
-          if (packet(c, w + f.pos, n, skip) == Res::Blocked) return Res::Blocked;
-          len = 1 + n + skip;
-          if (c.stack.size() > depth) {  // it called an IB: continue there, return after
-            c.stack[depth - 1].pos += len;
-            continue;
-          }
-          break;
-        }
-        default:
-          if (h == kType2Filler) break;
-          bad("word " + hex(h) + " is not a pkt4 or pkt7 header");
       }
     } catch (ContextFault& e) {
       e.what = where + e.what;
@@ -268,7 +262,6 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
   if (info->dwords && info->dwords != n + 1)
     bad(std::string(info->name) + " of " + std::to_string(n + 1) + " dwords (it has " +
         std::to_string(info->dwords) + ")");
-  auto addr = [&](uint32_t dw) { return uint64_t(p[dw + 1]) << 32 | p[dw]; };
   auto store32 = [&](uint64_t va, uint32_t v) {
     __atomic_store_n(static_cast<uint32_t*>(mem_.translate(va, 4)), v, __ATOMIC_RELEASE);
   };
@@ -282,9 +275,10 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
       return Res::Done;  // the emulated CP finishes each packet before the next
     case CP_WAIT_REG_MEM: {
       if (CP_WAIT_REG_MEM_POLL.get(p) != POLL_MEMORY) bad("CP_WAIT_REG_MEM on a register");
-      const uint32_t v = __atomic_load_n(static_cast<const uint32_t*>(mem_.translate(addr(2), 4)),
-                                         __ATOMIC_ACQUIRE) & p[5];
-      const uint32_t ref = p[4];
+      const uint64_t poll = get64(p, CP_WAIT_REG_MEM_POLL_ADDR_LO, CP_WAIT_REG_MEM_POLL_ADDR_HI);
+      const uint32_t v = __atomic_load_n(static_cast<const uint32_t*>(mem_.translate(poll, 4)),
+                                         __ATOMIC_ACQUIRE) & CP_WAIT_REG_MEM_MASK.get(p);
+      const uint32_t ref = CP_WAIT_REG_MEM_REF.get(p);
       bool ok;
       switch (CP_WAIT_REG_MEM_FUNCTION.get(p)) {
         case WRITE_ALWAYS: ok = true; break;
@@ -301,36 +295,45 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
     case CP_COND_EXEC: {
       // Runs the next DWORDS dwords if the dword at BOOL_ADDR is not 0 and the dword at
       // TIMESTAMP_ADDR is less than ACTIVE_TIMESTAMP (signed); skips them otherwise.
-      const uint32_t b = *static_cast<const uint32_t*>(mem_.translate(addr(1), 4));
-      const int32_t t = int32_t(*static_cast<const uint32_t*>(mem_.translate(addr(3), 4)));
-      if (!(b != 0 && t < int32_t(p[5]))) skip = p[6];
+      const uint64_t bool_va = get64(p, CP_COND_EXEC_BOOL_ADDR_LO, CP_COND_EXEC_BOOL_ADDR_HI);
+      const uint64_t ts_va =
+          get64(p, CP_COND_EXEC_TIMESTAMP_ADDR_LO, CP_COND_EXEC_TIMESTAMP_ADDR_HI);
+      const uint32_t b = *static_cast<const uint32_t*>(mem_.translate(bool_va, 4));
+      const int32_t t = int32_t(*static_cast<const uint32_t*>(mem_.translate(ts_va, 4)));
+      if (!(b != 0 && t < int32_t(CP_COND_EXEC_ACTIVE_TIMESTAMP.get(p))))
+        skip = CP_COND_EXEC_DWORDS.get(p);
       return Res::Done;
     }
     case CP_MEM_WRITE: {
-      if (n < 3) bad("CP_MEM_WRITE without data");
-      const uint64_t va = addr(1);
-      if (n == 4 && va % 8 == 0)  // a 64-bit value lands at once
+      const uint32_t data = CP_MEM_WRITE_DATA.dword;  // the dwords to write, to the end
+      if (n < data) bad("CP_MEM_WRITE without data");
+      const uint64_t va = get64(p, CP_MEM_WRITE_ADDR_LO, CP_MEM_WRITE_ADDR_HI);
+      if (n + 1 == data + 2 && va % 8 == 0)  // a 64-bit value lands at once
         __atomic_store_n(static_cast<uint64_t*>(mem_.translate(va, 8)),
-                         uint64_t(p[4]) << 32 | p[3], __ATOMIC_RELEASE);
+                         uint64_t(p[data + 1]) << 32 | p[data], __ATOMIC_RELEASE);
       else
-        for (uint32_t i = 3; i <= n; i++) store32(va + (i - 3) * 4, p[i]);
+        for (uint32_t i = data; i <= n; i++) store32(va + (i - data) * 4, p[i]);
       return Res::Done;
     }
     case CP_EVENT_WRITE: {  // a6xx; a7xx's CP_EVENT_WRITE7 shares the opcode
       if (gen_ == Gen::A6xx) {
         if (CP_EVENT_WRITE_TIMESTAMP.get(p)) {
-          if (n < 4) bad("CP_EVENT_WRITE with a timestamp but no address and value");
-          store32(addr(2), p[4]);
+          if (n < CP_EVENT_WRITE_VALUE.dword)
+            bad("CP_EVENT_WRITE with a timestamp but no address and value");
+          store32(get64(p, CP_EVENT_WRITE_ADDR_LO, CP_EVENT_WRITE_ADDR_HI),
+                  CP_EVENT_WRITE_VALUE.get(p));
         }
       } else if (CP_EVENT_WRITE7_WRITE_ENABLED.get(p)) {
-        if (n < 4) bad("CP_EVENT_WRITE7 with a write but no address and value");
-        store32(addr(2), p[4]);
+        if (n < CP_EVENT_WRITE7_PAYLOAD_0.dword)
+          bad("CP_EVENT_WRITE7 with a write but no address and value");
+        store32(get64(p, CP_EVENT_WRITE7_ADDR_LO, CP_EVENT_WRITE7_ADDR_HI),
+                CP_EVENT_WRITE7_PAYLOAD_0.get(p));
       }
       return Res::Done;
     }
     case CP_REG_TO_MEM: {
       const uint32_t r = CP_REG_TO_MEM_REG.get(p), cnt = std::max(1u, CP_REG_TO_MEM_CNT.get(p));
-      const uint64_t dst = addr(2);
+      const uint64_t dst = get64(p, CP_REG_TO_MEM_DEST_LO, CP_REG_TO_MEM_DEST_HI);
       if (r == reg_address(RegId::CP_ALWAYS_ON_COUNTER_LO, gen_)) {
         const uint64_t t = always_on();
         if (CP_REG_TO_MEM_64B.get(p))
@@ -345,9 +348,11 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
     case CP_LOAD_STATE6:
     case CP_LOAD_STATE6_FRAG:
     case CP_LOAD_STATE6_GEOM: {
-      const uint32_t d1 = p[1];
-      const uint32_t type = (d1 >> 14) & 3, src = (d1 >> 16) & 3, block = (d1 >> 18) & 0xf;
-      const uint32_t units = d1 >> 22, dst = d1 & 0x3fff;
+      // CP_LOAD_STATE6_GEOM and _FRAG have CP_LOAD_STATE6's layout (cp.def).
+      const uint32_t type = CP_LOAD_STATE6_STATE_TYPE.get(p), src = CP_LOAD_STATE6_STATE_SRC.get(p);
+      const uint32_t block = CP_LOAD_STATE6_STATE_BLOCK.get(p);
+      const uint32_t units = CP_LOAD_STATE6_NUM_UNIT.get(p), dst = CP_LOAD_STATE6_DST_OFF.get(p);
+      const uint64_t ext = get64(p, CP_LOAD_STATE6_EXT_SRC_ADDR_LO, CP_LOAD_STATE6_EXT_SRC_ADDR_HI);
       if (type == ST6_SHADER) return Res::Done;  // instructions: the kernel is found by address
       const bool uav = type == ST6_UAV;
       if ((type != ST6_CONSTANTS && !uav) || block != SB6_CS_SHADER)
@@ -361,11 +366,12 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
       if (!uav && uint64_t(dst + units) * 4 > kConstDwords) bad("CP_LOAD_STATE6 past the constant file");
       const void* from;
       if (src == SS6_INDIRECT) {
-        if (n < 3) bad("CP_LOAD_STATE6 without an address");
-        from = mem_.translate(addr(2), uint64_t(units) * unit_dwords * 4);
+        if (n < CP_LOAD_STATE6_EXT_SRC_ADDR_HI.dword) bad("CP_LOAD_STATE6 without an address");
+        from = mem_.translate(ext, uint64_t(units) * unit_dwords * 4);
       } else if (src == SS6_DIRECT) {
-        if (n < 3 + units * unit_dwords) bad("CP_LOAD_STATE6 with less inline data than its units");
-        from = p + 4;  // after the two (ignored) address dwords
+        if (n + 1 < CP_LOAD_STATE6_INLINE.dword + units * unit_dwords)
+          bad("CP_LOAD_STATE6 with less inline data than its units");
+        from = p + CP_LOAD_STATE6_INLINE.dword;  // after the two (ignored) address dwords
       } else {
         bad("CP_LOAD_STATE6 state source " + std::to_string(src));
       }
@@ -373,7 +379,7 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
         // The descriptors are read now (a preload); SP_CS_IBO must point where they came from.
         if (c.uav_state.size() < (dst + units) * unit_dwords) c.uav_state.resize((dst + units) * unit_dwords);
         std::memcpy(c.uav_state.data() + dst * unit_dwords, from, uint64_t(units) * unit_dwords * 4);
-        c.uav_state_va = src == SS6_INDIRECT ? addr(2) - uint64_t(dst) * unit_dwords * 4 : 0;
+        c.uav_state_va = src == SS6_INDIRECT ? ext - uint64_t(dst) * unit_dwords * 4 : 0;
         return Res::Done;
       }
       std::memcpy(c.consts.data() + dst * 4, from, uint64_t(units) * 16);
@@ -382,31 +388,35 @@ Engine::Res Engine::packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& 
     case CP_INDIRECT_BUFFER: {
       if (c.stack.size() >= kMaxIbDepth) bad("CP_INDIRECT_BUFFER nested too deep");
       const uint32_t dwords = CP_INDIRECT_BUFFER_IB_SIZE.get(p);
-      mem_.translate(addr(1), uint64_t(dwords) * 4);
-      c.stack.push_back({addr(1), dwords, 0});
+      const uint64_t va = get64(p, CP_INDIRECT_BUFFER_IB_BASE_LO, CP_INDIRECT_BUFFER_IB_BASE_HI);
+      mem_.translate(va, uint64_t(dwords) * 4);
+      c.stack.push_back({va, dwords, 0});
       return Res::Done;
     }
     case CP_MEM_TO_MEM: {
       // *DST = (-)*SRC_A (-)*SRC_B (-)*SRC_C + *SRC_D..., 32- or 64-bit (DOUBLE) values: the
       // sources' addresses follow DST (adreno_pm4.xml CP_MEM_TO_MEM).
-      if (n < 5 || (n - 3) % 2 != 0)
+      const uint32_t srcs = CP_MEM_TO_MEM_SRC.dword;  // LO/HI pairs from here to the end
+      if (n + 1 < srcs + 2 || (n + 1 - srcs) % 2 != 0)
         bad("CP_MEM_TO_MEM of " + std::to_string(n + 1) + " dwords (a destination and whole "
             "source addresses)");
       const bool wide = CP_MEM_TO_MEM_DOUBLE.get(p);
+      const uint64_t dst = get64(p, CP_MEM_TO_MEM_DST_LO, CP_MEM_TO_MEM_DST_HI);
       const uint32_t size = wide ? 8 : 4;
       const Field* negate[] = {&CP_MEM_TO_MEM_NEG_A, &CP_MEM_TO_MEM_NEG_B, &CP_MEM_TO_MEM_NEG_C};
       uint64_t sum = 0;
-      for (uint32_t i = 0; 4 + 2 * i + 1 <= n; i++) {
-        const void* from = mem_.translate(addr(4 + 2 * i), size);
+      for (uint32_t i = 0; srcs + 2 * i + 1 <= n; i++) {
+        const uint64_t src_va = uint64_t(p[srcs + 2 * i + 1]) << 32 | p[srcs + 2 * i];
+        const void* from = mem_.translate(src_va, size);
         uint64_t v = wide ? __atomic_load_n(static_cast<const uint64_t*>(from), __ATOMIC_ACQUIRE)
                           : __atomic_load_n(static_cast<const uint32_t*>(from), __ATOMIC_ACQUIRE);
         if (i < 3 && negate[i]->get(p)) v = 0 - v;
         sum += v;
       }
       if (wide)
-        __atomic_store_n(static_cast<uint64_t*>(mem_.translate(addr(2), 8)), sum, __ATOMIC_RELEASE);
+        __atomic_store_n(static_cast<uint64_t*>(mem_.translate(dst, 8)), sum, __ATOMIC_RELEASE);
       else
-        store32(addr(2), uint32_t(sum));
+        store32(dst, uint32_t(sum));
       return Res::Done;
     }
     case CP_EXEC_CS:
@@ -540,14 +550,17 @@ void Engine::bind_uavs(Context& c, const std::string& kernel, uint32_t uses) {
     const uint32_t elem = fmt == FMT6_32_UINT ? 4 : fmt == FMT6_16_UINT ? 2 : fmt == FMT6_8_UINT ? 1 : 0;
     if (!elem)
       bad(which + "FMT " + hex(fmt) + " is not FMT6_8_UINT, FMT6_16_UINT or FMT6_32_UINT");
-    // BASE_LO holds address bits 31:5 in place; the bits below must be 0, and freedreno
-    // aligns a buffer's base to 64 bytes (fdl6_buffer_view_init).
+    // BASE_LO holds address bits 31:5 in place; its whole dword is read, as the launch's
+    // CP_MEM_TO_MEM wrote the address there, so that bits below it show a misaligned buffer
+    // (freedreno aligns a buffer's base to 64 bytes: fdl6_buffer_view_init).
     const uint64_t base = uint64_t(TEX_MEMOBJ_BASE_HI.get(d)) << 32 | d[TEX_MEMOBJ_BASE_LO.dword];
     if (base % 64)
       bad(which + "base address " + hex(base) + " is not 64-byte aligned");
     hcq::emu::BufferView v;
     v.va = base + uint64_t(TEX_MEMOBJ_STARTOFFSETTEXELS.get(d)) * elem;
-    v.bytes = (uint64_t(TEX_MEMOBJ_HEIGHT.get(d)) << 15 | TEX_MEMOBJ_WIDTH.get(d)) * elem;
+    // Elements: HEIGHT holds the count's bits above WIDTH's.
+    v.bytes = (uint64_t(TEX_MEMOBJ_HEIGHT.get(d)) << TEX_MEMOBJ_WIDTH.width |
+               TEX_MEMOBJ_WIDTH.get(d)) * elem;
     if (mem_.mapping_of(v.va).second == 0)
       throw Fault(which + "buffer address " + hex(v.va) + " is not mapped", v.va);
     c.uav_views.push_back(v);

@@ -13,8 +13,7 @@ namespace hcq::qcom::emu {
 // then drops KGSL_MEMFLAGS_IOCOHERENT from allocations, as the real one does.
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_coherent = true);
 
-// The emulated GPU's own words about each context fault (a debugfs-style file that only the
-// emulated kernel has); the driver adds them to its fault errors when present.
-inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kgsl/hcq_emulator_faults";
+// It writes the emulated GPU's words about each context fault to qcom::kEmulatorFaultLog
+// (kgsl_abi.hpp).
 
 }  // namespace hcq::qcom::emu

@@ -20,7 +20,7 @@
 #include "core/error.hpp"
 #include "os/emulated_kernel.hpp"
 #include "qcom/emu/engine.hpp"
-#include "qcom/emu/kgsl.hpp"
+#include "qcom/kgsl_abi.hpp"
 #include "qcom/msm_abi.hpp"
 
 namespace hcq::qcom::emu {
@@ -207,7 +207,8 @@ int MsmState::ioctl(unsigned long req, void* arg) {
 }
 
 int MsmState::submit(GemSubmit& s) {
-  if ((s.flags & 0xffff) != MSM_PIPE_3D0 || (s.flags & 0xffff0000u & ~MSM_SUBMIT_NO_IMPLICIT) ||
+  if ((s.flags & MSM_PIPE_ID_MASK) != MSM_PIPE_3D0 ||
+      (s.flags & ~MSM_PIPE_ID_MASK & ~MSM_SUBMIT_NO_IMPLICIT) ||
       !s.nr_cmds || (s.bos_stride && s.bos_stride != sizeof(SubmitBo)) || s.nr_in_syncobjs ||
       s.nr_out_syncobjs)
     return -EINVAL;
