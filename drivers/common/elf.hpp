@@ -64,7 +64,7 @@ struct Note {
 class File {
  public:
   // Checks the identification (magic, ELFCLASS64, little-endian, EV_CURRENT) and that the
-  // 64-byte header is there, then opens the file with libelf on a private copy.
+  // 64-byte header is there, and keeps a private copy of the file (libelf reads it in place).
   File(std::span<const std::byte> file, std::string prefix);
   ~File();
   File(const File&) = delete;
@@ -75,8 +75,10 @@ class File {
   const Elf64_Ehdr& header() const { return eh_; }
   std::span<const std::byte> bytes() const { return copy_; }
 
-  // Reads the program header table and the section header table with the section names,
-  // checking them as described above. Call once, after checking the header's fixed fields.
+  // Checks that the program and section header tables lie in the file, then opens the file
+  // with libelf (which reads the section header table as it opens) and reads both tables and
+  // the section names, checking them as described above. Call once, after checking the
+  // header's fixed fields; the readers below need it.
   void read_tables();
 
   const std::vector<Elf64_Phdr>& segments() const { return phdrs_; }

@@ -9,6 +9,11 @@
 // array 16/32, fixmap and map 16/32. Rejected: 0xc1 (never used) and the ext types
 // (0xc7-0xc9, 0xd4-0xd8), which no metadata hcq reads uses.
 //
+// Not msgpack-cxx (Debian's libmsgpack-cxx-dev): its unpack() throws errors with no offset
+// ("insufficient bytes", "parse error"); the exact errors, the depth limit and the
+// count-against-bytes-left bound here would need its visitor interface (parse_error and
+// insufficient_bytes callbacks, msgpack/v2/parse.hpp) and about as much code as this reader.
+//
 // Threads: parse() keeps no state between calls; a Value is a plain value.
 #pragma once
 
