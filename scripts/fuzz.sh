@@ -13,11 +13,15 @@ common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
 clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp -lz \
   -o "$out/fuzz_capture"
-clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp lib/core/error.cpp -lelf \
-  -o "$out/fuzz_cubin"
+clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp drivers/common/elf.cpp \
+  lib/core/error.cpp -lelf -o "$out/fuzz_cubin"
+clang++ "${flags[@]}" fuzz/fuzz_code_object.cpp drivers/amd/code_object.cpp drivers/amd/metadata.cpp \
+  drivers/common/elf.cpp drivers/common/msgpack.cpp lib/core/error.cpp -lelf -o "$out/fuzz_code_object"
+clang++ "${flags[@]}" fuzz/fuzz_msgpack.cpp drivers/common/msgpack.cpp lib/core/error.cpp \
+  -o "$out/fuzz_msgpack"
 clang++ "${flags[@]}" fuzz/fuzz_ir3.cpp drivers/qcom/ir3_program.cpp lib/core/error.cpp \
   -o "$out/fuzz_ir3"
-for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_ir3; do
+for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi

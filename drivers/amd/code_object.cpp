@@ -1,4 +1,5 @@
-// AMDHSA code objects: parse with libelf, decode kernel descriptors and the metadata note,
+// AMDHSA code objects: read the ELF with the shared reader (common/elf.hpp), find the kernels
+// by their descriptor symbols, decode the descriptors, merge the metadata note (metadata.hpp),
 // lay the image out with relocations applied, and find a kernel in a loaded image.
 //
 // Facts used (all public):
@@ -10,25 +11,18 @@
 // * Kernel descriptor layout and kernel_code_properties bits, and the order user SGPRs are
 //   initialised in: LLVM llvm/include/llvm/Support/AMDHSAKernelDescriptor.h and AMDGPUUsage.rst
 //   ("Initial Kernel Execution State").
-// * The metadata note is MessagePack (msgpack spec, github.com/msgpack/msgpack/blob/master/spec.md);
-//   its keys are documented in AMDGPUUsage.rst ("Code Object V4 Metadata").
+// * The metadata note: NT_AMDGPU_METADATA, read in metadata.cpp.
 // * ELF hash tables (DT_HASH: System V gABI; DT_GNU_HASH: the GNU hash section format).
 #include "amd/code_object.hpp"
 
-#include <elf.h>
-#include <gelf.h>
-#include <libelf.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <limits>
 #include <map>
-#include <memory>
 #include <optional>
-#include <string_view>
 #include <utility>
 
+#include "amd/metadata.hpp"
+#include "common/elf.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd {
@@ -49,14 +43,8 @@ constexpr uint64_t kPage = 4096;
   throw InvalidInput("AMDGPU code object: " + what);
 }
 
-
-// a + b without wrapping; false on overflow.
-bool add_ok(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }
-
-// [off, off + len) lies inside [0, size).
-bool in_bounds(uint64_t off, uint64_t len, uint64_t size) {
-  return off <= size && len <= size - off;
-}
+using elf::add_ok;
+using elf::in_bounds;
 
 template <class T>
 T load_le(const std::byte* p) {
@@ -86,279 +74,11 @@ constexpr MachName kMachs[] = {
     {0x054, "gfx11-generic"},   {0x055, "gfx1152"},         {0x059, "gfx12-generic"},
 };
 
-// ---------------------------------------------------------------------------------------------
-// A small MessagePack reader: parses the whole note into a tree. Every read is bounds-checked,
-// nesting is limited, and a container may not claim more elements than bytes remain (each
-// element takes at least one byte), so memory stays proportional to the input.
-
-struct MpValue {
-  enum class Type : uint8_t { Nil, Bool, UInt, Int, Float, Str, Bin, Array, Map };
-  Type type = Type::Nil;
-  bool b = false;
-  uint64_t u = 0;
-  int64_t i = 0;
-  double f = 0;
-  std::string s;
-  std::vector<MpValue> arr;  // Array: the elements; Map: key, value, key, value ...
-
-  const MpValue* get(std::string_view key) const {
-    if (type != Type::Map) return nullptr;
-    for (size_t j = 0; j + 1 < arr.size(); j += 2)
-      if (arr[j].type == Type::Str && arr[j].s == key) return &arr[j + 1];
-    return nullptr;
-  }
-};
-
-class MsgpackReader {
- public:
-  static constexpr int kMaxDepth = 32;
-  MsgpackReader(const std::byte* p, size_t n) : p_(p), n_(n) {}
-
-  MpValue parse_all() {
-    MpValue v = value(0);
-    if (pos_ != n_)
-      bad("trailing bytes after the top-level value at offset " + std::to_string(pos_));
-    return v;
-  }
-
- private:
-  [[noreturn]] void bad(const std::string& what) const {
-    fail("malformed NT_AMDGPU_METADATA msgpack: " + what);
-  }
-  void need(size_t k) const {
-    if (k > n_ - pos_)
-      bad("truncated at offset " + std::to_string(pos_) + " (need " + std::to_string(k) +
-          " bytes, " + std::to_string(n_ - pos_) + " left)");
-  }
-  uint64_t be(size_t k) {  // big-endian unsigned of k bytes
-    need(k);
-    uint64_t v = 0;
-    for (size_t j = 0; j < k; ++j) v = (v << 8) | std::to_integer<uint8_t>(p_[pos_ + j]);
-    pos_ += k;
-    return v;
-  }
-  std::string bytes(size_t k) {
-    need(k);
-    std::string s(reinterpret_cast<const char*>(p_ + pos_), k);
-    pos_ += k;
-    return s;
-  }
-  void check_count(uint64_t count, uint64_t per) const {
-    // Each element needs at least `per` bytes.
-    if (count > (n_ - pos_) / per)
-      bad("container at offset " + std::to_string(pos_) + " claims " + std::to_string(count) +
-          " elements but only " + std::to_string(n_ - pos_) + " bytes remain");
-  }
-  MpValue array(uint64_t count, int depth) {
-    check_count(count, 1);
-    MpValue v;
-    v.type = MpValue::Type::Array;
-    v.arr.reserve(count);
-    for (uint64_t j = 0; j < count; ++j) v.arr.push_back(value(depth + 1));
-    return v;
-  }
-  MpValue map(uint64_t count, int depth) {
-    check_count(count, 2);
-    MpValue v;
-    v.type = MpValue::Type::Map;
-    v.arr.reserve(2 * count);
-    for (uint64_t j = 0; j < 2 * count; ++j) v.arr.push_back(value(depth + 1));
-    return v;
-  }
-  static MpValue uint_v(uint64_t u) {
-    MpValue v;
-    v.type = MpValue::Type::UInt;
-    v.u = u;
-    return v;
-  }
-  static MpValue int_v(int64_t i) {
-    MpValue v;
-    v.type = MpValue::Type::Int;
-    v.i = i;
-    return v;
-  }
-  MpValue str_v(size_t len) {
-    MpValue v;
-    v.type = MpValue::Type::Str;
-    v.s = bytes(len);
-    return v;
-  }
-  MpValue bin_v(size_t len) {  // skipped: nothing in the metadata we read is binary
-    need(len);
-    pos_ += len;
-    MpValue v;
-    v.type = MpValue::Type::Bin;
-    return v;
-  }
-
-  MpValue value(int depth) {
-    if (depth > kMaxDepth) bad("nesting deeper than " + std::to_string(kMaxDepth));
-    need(1);
-    const uint8_t tag = std::to_integer<uint8_t>(p_[pos_++]);
-    if (tag <= 0x7f) return uint_v(tag);                          // positive fixint
-    if (tag >= 0xe0) return int_v(static_cast<int8_t>(tag));       // negative fixint
-    if ((tag & 0xf0) == 0x80) return map(tag & 0x0f, depth);       // fixmap
-    if ((tag & 0xf0) == 0x90) return array(tag & 0x0f, depth);     // fixarray
-    if ((tag & 0xe0) == 0xa0) return str_v(tag & 0x1f);            // fixstr
-    MpValue v;
-    switch (tag) {
-      case 0xc0: return v;  // nil
-      case 0xc2:
-      case 0xc3:
-        v.type = MpValue::Type::Bool;
-        v.b = tag == 0xc3;
-        return v;
-      case 0xc4: return bin_v(be(1));
-      case 0xc5: return bin_v(be(2));
-      case 0xc6: return bin_v(be(4));
-      case 0xca: {
-        uint32_t bits = static_cast<uint32_t>(be(4));
-        float f;
-        std::memcpy(&f, &bits, 4);
-        v.type = MpValue::Type::Float;
-        v.f = f;
-        return v;
-      }
-      case 0xcb: {
-        uint64_t bits = be(8);
-        std::memcpy(&v.f, &bits, 8);
-        v.type = MpValue::Type::Float;
-        return v;
-      }
-      case 0xcc: return uint_v(be(1));
-      case 0xcd: return uint_v(be(2));
-      case 0xce: return uint_v(be(4));
-      case 0xcf: return uint_v(be(8));
-      case 0xd0: return int_v(static_cast<int8_t>(be(1)));
-      case 0xd1: return int_v(static_cast<int16_t>(be(2)));
-      case 0xd2: return int_v(static_cast<int32_t>(be(4)));
-      case 0xd3: return int_v(static_cast<int64_t>(be(8)));
-      case 0xd9: return str_v(be(1));
-      case 0xda: return str_v(be(2));
-      case 0xdb: return str_v(be(4));
-      case 0xdc: return array(be(2), depth);
-      case 0xdd: return array(be(4), depth);
-      case 0xde: return map(be(2), depth);
-      case 0xdf: return map(be(4), depth);
-      default:
-        // 0xc1 (never used), ext types 0xc7-0xc9 and 0xd4-0xd8: not in AMDGPU metadata.
-        bad("unsupported type byte " + hex(tag) + " at offset " + std::to_string(pos_ - 1));
-    }
-  }
-
-  const std::byte* p_;
-  size_t n_;
-  size_t pos_ = 0;
-};
-
-// Typed access to the metadata tree with messages that say which field is wrong.
-std::optional<uint32_t> md_u32(const MpValue& m, std::string_view key, const std::string& where) {
-  const MpValue* v = m.get(key);
-  if (!v) return std::nullopt;
-  uint64_t u;
-  if (v->type == MpValue::Type::UInt)
-    u = v->u;
-  else if (v->type == MpValue::Type::Int && v->i >= 0)
-    u = static_cast<uint64_t>(v->i);
-  else
-    fail("metadata " + where + " " + std::string(key) + " is not an unsigned integer");
-  if (u > std::numeric_limits<uint32_t>::max())
-    fail("metadata " + where + " " + std::string(key) + " = " + std::to_string(u) +
-         " does not fit in 32 bits");
-  return static_cast<uint32_t>(u);
-}
-
-const std::string* md_str(const MpValue& m, std::string_view key, const std::string& where) {
-  const MpValue* v = m.get(key);
-  if (!v) return nullptr;
-  if (v->type != MpValue::Type::Str)
-    fail("metadata " + where + " " + std::string(key) + " is not a string");
-  return &v->s;
-}
-
-struct KernelMeta {
-  std::string name, symbol;
-  std::optional<uint32_t> kernarg_size, kernarg_align, wave_size, lds, scratch;
-  std::vector<KernelArg> args;
-};
-
-KernelMeta read_kernel_meta(const MpValue& k, size_t index) {
-  std::string where = "kernel #" + std::to_string(index);
-  if (k.type != MpValue::Type::Map) fail("metadata " + where + " is not a map");
-  KernelMeta km;
-  if (auto* n = md_str(k, ".name", where)) km.name = *n;
-  if (km.name.empty()) fail("metadata " + where + " has no .name");
-  where = "kernel '" + km.name + "'";
-  if (auto* s = md_str(k, ".symbol", where)) km.symbol = *s;
-  if (km.symbol.empty()) km.symbol = km.name + ".kd";
-  km.kernarg_size = md_u32(k, ".kernarg_segment_size", where);
-  km.kernarg_align = md_u32(k, ".kernarg_segment_align", where);
-  km.wave_size = md_u32(k, ".wavefront_size", where);
-  km.lds = md_u32(k, ".group_segment_fixed_size", where);
-  km.scratch = md_u32(k, ".private_segment_fixed_size", where);
-  if (const MpValue* args = k.get(".args")) {
-    if (args->type != MpValue::Type::Array) fail("metadata " + where + " .args is not an array");
-    for (size_t j = 0; j < args->arr.size(); ++j) {
-      const MpValue& a = args->arr[j];
-      const std::string aw = where + " argument #" + std::to_string(j);
-      if (a.type != MpValue::Type::Map) fail("metadata " + aw + " is not a map");
-      KernelArg ka;
-      auto off = md_u32(a, ".offset", aw);
-      auto size = md_u32(a, ".size", aw);
-      const std::string* kind = md_str(a, ".value_kind", aw);
-      if (!off || !size || !kind)
-        fail("metadata " + aw + " lacks .offset, .size or .value_kind");
-      ka.offset = *off;
-      ka.size = *size;
-      if (auto* n = md_str(a, ".name", aw)) ka.name = *n;
-      if (*kind == "global_buffer") {
-        ka.kind = KernelArg::Kind::Buffer;
-        // .actual_access (LLVM, from readonly/writeonly attributes) or .is_const (OpenCL
-        // const pointers): AMDGPUUsage "Code Object V3+ Metadata".
-        const MpValue* acc = a.get(".actual_access");
-        const MpValue* is_const = a.get(".is_const");
-        if (acc && acc->type == MpValue::Type::Str && acc->s == "read_only")
-          ka.access = KernelArg::Access::ReadOnly;
-        else if (acc && acc->type == MpValue::Type::Str && acc->s == "write_only")
-          ka.access = KernelArg::Access::WriteOnly;
-        else if (is_const && is_const->type == MpValue::Type::Bool && is_const->b)
-          ka.access = KernelArg::Access::ReadOnly;
-      }
-      else if (*kind == "by_value")
-        ka.kind = KernelArg::Kind::Value;
-      else if (kind->rfind("hidden_", 0) == 0)
-        ka.kind = KernelArg::Kind::Hidden;
-      else
-        // dynamic_shared_pointer, image, sampler, pipe, queue: hcq cannot fill these.
-        fail("metadata " + aw + " has unsupported .value_kind '" + *kind + "'");
-      km.args.push_back(std::move(ka));
-    }
-  }
-  return km;
-}
-
 // The processor in "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-" -> "gfx90a".
 std::string processor_of(const std::string& triple_target) {
   auto dd = triple_target.find("--");
   std::string p = dd == std::string::npos ? triple_target : triple_target.substr(dd + 2);
   return p.substr(0, p.find(':'));
-}
-
-struct ElfHandle {
-  Elf* e = nullptr;
-  ~ElfHandle() {
-    if (e) elf_end(e);
-  }
-};
-
-void init_libelf() {
-  static const bool ok = elf_version(EV_CURRENT) != EV_NONE;
-  if (!ok) throw Error("libelf: elf_version failed: " + std::string(elf_errmsg(-1)));
-}
-
-std::string elf_err() {
-  const char* m = elf_errmsg(-1);
-  return m ? m : "unknown libelf error";
 }
 
 }  // namespace
@@ -407,301 +127,209 @@ int KernelDescriptor::kernarg_sgpr() const {
   return idx;                   // ENABLE_SGPR_KERNARG_SEGMENT_PTR comes next
 }
 
-CodeObject CodeObject::parse(std::span<const std::byte> image) {
-  CodeObject co;
-  const uint64_t size = image.size();
+// ---------------------------------------------------------------------------------------------
+// CodeObject::parse, along the file's layers: the ELF and its header, the loaded segments, the
+// kernel descriptor symbols, the metadata note, the dynamic relocations.
 
-  // Identification, checked by hand first so the messages can be specific.
-  if (size < EI_NIDENT || std::memcmp(image.data(), ELFMAG, SELFMAG) != 0)
-    fail("not an ELF file (" + std::to_string(size) + " bytes, no \\x7fELF magic)");
-  auto ident = [&](int i) { return std::to_integer<uint8_t>(image[i]); };
-  if (ident(EI_CLASS) != ELFCLASS64)
-    fail("ELF class " + std::to_string(ident(EI_CLASS)) + ", expected 2 (ELFCLASS64)");
-  if (ident(EI_DATA) != ELFDATA2LSB)
-    fail("ELF data encoding " + std::to_string(ident(EI_DATA)) +
-         ", expected 1 (little-endian)");
-  if (ident(EI_OSABI) != kOsAbiAmdgpuHsa)
-    fail("ELF OS ABI " + std::to_string(ident(EI_OSABI)) + ", expected 64 (AMDGPU HSA)");
-  const uint8_t abi = ident(EI_ABIVERSION);
-  if (abi < kAbiV4 || abi > kAbiV6)
-    fail("ELF ABI version " + std::to_string(abi) +
-         " is not a supported code object version (expected 2, 3 or 4 for v4, v5, v6)");
-  if (size < sizeof(Elf64_Ehdr))
-    fail("truncated: " + std::to_string(size) + " bytes, the ELF header needs 64");
+class CodeObjectParser {
+ public:
+  explicit CodeObjectParser(std::span<const std::byte> image)
+      : file_(image, "AMDGPU code object: ") {}
 
-  // Our private copy: libelf reads it in place.
-  co.bytes_.assign(image.begin(), image.end());
-  init_libelf();
-  ElfHandle h;
-  h.e = elf_memory(reinterpret_cast<char*>(co.bytes_.data()), co.bytes_.size());
-  if (!h.e || elf_kind(h.e) != ELF_K_ELF) fail("libelf cannot read it: " + elf_err());
-  Elf* e = h.e;
-
-  GElf_Ehdr eh;
-  if (!gelf_getehdr(e, &eh)) fail("cannot read the ELF header: " + elf_err());
-  if (eh.e_machine != kEmAmdgpu)
-    fail("e_machine " + std::to_string(eh.e_machine) + ", expected 224 (EM_AMDGPU)");
-  if (eh.e_type != ET_DYN)
-    fail("e_type " + std::to_string(eh.e_type) +
-         ", expected 3 (ET_DYN, a linked shared object; link the .o with ld.lld -shared)");
-  co.mach_ = eh.e_flags & kMachMask;
-  co.target_ = target_of_mach(co.mach_);
-  if (co.target_.empty()) fail("unknown EF_AMDGPU_MACH " + hex(co.mach_) + " in e_flags " +
-                               hex(eh.e_flags));
-
-  // Header tables must lie inside the file.
-  if (eh.e_phnum == PN_XNUM) fail("extended program header numbering (PN_XNUM) is not supported");
-  if (eh.e_phnum && (eh.e_phentsize != sizeof(Elf64_Phdr) ||
-                     !in_bounds(eh.e_phoff, uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr), size)))
-    fail("program header table (offset " + hex(eh.e_phoff) + ", " +
-         std::to_string(eh.e_phnum) + " entries) is outside the " + std::to_string(size) +
-         "-byte file (truncated?)");
-  // Section count from the raw header (libelf reports 0 sections when the table is cut off);
-  // e_shnum == 0 with a table present means the count is in section 0's sh_size.
-  uint64_t shnum = eh.e_shnum;
-  if (shnum == 0 && eh.e_shoff != 0) {
-    if (!in_bounds(eh.e_shoff, sizeof(Elf64_Shdr), size))
-      fail("section header table at " + hex(eh.e_shoff) + " is outside the " +
-           std::to_string(size) + "-byte file (truncated?)");
-    shnum = load_le<uint64_t>(co.bytes_.data() + eh.e_shoff + offsetof(Elf64_Shdr, sh_size));
+  CodeObject run() {
+    header();
+    file_.read_tables();
+    find_sections();
+    segments();
+    kernel_symbols();
+    for (const uint32_t i : notes_)
+      if (metadata_note(i)) break;  // the first NT_AMDGPU_METADATA note counts
+    for (auto& entry : by_symbol_) co_.kernels_.push_back(std::move(entry.second));
+    std::sort(co_.kernels_.begin(), co_.kernels_.end(), [](const auto& a, const auto& b) {
+      return a.descriptor_offset < b.descriptor_offset;
+    });
+    for (const uint32_t i : relas_) relocations(i);
+    co_.bytes_.assign(file_.bytes().begin(), file_.bytes().end());
+    return std::move(co_);
   }
-  if (shnum && (eh.e_shentsize != sizeof(Elf64_Shdr) ||
-                shnum > size / sizeof(Elf64_Shdr) ||
-                !in_bounds(eh.e_shoff, shnum * sizeof(Elf64_Shdr), size)))
-    fail("section header table (offset " + hex(eh.e_shoff) + ", " + std::to_string(shnum) +
-         " entries) is outside the " + std::to_string(size) + "-byte file (truncated?)");
-  size_t libelf_shnum = 0;
-  if (elf_getshdrnum(e, &libelf_shnum) != 0 || libelf_shnum != shnum)
-    fail("cannot read the section header table: " + elf_err());
-  if (shnum == 0) fail("no section headers (the symbol table is needed to find kernels)");
 
-  // Segments.
-  size_t phnum = 0;
-  if (elf_getphdrnum(e, &phnum) != 0 || phnum != eh.e_phnum)
-    fail("cannot read the program header table: " + elf_err());
-  uint64_t end = 0;
-  for (size_t i = 0; i < phnum; ++i) {
-    GElf_Phdr ph;
-    if (!gelf_getphdr(e, static_cast<int>(i), &ph)) fail("cannot read program header: " + elf_err());
-    if (ph.p_type != PT_LOAD) continue;
-    uint64_t seg_end;
-    if (!in_bounds(ph.p_offset, ph.p_filesz, size))
-      fail("PT_LOAD segment #" + std::to_string(i) + " file range " + hex(ph.p_offset) + "+" +
-           hex(ph.p_filesz) + " is outside the " + std::to_string(size) + "-byte file");
-    if (ph.p_filesz > ph.p_memsz)
-      fail("PT_LOAD segment #" + std::to_string(i) + " has p_filesz " + hex(ph.p_filesz) +
-           " > p_memsz " + hex(ph.p_memsz));
-    if (!add_ok(ph.p_vaddr, ph.p_memsz, seg_end) || seg_end > kMaxImageBytes)
-      fail("PT_LOAD segment #" + std::to_string(i) + " at " + hex(ph.p_vaddr) + "+" +
-           hex(ph.p_memsz) + " ends beyond the 1 GiB image limit");
-    end = std::max(end, seg_end);
-    co.segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
+ private:
+  using Kernel = CodeObject::Kernel;
+
+  elf::File file_;
+  CodeObject co_;
+  int dynsym_ = -1, symtab_ = -1;  // the first of each, if any
+  std::vector<uint32_t> notes_, relas_;
+  std::map<std::string, Kernel> by_symbol_;  // descriptor symbol ("k.kd") -> kernel
+
+  std::string label(uint32_t i) const { return file_.section_label(i); }
+
+  // What an AMDHSA code object's header fixes (AMDGPUUsage.rst, "ELF Code Object").
+  void header() {
+    const Elf64_Ehdr& eh = file_.header();
+    if (eh.e_ident[EI_OSABI] != kOsAbiAmdgpuHsa)
+      fail("ELF OS ABI " + std::to_string(eh.e_ident[EI_OSABI]) + ", expected 64 (AMDGPU HSA)");
+    const uint8_t abi = eh.e_ident[EI_ABIVERSION];
+    if (abi < kAbiV4 || abi > kAbiV6)
+      fail("ELF ABI version " + std::to_string(abi) +
+           " is not a supported code object version (expected 2, 3 or 4 for v4, v5, v6)");
+    if (eh.e_machine != kEmAmdgpu)
+      fail("e_machine " + std::to_string(eh.e_machine) + ", expected 224 (EM_AMDGPU)");
+    if (eh.e_type != ET_DYN)
+      fail("e_type " + std::to_string(eh.e_type) +
+           ", expected 3 (ET_DYN, a linked shared object; link the .o with ld.lld -shared)");
+    co_.mach_ = eh.e_flags & kMachMask;
+    co_.target_ = target_of_mach(co_.mach_);
+    if (co_.target_.empty())
+      fail("unknown EF_AMDGPU_MACH " + hex(co_.mach_) + " in e_flags " + hex(eh.e_flags));
   }
-  if (co.segments_.empty()) fail("no PT_LOAD segments");
-  co.image_bytes_ = (end + kPage - 1) / kPage * kPage;
+
+  void find_sections() {
+    const auto& secs = file_.sections();
+    for (uint32_t i = 0; i < secs.size(); ++i) {
+      const Elf64_Shdr& sh = secs[i].h;
+      switch (sh.sh_type) {
+        case SHT_DYNSYM:
+          if (dynsym_ < 0) dynsym_ = static_cast<int>(i);
+          break;
+        case SHT_SYMTAB:
+          if (symtab_ < 0) symtab_ = static_cast<int>(i);
+          break;
+        case SHT_NOTE: notes_.push_back(i); break;
+        case SHT_RELA:
+          // Only allocated relocation sections (.rela.dyn) are for the loader; non-allocated
+          // ones (ld --emit-relocs) describe link-time fixups that are already applied.
+          if (sh.sh_flags & SHF_ALLOC) relas_.push_back(i);
+          break;
+        case SHT_REL:
+          if (sh.sh_flags & SHF_ALLOC)
+            fail(label(i) + " holds SHT_REL relocations; AMDGPU uses SHT_RELA only");
+          break;
+        default: break;
+      }
+    }
+  }
+
+  // PT_LOAD segments (inside the file, p_filesz <= p_memsz: checked by the reader) and the
+  // image they span.
+  void segments() {
+    const auto& phdrs = file_.segments();
+    uint64_t end = 0;
+    for (size_t i = 0; i < phdrs.size(); ++i) {
+      const Elf64_Phdr& ph = phdrs[i];
+      if (ph.p_type != PT_LOAD) continue;
+      uint64_t seg_end;
+      if (!add_ok(ph.p_vaddr, ph.p_memsz, seg_end) || seg_end > kMaxImageBytes)
+        fail("PT_LOAD segment #" + std::to_string(i) + " at " + hex(ph.p_vaddr) + "+" +
+             hex(ph.p_memsz) + " ends beyond the 1 GiB image limit");
+      end = std::max(end, seg_end);
+      co_.segments_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_memsz});
+    }
+    if (co_.segments_.empty()) fail("no PT_LOAD segments");
+    co_.image_bytes_ = (end + kPage - 1) / kPage * kPage;
+  }
 
   // File offset of the image range [va, va + len) if a segment's file bytes hold it.
-  auto file_offset_of = [&](uint64_t va, uint64_t len) -> std::optional<uint64_t> {
-    for (auto& s : co.segments_)
+  std::optional<uint64_t> file_offset_of(uint64_t va, uint64_t len) const {
+    for (auto& s : co_.segments_)
       if (va >= s.vaddr && in_bounds(va - s.vaddr, len, s.filesz)) return s.offset + (va - s.vaddr);
     return std::nullopt;
-  };
-  auto in_some_segment = [&](uint64_t va, uint64_t len) {
-    for (auto& s : co.segments_)
+  }
+  bool in_some_segment(uint64_t va, uint64_t len) const {
+    for (auto& s : co_.segments_)
       if (va >= s.vaddr && in_bounds(va - s.vaddr, len, s.memsz)) return true;
     return false;
-  };
+  }
 
-  // Sections: every one we read must lie inside the file.
-  Elf_Scn* dynsym = nullptr;
-  Elf_Scn* symtab = nullptr;
-  std::vector<Elf_Scn*> notes, relas;
-  for (Elf_Scn* scn = elf_nextscn(e, nullptr); scn; scn = elf_nextscn(e, scn)) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) fail("cannot read a section header: " + elf_err());
-    if (sh.sh_type != SHT_NOBITS && !in_bounds(sh.sh_offset, sh.sh_size, size))
-      fail("section #" + std::to_string(elf_ndxscn(scn)) + " (type " +
-           std::to_string(sh.sh_type) + ") at " + hex(sh.sh_offset) + "+" + hex(sh.sh_size) +
-           " is outside the " + std::to_string(size) + "-byte file");
-    switch (sh.sh_type) {
-      case SHT_DYNSYM:
-        if (!dynsym) dynsym = scn;
-        break;
-      case SHT_SYMTAB:
-        if (!symtab) symtab = scn;
-        break;
-      case SHT_NOTE: notes.push_back(scn); break;
-      case SHT_RELA:
-        // Only allocated relocation sections (.rela.dyn) are for the loader; non-allocated
-        // ones (ld --emit-relocs) describe link-time fixups that are already applied.
-        if (sh.sh_flags & SHF_ALLOC) relas.push_back(scn);
-        break;
-      case SHT_REL:
-        if (sh.sh_flags & SHF_ALLOC)
-          fail("section #" + std::to_string(elf_ndxscn(scn)) +
-               " holds SHT_REL relocations; AMDGPU uses SHT_RELA only");
-        break;
-      default: break;
+  // Kernels: "<name>.kd" STT_OBJECT symbols. .dynsym first (what a loader sees; it survives
+  // stripping), else .symtab.
+  void kernel_symbols() {
+    const int table = dynsym_ >= 0 ? dynsym_ : symtab_;
+    if (table < 0) fail("no symbol table (.dynsym or .symtab)");
+    const std::vector<elf::Symbol> syms = file_.symbols(static_cast<uint32_t>(table));
+    for (size_t i = 1; i < syms.size(); ++i) {
+      const Elf64_Sym& s = syms[i].s;
+      const std::string& sym = syms[i].name;
+      if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT) continue;
+      if (sym.size() <= 3 || !sym.ends_with(".kd")) continue;
+      if (s.st_shndx == SHN_UNDEF) fail("kernel descriptor symbol '" + sym + "' is undefined");
+      if (s.st_size != KernelDescriptor::kBytes)
+        fail("kernel descriptor symbol '" + sym + "' has size " + std::to_string(s.st_size) +
+             ", expected 64");
+      const auto off = file_offset_of(s.st_value, KernelDescriptor::kBytes);
+      if (!off)
+        fail("kernel descriptor '" + sym + "' at " + hex(s.st_value) +
+             " is outside the file's loaded segments");
+      Kernel k;
+      k.name = sym.substr(0, sym.size() - 3);
+      k.descriptor_offset = s.st_value;
+      k.kd = KernelDescriptor::decode(file_.bytes().data() + *off);
+      const uint64_t entry = s.st_value + static_cast<uint64_t>(k.kd.kernel_code_entry_byte_offset);
+      if (!in_some_segment(entry, 4))
+        fail("kernel '" + k.name + "' code entry " + hex(entry) + " (descriptor " +
+             hex(s.st_value) + " + " + std::to_string(k.kd.kernel_code_entry_byte_offset) +
+             ") is outside the image");
+      if (entry % 256)
+        fail("kernel '" + k.name + "' code entry " + hex(entry) +
+             " is not 256-byte aligned (COMPUTE_PGM_LO takes address >> 8)");
+      k.kernarg_size = k.kd.kernarg_size;
+      k.lds_bytes = k.kd.group_segment_fixed_size;
+      k.scratch_bytes = k.kd.private_segment_fixed_size;
+      k.wave_size = k.kd.wave32() ? 32 : 64;
+      by_symbol_.emplace(sym, std::move(k));
     }
+    if (by_symbol_.empty()) fail("no kernels (no '<name>.kd' descriptor symbols)");
   }
 
-  // A symbol table with its string table; validated entry count.
-  struct SymTab {
-    Elf_Data* data = nullptr;
-    size_t strndx = 0;
-    size_t count = 0;
-  };
-  auto open_symtab = [&](Elf_Scn* scn) {
-    SymTab t;
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) fail("cannot read a section header: " + elf_err());
-    if (sh.sh_entsize != sizeof(Elf64_Sym))
-      fail("symbol table section #" + std::to_string(elf_ndxscn(scn)) + " has entry size " +
-           std::to_string(sh.sh_entsize) + ", expected 24");
-    if (sh.sh_link == 0 || sh.sh_link >= shnum)
-      fail("symbol table section #" + std::to_string(elf_ndxscn(scn)) +
-           " links to no string table (sh_link " + std::to_string(sh.sh_link) + ")");
-    GElf_Shdr strsh;
-    Elf_Scn* strscn = elf_getscn(e, sh.sh_link);
-    if (!strscn || !gelf_getshdr(strscn, &strsh) || strsh.sh_type != SHT_STRTAB)
-      fail("symbol table section #" + std::to_string(elf_ndxscn(scn)) +
-           " links to section #" + std::to_string(sh.sh_link) + ", which is not a string table");
-    t.data = elf_getdata(scn, nullptr);
-    if (!t.data) fail("cannot read the symbol table: " + elf_err());
-    t.strndx = sh.sh_link;
-    t.count = t.data->d_size / sizeof(Elf64_Sym);
-    return t;
-  };
-  auto sym_name = [&](const SymTab& t, const GElf_Sym& s) -> std::string {
-    const char* n = elf_strptr(e, t.strndx, s.st_name);
-    if (!n) fail("symbol name offset " + std::to_string(s.st_name) + " is outside the string table");
-    return n;
-  };
-
-  // Kernels: "<name>.kd" STT_OBJECT symbols. Prefer .dynsym (what a loader sees; it survives
-  // stripping); fall back to .symtab.
-  Elf_Scn* kscn = dynsym ? dynsym : symtab;
-  if (!kscn) fail("no symbol table (.dynsym or .symtab)");
-  const SymTab ksyms = open_symtab(kscn);
-  std::map<std::string, Kernel> by_symbol;
-  for (size_t i = 1; i < ksyms.count; ++i) {
-    GElf_Sym s;
-    if (!gelf_getsym(ksyms.data, static_cast<int>(i), &s)) fail("cannot read symbol: " + elf_err());
-    if (GELF_ST_TYPE(s.st_info) != STT_OBJECT) continue;
-    std::string sym = sym_name(ksyms, s);
-    if (sym.size() <= 3 || sym.compare(sym.size() - 3, 3, ".kd") != 0) continue;
-    if (s.st_shndx == SHN_UNDEF) fail("kernel descriptor symbol '" + sym + "' is undefined");
-    if (s.st_size != KernelDescriptor::kBytes)
-      fail("kernel descriptor symbol '" + sym + "' has size " + std::to_string(s.st_size) +
-           ", expected 64");
-    auto off = file_offset_of(s.st_value, KernelDescriptor::kBytes);
-    if (!off)
-      fail("kernel descriptor '" + sym + "' at " + hex(s.st_value) +
-           " is outside the file's loaded segments");
-    Kernel k;
-    k.name = sym.substr(0, sym.size() - 3);
-    k.descriptor_offset = s.st_value;
-    k.kd = KernelDescriptor::decode(co.bytes_.data() + *off);
-    uint64_t entry = s.st_value + static_cast<uint64_t>(k.kd.kernel_code_entry_byte_offset);
-    if (!in_some_segment(entry, 4))
-      fail("kernel '" + k.name + "' code entry " + hex(entry) + " (descriptor " +
-           hex(s.st_value) + " + " + std::to_string(k.kd.kernel_code_entry_byte_offset) +
-           ") is outside the image");
-    if (entry % 256)
-      fail("kernel '" + k.name + "' code entry " + hex(entry) +
-           " is not 256-byte aligned (COMPUTE_PGM_LO takes address >> 8)");
-    k.kernarg_size = k.kd.kernarg_size;
-    k.lds_bytes = k.kd.group_segment_fixed_size;
-    k.scratch_bytes = k.kd.private_segment_fixed_size;
-    k.wave_size = k.kd.wave32() ? 32 : 64;
-    by_symbol.emplace(sym, std::move(k));
-  }
-  if (by_symbol.empty()) fail("no kernels (no '<name>.kd' descriptor symbols)");
-
-  // Metadata note. Absent: keep what the descriptors say, with no argument list.
-  for (Elf_Scn* scn : notes) {
-    Elf_Data* d = elf_getdata(scn, nullptr);
-    if (!d) fail("cannot read a note section: " + elf_err());
-    size_t off = 0, name_off = 0, desc_off = 0;
-    GElf_Nhdr nh;
-    bool found = false;
-    while (off < d->d_size) {
-      size_t next = gelf_getnote(d, off, &nh, &name_off, &desc_off);
-      if (next == 0) fail("malformed note at offset " + std::to_string(off) + " of section #" +
-                          std::to_string(elf_ndxscn(scn)));
-      const char* base = static_cast<const char*>(d->d_buf);
-      if (!in_bounds(name_off, nh.n_namesz, d->d_size) ||
-          !in_bounds(desc_off, nh.n_descsz, d->d_size))
-        fail("note at offset " + std::to_string(off) + " runs past its section");
-      const bool amdgpu =
-          nh.n_namesz == 7 && std::memcmp(base + name_off, "AMDGPU", 7) == 0;
-      if (amdgpu && nh.n_type == kNtAmdgpuMetadata) {
-        MsgpackReader rd(reinterpret_cast<const std::byte*>(base + desc_off), nh.n_descsz);
-        MpValue root = rd.parse_all();
-        if (root.type != MpValue::Type::Map) fail("metadata note is not a msgpack map");
-        if (auto* t = md_str(root, "amdhsa.target", "")) {
-          if (processor_of(*t) != co.target_)
-            fail("metadata amdhsa.target '" + *t + "' does not match e_flags target " +
-                 co.target_);
-        }
-        const MpValue* ks = root.get("amdhsa.kernels");
-        if (!ks || ks->type != MpValue::Type::Array)
-          fail("metadata has no amdhsa.kernels array");
-        for (size_t i = 0; i < ks->arr.size(); ++i) {
-          KernelMeta km = read_kernel_meta(ks->arr[i], i);
-          auto it = by_symbol.find(km.symbol);
-          if (it == by_symbol.end())
-            fail("metadata describes kernel '" + km.name + "' but there is no descriptor symbol '" +
-                 km.symbol + "'");
-          Kernel& k = it->second;
-          k.name = km.name;
-          if (km.kernarg_size) k.kernarg_size = *km.kernarg_size;
-          if (km.kernarg_align) k.kernarg_align = *km.kernarg_align;
-          if (km.wave_size) k.wave_size = *km.wave_size;
-          if (km.lds) k.lds_bytes = *km.lds;
-          if (km.scratch) k.scratch_bytes = *km.scratch;
-          if (k.kernarg_align == 0 || (k.kernarg_align & (k.kernarg_align - 1)))
-            fail("kernel '" + k.name + "' .kernarg_segment_align " +
-                 std::to_string(k.kernarg_align) + " is not a power of two");
-          if (k.wave_size != 32 && k.wave_size != 64)
-            fail("kernel '" + k.name + "' .wavefront_size " + std::to_string(k.wave_size) +
-                 ", expected 32 or 64");
-          for (auto& a : km.args)
-            if (!in_bounds(a.offset, a.size, k.kernarg_size))
-              fail("kernel '" + k.name + "' argument at offset " + std::to_string(a.offset) +
-                   " size " + std::to_string(a.size) + " is outside its " +
-                   std::to_string(k.kernarg_size) + "-byte kernarg segment");
-          k.args = std::move(km.args);
-        }
-        found = true;
-        break;
-      }
-      off = next;
+  // The metadata note of section `i`, merged into the kernels; false when the section has
+  // none. Without one, the kernels keep what their descriptors say, with no argument list.
+  bool metadata_note(uint32_t i) {
+    for (const elf::Note& n : file_.notes(i)) {
+      if (n.name != "AMDGPU" || n.type != kNtAmdgpuMetadata) continue;
+      const Metadata md = parse_metadata(n.desc);
+      if (!md.target.empty() && processor_of(md.target) != co_.target_)
+        fail("metadata amdhsa.target '" + md.target + "' does not match e_flags target " +
+             co_.target_);
+      for (const KernelMetadata& km : md.kernels) merge(km);
+      return true;
     }
-    if (found) break;
+    return false;
   }
 
-  for (auto& [sym, k] : by_symbol) co.kernels_.push_back(std::move(k));
-  std::sort(co.kernels_.begin(), co.kernels_.end(),
-            [](const Kernel& a, const Kernel& b) { return a.descriptor_offset < b.descriptor_offset; });
+  void merge(const KernelMetadata& km) {
+    auto it = by_symbol_.find(km.symbol);
+    if (it == by_symbol_.end())
+      fail("metadata describes kernel '" + km.name + "' but there is no descriptor symbol '" +
+           km.symbol + "'");
+    Kernel& k = it->second;
+    k.name = km.name;
+    if (km.kernarg_size) k.kernarg_size = *km.kernarg_size;
+    if (km.kernarg_align) k.kernarg_align = *km.kernarg_align;
+    if (km.wave_size) k.wave_size = *km.wave_size;
+    if (km.lds) k.lds_bytes = *km.lds;
+    if (km.scratch) k.scratch_bytes = *km.scratch;
+    if (k.kernarg_align == 0 || (k.kernarg_align & (k.kernarg_align - 1)))
+      fail("kernel '" + k.name + "' .kernarg_segment_align " + std::to_string(k.kernarg_align) +
+           " is not a power of two");
+    if (k.wave_size != 32 && k.wave_size != 64)
+      fail("kernel '" + k.name + "' .wavefront_size " + std::to_string(k.wave_size) +
+           ", expected 32 or 64");
+    for (auto& a : km.args)
+      if (!in_bounds(a.offset, a.size, k.kernarg_size))
+        fail("kernel '" + k.name + "' argument at offset " + std::to_string(a.offset) +
+             " size " + std::to_string(a.size) + " is outside its " +
+             std::to_string(k.kernarg_size) + "-byte kernarg segment");
+    k.args = km.args;
+  }
 
-  // Dynamic relocations.
-  for (Elf_Scn* scn : relas) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh)) fail("cannot read a section header: " + elf_err());
-    if (sh.sh_entsize != sizeof(Elf64_Rela))
-      fail("relocation section #" + std::to_string(elf_ndxscn(scn)) + " has entry size " +
-           std::to_string(sh.sh_entsize) + ", expected 24");
-    Elf_Data* d = elf_getdata(scn, nullptr);
-    if (!d) fail("cannot read relocations: " + elf_err());
-    std::optional<SymTab> rsyms;
-    const size_t n = d->d_size / sizeof(Elf64_Rela);
-    for (size_t i = 0; i < n; ++i) {
-      GElf_Rela r;
-      if (!gelf_getrela(d, static_cast<int>(i), &r)) fail("cannot read relocation: " + elf_err());
-      const uint32_t type = static_cast<uint32_t>(GELF_R_TYPE(r.r_info));
-      const uint64_t symi = GELF_R_SYM(r.r_info);
-      Reloc rel{r.r_offset, type, 0, r.r_addend};
+  // The dynamic relocations of allocated SHT_RELA section `i`.
+  void relocations(uint32_t i) {
+    const Elf64_Shdr& sh = file_.sections()[i].h;
+    std::optional<std::vector<elf::Symbol>> syms;  // read at the first R_AMDGPU_ABS64
+    for (const Elf64_Rela& r : file_.relocations(i)) {
+      const uint32_t type = static_cast<uint32_t>(ELF64_R_TYPE(r.r_info));
+      const uint64_t symi = ELF64_R_SYM(r.r_info);
+      CodeObject::Reloc rel{r.r_offset, type, 0, r.r_addend};
       if (type == kRelocNone) continue;
       if (type != kRelocRelative64 && type != kRelocAbs64)
         fail("unsupported relocation type " + std::to_string(type) + " at " + hex(r.r_offset) +
@@ -709,30 +337,30 @@ CodeObject CodeObject::parse(std::span<const std::byte> image) {
       if (!in_some_segment(r.r_offset, 8))
         fail("relocation at " + hex(r.r_offset) + " is outside the loaded segments");
       if (type == kRelocAbs64) {
-        if (!rsyms) {
-          Elf_Scn* ss = elf_getscn(e, sh.sh_link);
-          GElf_Shdr ssh;
-          if (!ss || !gelf_getshdr(ss, &ssh) ||
-              (ssh.sh_type != SHT_DYNSYM && ssh.sh_type != SHT_SYMTAB))
-            fail("relocation section #" + std::to_string(elf_ndxscn(scn)) +
-                 " does not link to a symbol table");
-          rsyms = open_symtab(ss);
+        if (!syms) {
+          const auto& secs = file_.sections();
+          if (sh.sh_link >= secs.size() ||
+              (secs[sh.sh_link].h.sh_type != SHT_DYNSYM && secs[sh.sh_link].h.sh_type != SHT_SYMTAB))
+            fail(label(i) + " does not link to a symbol table (sh_link " +
+                 std::to_string(sh.sh_link) + ")");
+          syms = file_.symbols(sh.sh_link);
         }
-        if (symi == 0 || symi >= rsyms->count)
+        if (symi == 0 || symi >= syms->size())
           fail("R_AMDGPU_ABS64 at " + hex(r.r_offset) + " names symbol #" +
                std::to_string(symi) + ", which does not exist");
-        GElf_Sym s;
-        if (!gelf_getsym(rsyms->data, static_cast<int>(symi), &s))
-          fail("cannot read symbol: " + elf_err());
-        if (s.st_shndx == SHN_UNDEF)
+        const elf::Symbol& s = (*syms)[symi];
+        if (s.s.st_shndx == SHN_UNDEF)
           fail("R_AMDGPU_ABS64 at " + hex(r.r_offset) + " refers to undefined symbol '" +
-               sym_name(*rsyms, s) + "' (link with --no-undefined)");
-        rel.symbol_value = s.st_value;
+               s.name + "' (link with --no-undefined)");
+        rel.symbol_value = s.s.st_value;
       }
-      co.relocs_.push_back(rel);
+      co_.relocs_.push_back(rel);
     }
   }
-  return co;
+};
+
+CodeObject CodeObject::parse(std::span<const std::byte> image) {
+  return CodeObjectParser(image).run();
 }
 
 void CodeObject::load(void* dst, uint64_t base_va) const {

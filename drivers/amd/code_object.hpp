@@ -84,6 +84,7 @@ class CodeObject {
   void load(void* dst, uint64_t base_va) const;
 
  private:
+  friend class CodeObjectParser;  // code_object.cpp
   struct Segment {
     uint64_t vaddr, offset, filesz, memsz;
   };

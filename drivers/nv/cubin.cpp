@@ -1,6 +1,6 @@
-// NVIDIA cubins: the ELF64 container read with libelf (as the AMD code object loader does),
-// with every offset and size libelf relies on checked here first, so a message can say which
-// part of the file is wrong; the .nv.info attribute records; and the R_CUDA relocations.
+// NVIDIA cubins: the ELF64 container read with the shared reader (common/elf.hpp, as the AMD
+// code object loader does), which checks every offset and size before it is used; the
+// .nv.info attribute records; and the R_CUDA relocations.
 //
 // Facts used (all public; checked against the cubins CUDA 13.0's nvcc writes for sm_80, sm_89,
 // sm_90 and sm_100):
@@ -46,16 +46,13 @@
 //   EIATTR_PARAM_CBANK; the sizes of .nv.constant0.<kernel> (base + parameter bytes) agree.
 #include "nv/cubin.hpp"
 
-#include <elf.h>
-#include <gelf.h>
-#include <libelf.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <string_view>
 
+#include "common/elf.hpp"
 #include "core/error.hpp"
 
 namespace hcq::nv {
@@ -76,12 +73,8 @@ constexpr uint8_t kAttrMaxThreads = 0x05, kAttrParamCbank = 0x0a, kAttrFrameSize
 
 [[noreturn]] void fail(const std::string& what) { throw InvalidInput("cubin: " + what); }
 
-bool add_ok(uint64_t a, uint64_t b, uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }
-
-// [off, off + len) lies inside [0, size).
-bool in_bounds(uint64_t off, uint64_t len, uint64_t size) {
-  return off <= size && len <= size - off;
-}
+using elf::add_ok;
+using elf::in_bounds;
 
 template <class T>
 T load(const std::byte* p) {
@@ -97,29 +90,6 @@ std::string quoted(std::string_view s) {
   q += s;
   q += '\'';
   return q;
-}
-
-// ---------------------------------------------------------------------------------------------
-// libelf
-
-struct ElfHandle {
-  Elf* e = nullptr;
-  ElfHandle() = default;
-  ElfHandle(const ElfHandle&) = delete;
-  ElfHandle& operator=(const ElfHandle&) = delete;
-  ~ElfHandle() {
-    if (e) elf_end(e);
-  }
-};
-
-void init_libelf() {
-  static const bool ok = elf_version(EV_CURRENT) != EV_NONE;
-  if (!ok) fail(std::string("libelf: elf_version failed: ") + elf_errmsg(-1));
-}
-
-std::string elf_err() {
-  const char* m = elf_errmsg(-1);
-  return m ? m : "unknown libelf error";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,18 +164,6 @@ void write_word(std::byte* p, uint32_t bytes, uint64_t v) {
 
 // ---------------------------------------------------------------------------------------------
 
-struct Section {
-  Elf_Scn* scn = nullptr;
-  GElf_Shdr h{};
-  std::string name;
-  bool has_bytes() const { return h.sh_type != SHT_NOBITS && h.sh_type != SHT_NULL; }
-};
-
-struct Symbol {
-  GElf_Sym s{};
-  std::string name;
-};
-
 struct KernelInfo {  // what the per-kernel .nv.info section says
   bool param_cbank = false, cbank_param_size = false, num_barriers = false;
   uint32_t param_offset = 0, param_size = 0, cbank_param_bytes = 0, barriers = 0;
@@ -220,11 +178,12 @@ struct FunctionInfo {  // what the module .nv.info says about one function symbo
 
 class Parser {
  public:
-  // libelf reads the file in place and wants a writable buffer: it gets a private copy.
-  explicit Parser(std::span<const std::byte> f) : copy_(f.begin(), f.end()), f_(copy_) {}
+  explicit Parser(std::span<const std::byte> f)
+      : file_(f, "cubin: "), f_(file_.bytes()), secs_(file_.sections()) {}
 
   Cubin run() {
     header();
+    file_.read_tables();
     sections();
     symbols();
     place_nobits();
@@ -236,50 +195,22 @@ class Parser {
   }
 
  private:
-  std::vector<std::byte> copy_;  // what libelf reads (declared before elf_: it outlives it)
-  std::span<const std::byte> f_;
-  ElfHandle elf_;
+  elf::File file_;
+  std::span<const std::byte> f_;  // the file
+  const std::vector<elf::Section>& secs_;
   Cubin out_;
-  std::vector<Section> secs_;
-  std::vector<Symbol> syms_;
+  std::vector<elf::Symbol> syms_;
   uint32_t symtab_ = 0;
   std::map<uint32_t, uint64_t> nobits_at_;        // section index -> image offset
   std::map<uint32_t, KernelInfo> kinfo_;          // kernel symbol -> its .nv.info.<k> records
   std::map<uint32_t, FunctionInfo> finfo_;        // function symbol -> module .nv.info records
 
-  std::string sec_label(uint32_t i) const {
-    std::string s = "section " + std::to_string(i);
-    if (i < secs_.size() && !secs_[i].name.empty()) s += " (" + secs_[i].name + ")";
-    return s;
-  }
+  std::string sec_label(uint32_t i) const { return file_.section_label(i); }
   const std::byte* at(uint64_t off) const { return f_.data() + off; }
 
+  // What a cubin's header fixes; the identification and the tables are the shared reader's.
   void header() {
-    // Identification, checked by hand before libelf sees the file, so the messages can be
-    // specific (libelf only says "not an ELF file" for all of these).
-    if (f_.empty()) fail("not an ELF file: the input is empty");
-    if (f_.size() < SELFMAG || std::memcmp(f_.data(), ELFMAG, SELFMAG) != 0)
-      fail("not an ELF file: it does not start with 7f 45 4c 46");
-    if (f_.size() < sizeof(Elf64_Ehdr))
-      fail("truncated ELF header: the file is " + std::to_string(f_.size()) +
-           " bytes, an ELF64 header is 64");
-    const auto ident = [&](int i) { return std::to_integer<uint8_t>(f_[i]); };
-    const uint8_t cls = ident(EI_CLASS);
-    if (cls != ELFCLASS64)
-      fail("ELF class " + std::to_string(cls) + (cls == ELFCLASS32 ? " (ELFCLASS32)" : "") +
-           ", expected ELFCLASS64 (2)");
-    if (ident(EI_DATA) != ELFDATA2LSB)
-      fail("ELF data encoding " + std::to_string(ident(EI_DATA)) +
-           ", expected little-endian (ELFDATA2LSB, 1)");
-    if (ident(EI_VERSION) != EV_CURRENT)
-      fail("EI_VERSION is " + std::to_string(ident(EI_VERSION)) + ", expected EV_CURRENT (1)");
-
-    init_libelf();
-    elf_.e = elf_memory(reinterpret_cast<char*>(copy_.data()), copy_.size());
-    if (!elf_.e || elf_kind(elf_.e) != ELF_K_ELF) fail("libelf cannot read it: " + elf_err());
-    GElf_Ehdr eh;
-    if (!gelf_getehdr(elf_.e, &eh)) fail("cannot read the ELF header: " + elf_err());
-
+    const Elf64_Ehdr& eh = file_.header();
     if (eh.e_machine != kEmCuda)
       fail("e_machine is " + std::to_string(eh.e_machine) + ", expected EM_CUDA (190)");
     const auto abi = eh.e_ident[EI_ABIVERSION];
@@ -291,120 +222,13 @@ class Parser {
       fail("EI_ABIVERSION is " + std::to_string(abi) +
            ", expected 7 or 8 (ELFABIVERSION_CUDA_V1/V2)");
     if (out_.sm == 0) fail("e_flags " + hex(eh.e_flags) + " names no sm version");
-
-    // The header tables must lie in the file: libelf treats a section header table it cannot
-    // read as "no sections" and would not say why.
-    if (eh.e_shnum == 0) {
-      if (eh.e_shoff != 0)
-        fail("extended section numbering (e_shnum 0 with e_shoff " + hex(eh.e_shoff) +
-             ") is not supported");
-      fail("no section headers (e_shnum is 0)");
-    }
-    if (eh.e_shentsize != sizeof(Elf64_Shdr))
-      fail("e_shentsize is " + std::to_string(eh.e_shentsize) + ", expected 64");
-    const uint64_t table = uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr);
-    if (!in_bounds(eh.e_shoff, table, f_.size()))
-      fail("section header table at " + hex(eh.e_shoff) + " (" + std::to_string(eh.e_shnum) +
-           " x 64 bytes) runs past the end of the file (" + hex(f_.size()) + " bytes)");
-    size_t shnum = 0;
-    if (elf_getshdrnum(elf_.e, &shnum) != 0 || shnum != eh.e_shnum)
-      fail("libelf cannot read the section header table (" + std::to_string(eh.e_shnum) +
-           " sections): " + elf_err());
-    // Program headers: not used (the whole file is loaded), but their table and segments must
-    // lie in the file, so a truncated file is always caught.
-    if (eh.e_phnum) {
-      if (eh.e_phnum == PN_XNUM)
-        fail("extended program header numbering (e_phnum PN_XNUM) is not supported");
-      if (eh.e_phentsize != sizeof(Elf64_Phdr))
-        fail("e_phentsize is " + std::to_string(eh.e_phentsize) + ", expected 56");
-      const uint64_t ptable = uint64_t{eh.e_phnum} * sizeof(Elf64_Phdr);
-      if (!in_bounds(eh.e_phoff, ptable, f_.size()))
-        fail("program header table at " + hex(eh.e_phoff) + " (" + std::to_string(eh.e_phnum) +
-             " x 56 bytes) runs past the end of the file (" + hex(f_.size()) + " bytes)");
-      size_t phnum = 0;
-      if (elf_getphdrnum(elf_.e, &phnum) != 0 || phnum != eh.e_phnum)
-        fail("libelf cannot read the program header table (" + std::to_string(eh.e_phnum) +
-             " entries): " + elf_err());
-      for (uint32_t i = 0; i < eh.e_phnum; ++i) {
-        GElf_Phdr ph;
-        if (!gelf_getphdr(elf_.e, static_cast<int>(i), &ph))
-          fail("cannot read program header " + std::to_string(i) + ": " + elf_err());
-        if (ph.p_filesz && !in_bounds(ph.p_offset, ph.p_filesz, f_.size()))
-          fail("program header " + std::to_string(i) + ": segment at file offset " +
-               hex(ph.p_offset) + ", " + hex(ph.p_filesz) +
-               " bytes, runs past the end of the file (" + hex(f_.size()) + " bytes)");
-      }
-    }
-    if (eh.e_shstrndx == SHN_XINDEX) fail("extended e_shstrndx (SHN_XINDEX) is not supported");
-    if (eh.e_shstrndx >= eh.e_shnum)
-      fail("e_shstrndx " + std::to_string(eh.e_shstrndx) + " is out of range (" +
-           std::to_string(eh.e_shnum) + " sections)");
-    secs_.resize(eh.e_shnum);
-    for (uint32_t i = 0; i < eh.e_shnum; ++i) {
-      auto& s = secs_[i];
-      s.scn = elf_getscn(elf_.e, i);
-      if (!s.scn || !gelf_getshdr(s.scn, &s.h))
-        fail("cannot read the header of section " + std::to_string(i) + ": " + elf_err());
-    }
-    shstrndx_ = eh.e_shstrndx;
-  }
-  uint32_t shstrndx_ = 0;
-
-  // Section `i`'s data as libelf gives it, checked against its header: the section must lie
-  // in the file (check_range) and not be compressed (its bytes are read as they are), and
-  // libelf must hand back all sh_size bytes.
-  Elf_Data* elf_data(uint32_t i) const {
-    const auto& s = secs_[i];
-    if (s.h.sh_flags & SHF_COMPRESSED)
-      fail(sec_label(i) + ": compressed sections (SHF_COMPRESSED) are not supported");
-    check_range(i);
-    Elf_Data* d = elf_getdata(s.scn, nullptr);
-    if (!d) fail(sec_label(i) + ": libelf cannot read its data: " + elf_err());
-    if (d->d_size != s.h.sh_size || (d->d_size && !d->d_buf))
-      fail(sec_label(i) + ": libelf gives " + hex(d->d_size) + " bytes of data, the header says " +
-           hex(s.h.sh_size));
-    return d;
-  }
-  std::span<const std::byte> section_data(uint32_t i) const {
-    const Elf_Data* d = elf_data(i);
-    return {static_cast<const std::byte*>(d->d_buf), d->d_size};
-  }
-
-  // A NUL-terminated string at `off` in string table section `tab` (already checked to be
-  // SHT_STRTAB and in the file).
-  std::string string_at(uint32_t tab, uint64_t off, const std::string& what) const {
-    const auto& t = secs_[tab].h;
-    if (off >= t.sh_size)
-      fail(what + ": name offset " + hex(off) + " is outside " + sec_label(tab) + " (" +
-           hex(t.sh_size) + " bytes)");
-    elf_data(tab);  // readable, uncompressed: elf_strptr's other failures are ruled out
-    const char* p = elf_strptr(elf_.e, tab, static_cast<size_t>(off));
-    if (!p)  // libelf checks for a NUL between `off` and the end of the section
-      fail(what + ": name at " + hex(off) + " in " + sec_label(tab) + " is not NUL-terminated");
-    return std::string(p);
-  }
-
-  void check_range(uint32_t i) const {
-    const auto& h = secs_[i].h;
-    if (!in_bounds(h.sh_offset, h.sh_size, f_.size()))
-      fail(sec_label(i) + " at file offset " + hex(h.sh_offset) + ", " + hex(h.sh_size) +
-           " bytes, runs past the end of the file (" + hex(f_.size()) + " bytes)");
   }
 
   void sections() {
-    const auto& st = secs_[shstrndx_].h;
-    if (st.sh_type != SHT_STRTAB)
-      fail("e_shstrndx " + std::to_string(shstrndx_) + " names a section of type " +
-           hex(st.sh_type) + ", expected SHT_STRTAB (3)");
-    check_range(shstrndx_);
     for (uint32_t i = 0; i < secs_.size(); ++i) {
-      auto& s = secs_[i];
-      s.name = string_at(shstrndx_, s.h.sh_name, sec_label(i));
-      if (s.has_bytes()) check_range(i);
-      const uint64_t a = s.h.sh_addralign;
-      if (a & (a - 1))
-        fail(sec_label(i) + ": sh_addralign " + hex(a) + " is not a power of two");
-      if ((s.h.sh_flags & SHF_ALLOC) && a > out_.base_alignment) out_.base_alignment = a;
+      const auto& s = secs_[i];
+      if ((s.h.sh_flags & SHF_ALLOC) && s.h.sh_addralign > out_.base_alignment)
+        out_.base_alignment = s.h.sh_addralign;
       if (s.name == ".nv.shared.reserved.0") {
         if (s.h.sh_size > std::numeric_limits<uint32_t>::max())
           fail(sec_label(i) + ": " + hex(s.h.sh_size) + " bytes of reserved shared memory");
@@ -425,27 +249,7 @@ class Parser {
         break;
       }
     if (!found) fail("no symbol table (no SHT_SYMTAB section)");
-    const auto& h = secs_[symtab_].h;
-    if (h.sh_entsize != sizeof(Elf64_Sym))
-      fail(sec_label(symtab_) + ": sh_entsize is " + std::to_string(h.sh_entsize) +
-           ", expected 24");
-    if (h.sh_size % sizeof(Elf64_Sym))
-      fail(sec_label(symtab_) + ": size " + hex(h.sh_size) + " is not a multiple of 24");
-    if (h.sh_link >= secs_.size() || secs_[h.sh_link].h.sh_type != SHT_STRTAB)
-      fail(sec_label(symtab_) + ": sh_link " + std::to_string(h.sh_link) +
-           " is not a string table section");
-    Elf_Data* d = elf_data(symtab_);
-    const uint64_t n = h.sh_size / sizeof(Elf64_Sym);
-    if (n > static_cast<uint64_t>(std::numeric_limits<int>::max()))
-      fail(sec_label(symtab_) + ": " + std::to_string(n) + " symbols are too many");
-    syms_.resize(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      auto& s = syms_[i];
-      if (!gelf_getsym(d, static_cast<int>(i), &s.s))
-        fail(sec_label(symtab_) + ": libelf cannot read symbol " + std::to_string(i) + ": " +
-             elf_err());
-      s.name = string_at(h.sh_link, s.s.st_name, "symbol " + std::to_string(i));
-    }
+    syms_ = file_.symbols(symtab_);
   }
 
   // SHT_NOBITS global data (.nv.global*) has no bytes in the file; it goes after the file.
@@ -517,7 +321,7 @@ class Parser {
   }
 
   void records(uint32_t sec, KernelInfo* k) {
-    const auto data = section_data(sec);
+    const auto data = file_.section_data(sec);
     const std::byte* base = data.data();
     const uint64_t size = data.size();
     uint64_t pos = 0;
@@ -786,32 +590,12 @@ class Parser {
       if (rs.h.sh_link != symtab_)
         fail(sec_label(i) + ": sh_link " + std::to_string(rs.h.sh_link) +
              " is not the symbol table (section " + std::to_string(symtab_) + ")");
-      if (rs.h.sh_entsize != entsize)
-        fail(sec_label(i) + ": sh_entsize is " + std::to_string(rs.h.sh_entsize) +
-             ", expected " + std::to_string(entsize));
-      if (rs.h.sh_size % entsize)
-        fail(sec_label(i) + ": size " + hex(rs.h.sh_size) + " is not a multiple of " +
-             std::to_string(entsize));
-      if (!target.has_bytes() && rs.h.sh_size)
+      const std::vector<Elf64_Rela> entries = file_.relocations(i);
+      if (!target.has_bytes() && !entries.empty())
         fail(sec_label(i) + " patches " + sec_label(ti) + ", which has no bytes in the file");
-      if (rs.h.sh_size == 0) continue;
-      Elf_Data* d = elf_data(i);
-      if (rs.h.sh_size / entsize > static_cast<uint64_t>(std::numeric_limits<int>::max()))
-        fail(sec_label(i) + ": " + std::to_string(rs.h.sh_size / entsize) +
-             " relocations are too many");
-      for (uint64_t off = 0; off < rs.h.sh_size; off += entsize) {
-        const std::string where = sec_label(i) + ": entry at +" + hex(off);
-        const int ndx = static_cast<int>(off / entsize);
-        GElf_Rela r{};
-        if (rela) {
-          if (!gelf_getrela(d, ndx, &r))
-            fail(where + ": libelf cannot read it: " + elf_err());
-        } else {
-          GElf_Rel rel;
-          if (!gelf_getrel(d, ndx, &rel)) fail(where + ": libelf cannot read it: " + elf_err());
-          r.r_offset = rel.r_offset;
-          r.r_info = rel.r_info;
-        }
+      for (uint64_t j = 0; j < entries.size(); ++j) {
+        const Elf64_Rela& r = entries[j];
+        const std::string where = sec_label(i) + ": entry at +" + hex(j * entsize);
         const uint32_t type = static_cast<uint32_t>(ELF64_R_TYPE(r.r_info));
         if (type == kRelocNone) continue;
         const RelocKind* kind = reloc_kind(type);

@@ -442,12 +442,12 @@ TEST(CodeObjectCorrupt, HeaderFields) {
   {
     Bytes c = b;
     c[EI_CLASS] = std::byte{ELFCLASS32};
-    expect_invalid(c, "ELF class 1, expected 2 (ELFCLASS64)");
+    expect_invalid(c, "ELF class 1 (ELFCLASS32), expected ELFCLASS64 (2)");
   }
   {
     Bytes c = b;
     c[EI_DATA] = std::byte{ELFDATA2MSB};
-    expect_invalid(c, "ELF data encoding 2, expected 1 (little-endian)");
+    expect_invalid(c, "ELF data encoding 2, expected little-endian (ELFDATA2LSB, 1)");
   }
   {
     Bytes c = b;
@@ -480,12 +480,12 @@ TEST(CodeObjectCorrupt, HeaderFields) {
   {
     Bytes c = b;
     put<uint64_t>(c, offsetof(Elf64_Ehdr, e_shoff), c.size() - 64);
-    expect_invalid(c, "section header table");
+    expect_invalid(c, "section header table at " + hex(c.size() - 64));
   }
   {
     Bytes c = b;
     put<uint64_t>(c, offsetof(Elf64_Ehdr, e_phoff), c.size() - 8);
-    expect_invalid(c, "program header table");
+    expect_invalid(c, "program header table at " + hex(c.size() - 8));
   }
 }
 
@@ -504,12 +504,16 @@ TEST(CodeObjectCorrupt, Segments) {
   {
     Bytes c = b;
     put<uint64_t>(c, load + offsetof(Elf64_Phdr, p_offset), c.size());
-    expect_invalid(c, "is outside the");
+    expect_invalid(c, "segment at file offset " + hex(c.size()) + ", " +
+                          hex(get<uint64_t>(c, load + offsetof(Elf64_Phdr, p_filesz))) +
+                          " bytes, runs past the end of the file (" + hex(c.size()) + " bytes)");
   }
   {
     Bytes c = b;
     put<uint64_t>(c, load + offsetof(Elf64_Phdr, p_memsz), 1);
-    expect_invalid(c, "p_filesz");
+    expect_invalid(c, "PT_LOAD p_filesz " +
+                          hex(get<uint64_t>(c, load + offsetof(Elf64_Phdr, p_filesz))) +
+                          " is larger than p_memsz 0x1");
   }
   {
     Bytes c = b;
@@ -583,6 +587,12 @@ TEST(CodeObjectCorrupt, MetadataNote) {
     Bytes c = b;
     for (size_t i = 0; i < size; ++i) c[desc + i] = std::byte{0xda};  // str16 of 0xdada bytes
     expect_invalid(c, "truncated");
+  }
+  {
+    // A descriptor size past the note section: caught by the ELF reader (common/elf.hpp).
+    Bytes c = b;
+    put<uint32_t>(c, desc - 8 - sizeof(Elf64_Nhdr) + offsetof(Elf64_Nhdr, n_descsz), 0xfffffff0u);
+    expect_invalid(c, ": note at +0x0: descriptor of 4294967280 bytes runs past the section");
   }
   {
     // Well-formed msgpack of the wrong shape: an array of nils.
