@@ -225,7 +225,7 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   if (!target)
     throw InvalidInput(name + ": GPU target " + target_name(version) +
                        " (gfx_target_version " + std::to_string(version) +
-                       ") is not one hcq emits packets for (gfx90a, gfx942, gfx1100, gfx1201)");
+                       ") is not one hcq emits packets for (gfx90a, gfx942, gfx1030, gfx1100, gfx1201)");
   gen_ = target->gen;
 
   kfd_fd_ = kernel_->open("/dev/kfd", O_RDWR);

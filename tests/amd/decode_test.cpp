@@ -154,6 +154,31 @@ TEST(Decode, SetShRegShowsRegisterFields) {
   EXPECT_EQ(ps[0].registers[4].first, "COMPUTE_PGM_RSRC1.WG_RR_EN");
 }
 
+// gfx10.3's COMPUTE_PGM_RSRC3 holds SHARED_VGPR_CNT alone (bits 4-11 are gfx11's
+// INST_PREF_SIZE and TRAP_ON_*), and its COMPUTE_TMPRING_SIZE.WAVESIZE is 13 bits (gfx11: 15).
+TEST(Decode, Gfx10RegisterFieldsDifferFromGfx11) {
+  const uint32_t words[] = {0xC0017600, 0x228, 0x00000FF3};  // SET_SH_REG COMPUTE_PGM_RSRC3
+  using R = std::vector<std::pair<std::string, uint32_t>>;
+  EXPECT_EQ(decode_pm4(words, Gen::Gfx10)[0].registers,
+            (R{{"COMPUTE_PGM_RSRC3", 0xFF3}, {"COMPUTE_PGM_RSRC3.SHARED_VGPR_CNT", 3}}));
+  EXPECT_EQ(decode_pm4(words, Gen::Gfx11)[0].registers,
+            (R{{"COMPUTE_PGM_RSRC3", 0xFF3},
+               {"COMPUTE_PGM_RSRC3.SHARED_VGPR_CNT", 3},
+               {"COMPUTE_PGM_RSRC3.INST_PREF_SIZE", 0x3F},
+               {"COMPUTE_PGM_RSRC3.TRAP_ON_START", 1},
+               {"COMPUTE_PGM_RSRC3.TRAP_ON_END", 1}}));
+  const uint32_t tmpring[] = {0xC0017600, 0x218, 0x07FFF001};  // WAVESIZE all ones (15 bits)
+  EXPECT_EQ(decode_pm4(tmpring, Gen::Gfx10)[0].registers[2],
+            (std::pair<std::string, uint32_t>{"COMPUTE_TMPRING_SIZE.WAVESIZE", 0x1FFF}));
+  EXPECT_EQ(decode_pm4(tmpring, Gen::Gfx11)[0].registers[2],
+            (std::pair<std::string, uint32_t>{"COMPUTE_TMPRING_SIZE.WAVESIZE", 0x7FFF}));
+  Gen g{};
+  ASSERT_TRUE(parse_gen("gfx1030", g));
+  EXPECT_EQ(g, Gen::Gfx10);
+  ASSERT_TRUE(parse_gen("gfx10", g));
+  EXPECT_EQ(g, Gen::Gfx10);
+}
+
 TEST(Decode, SdmaReadsBackWhatTheEncoderWrote) {
   SdmaEncoder e(Gen::Gfx9, {0x7f0000001008, 7});
   CommandStream cs;
