@@ -94,13 +94,14 @@ TEST(Decode, Pm4IndirectBufferAndProblems) {
   EXPECT_EQ(ps[0].dwords, 3u);
   EXPECT_TRUE(ps[2].ok);
 
-  // WAIT_REG_MEM64 is described for gfx10+ only (pm4.def): on gfx9 it is flagged.
+  // WAIT_REG_MEM64 is described for gfx11+ only (pm4.def): on gfx9 and gfx10.3 it is flagged.
   const uint32_t wait64[] = {0xC0079300, 0x15, 0x2000, 0x7f00, 1, 0, 0xffffffff, 0xffffffff, 4};
   ps = decode_pm4(wait64, Gen::Gfx9);
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_EQ(ps[0].name, "WAIT_REG_MEM64");
   EXPECT_FALSE(ps[0].ok);
   EXPECT_EQ(ps[0].problem, "not a gfx9 packet");
+  EXPECT_EQ(decode_pm4(wait64, Gen::Gfx10)[0].problem, "not a gfx10 packet");
   EXPECT_TRUE(decode_pm4(wait64, Gen::Gfx11)[0].ok);
 
   // A packet running past the end, and a type-0 header.

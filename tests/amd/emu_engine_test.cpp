@@ -478,7 +478,7 @@ TEST_F(EngineTest, WaitRegMem64AcrossThe32BitBoundary) {
   EXPECT_EQ(*data.at<uint64_t>(0x48), 0x5555u);
 }
 
-// The gfx9 MEC runs what Linux's gfx9 code emits: WAIT_REG_MEM64 (Linux nvd.h, gfx10+ only)
+// The gfx9 MEC runs what Linux's gfx9 code emits: WAIT_REG_MEM64 (Linux nvd.h, gfx10-gfx12)
 // is an unknown opcode there, so an encoder that emitted it on gfx9 fails every test.
 TEST_F(EngineTest, WaitRegMem64IsNotAGfx9Packet) {
   use_gen(Gen::Gfx9);
