@@ -48,7 +48,7 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   // (regs.def's fields): GRBM_STATUS GUI_ACTIVE, CP_BUSY, SPI_BUSY and TA_BUSY set;
   // GRBM_STATUS2 CPC_BUSY and RLC_BUSY set. Every other register reads 0.
   constexpr uint32_t kGrbmStatusBusy = 1u << 31 | 1u << 29 | 1u << 22 | 1u << 14;  // 0xa0404000
-  constexpr uint32_t kGrbmStatus2Busy = 1u << 29 | 1u << 24;                        // 0x21000000
+  constexpr uint32_t kGrbmStatus2Busy = 1u << 29 | 1u << 26;                        // 0x24000000
   const amd::Target& navi = *amd::find_target("gfx1100");
   F amd = function("0000:01:00.0", "0000:00:01.0", amd::kPciVendor, uint16_t(navi.device_id),
                    0x030000, "amdgpu", 2);

@@ -33,8 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (selector % 5) {
     case 0:
     case 1: {
-      const hcq::amd::Gen gens[] = {hcq::amd::Gen::Gfx9, hcq::amd::Gen::Gfx11, hcq::amd::Gen::Gfx12};
-      const hcq::amd::Gen gen = gens[(selector >> 3) % 3];
+      const hcq::amd::Gen gens[] = {hcq::amd::Gen::Gfx9, hcq::amd::Gen::Gfx10, hcq::amd::Gen::Gfx11,
+                                    hcq::amd::Gen::Gfx12};
+      const hcq::amd::Gen gen = gens[(selector >> 3) % 4];
       check_tiling(selector % 5 ? hcq::amd::decode_sdma(words, gen) : hcq::amd::decode_pm4(words, gen),
                    words.size());
       break;

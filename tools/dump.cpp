@@ -341,7 +341,8 @@ int dump(const DumpArgs& args) {
     amd::Gen gen;
     std::string g = o.gen_name.empty() ? "gfx11" : o.gen_name;
     if (!amd::parse_gen(g, gen))
-      throw UsageError("dump: unknown AMD generation '" + g + "' (gfx9, gfx11, gfx12 or a target)");
+      throw UsageError("dump: unknown AMD generation '" + g +
+                       "' (gfx9, gfx10, gfx11, gfx12 or a target)");
     const bool sdma = o.raw_format == "sdma";
     for_each_packet(
         read_raw(o.file, o.format),

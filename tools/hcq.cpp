@@ -265,7 +265,7 @@ int cmd_trace(const std::string& name, const std::string& path) {
 }
 
 constexpr const char* kDevices =
-    "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1100|gfx1201|gfx1100_usb|\n"
+    "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1030|gfx1100|gfx1201|gfx1100_usb|\n"
     "        sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated), auto (the default: the\n"
     "        best device, an emulated AMD GPU when no GPU is present); for pci and reg a PCI\n"
     "        address (0000:03:00.0 or 03:00.0). HCQ_EMULATED_PCI=1 runs pci and reg on an\n"
@@ -337,9 +337,9 @@ void define(CLI::App& app, Command& c) {
   c.dump->add_option("--packet", d.packet, "only packets of this name (COPY_LINEAR, ...)");
   c.dump->add_option("--raw", d.raw_format, "decode raw dwords: pm4, sdma, nv-push, qmd, "
                                             "adreno-cp or adreno-uav");
-  c.dump->add_option("--gen", d.gen_name, "--raw's generation: gfx9, gfx11 (default), gfx12 or a target\n"
-                                          "(pm4, sdma); ampere (default), ada, hopper, blackwell or\n"
-                                          "sm_XX (nv-push); a6xx (default), a7xx or a chip (adreno-cp)");
+  c.dump->add_option("--gen", d.gen_name, "--raw's generation: gfx9, gfx10, gfx11 (default), gfx12 or a\n"
+                                          "target (pm4, sdma); ampere (default), ada, hopper,\n"
+                                          "blackwell or sm_XX (nv-push); a6xx (default), a7xx or a chip (adreno-cp)");
   c.dump->add_option("--qmd", d.qmd, "--raw qmd's version: v3 (default), v4 or v5");
   c.dump->add_option("--format", d.format, "--raw's input: text, binary or auto (default: text when\n"
                                             "every byte is printable, a tab or a line end)")

@@ -29,7 +29,8 @@ uint64_t field(const DecodedPacket& d, const char* name) {
 
 bool parse_gen(const std::string& name, Gen& gen) {
   if (name == "gfx9") gen = Gen::Gfx9;
-  else if (name == "gfx11" || name == "gfx10") gen = Gen::Gfx11;
+  else if (name == "gfx10") gen = Gen::Gfx10;
+  else if (name == "gfx11") gen = Gen::Gfx11;
   else if (name == "gfx12") gen = Gen::Gfx12;
   else if (const Target* t = find_target(name)) gen = t->gen;
   else return false;

@@ -23,7 +23,7 @@ using hcq::DecodedPacket;
 std::vector<DecodedPacket> decode_pm4(std::span<const uint32_t> words, Gen gen);
 std::vector<DecodedPacket> decode_sdma(std::span<const uint32_t> words, Gen gen);
 
-// "gfx9" / "gfx11" / "gfx12", or a target name ("gfx1100"); false when unknown.
+// "gfx9" / "gfx10" (gfx10.3) / "gfx11" / "gfx12", or a target name ("gfx1100"); false when unknown.
 bool parse_gen(const std::string& name, Gen& gen);
 
 }  // namespace hcq::amd

@@ -43,18 +43,19 @@ desc::PacketWriter sdma_packet(CommandStream& cs, sdma::Op op, std::vector<Patch
 // ---- PM4 ------------------------------------------------------------------------------
 
 Pm4Encoder::Pm4Encoder(Gen gen, InterruptTarget irq)
-    : gen_(gen), irq_(irq), rsrc3_reg_(regs::address("COMPUTE_PGM_RSRC3", gen)) {}
+    : gen_(gen), irq_(irq), rsrc3_reg_(regs::address("COMPUTE_PGM_RSRC3", gen)),
+      wait64_(exists(WAIT_REG_MEM64, gen)) {}
 
 void Pm4Encoder::wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) {
-  if (gen_ == Gen::Gfx9) {
-    // gfx9 MEC: the 32-bit WAIT_REG_MEM Linux's gfx9 code uses (soc15d.h, gfx_v9_0.c
-    // gfx_v9_0_wait_reg_mem); no public gfx9 source but PAL's 2017 headers has WAIT_REG_MEM64.
+  if (!wait64_) {
+    // gfx9 and gfx10.3 MEC (pm4.def says why): the 32-bit WAIT_REG_MEM Linux's gfx9 and gfx10
+    // code uses (gfx_v9_0_wait_reg_mem, gfx_v10_0_wait_reg_mem).
     // The 64-bit >= as two 32-bit >= polls: the high word reaches H, then the low word L.
     wait_reg_mem32(cs, va + 4, hi(value), 4, PatchFormat::Hi32, s);
     wait_reg_mem32(cs, va, lo(value), 0, PatchFormat::Lo32, s);
     return;
   }
-  // gfx10+: WAIT_REG_MEM64 (Linux nvd.h PACKET3_WAIT_REG_MEM64), one 64-bit compare.
+  // gfx11+: WAIT_REG_MEM64 (Linux nvd.h PACKET3_WAIT_REG_MEM64), one 64-bit compare.
   pm4_packet(cs, WAIT_REG_MEM64, body_dwords(WAIT_REG_MEM64, gen_), &s)
       .set(WAIT_REG_MEM64_FUNCTION, V_WAIT_REG_MEM64_FUNCTION_GREATER_EQUAL)
       .set(WAIT_REG_MEM64_MEM_SPACE, V_WAIT_REG_MEM64_MEM_SPACE_MEMORY)
@@ -89,6 +90,9 @@ desc::PacketWriter Pm4Encoder::release_mem(CommandStream& cs, uint32_t data_sel,
       case Gen::Gfx9:  // write back L2 (tinygrad, kfdtest)
         w.set(RELEASE_MEM_TC_WB_ACTION_ENA, 1).set(RELEASE_MEM_TC_NC_ACTION_ENA, 1);
         break;
+      // gfx10.3 as gfx11: Linux gfx_v10_0_ring_emit_fence writes back GL2 and GLM (GL2_WB,
+      // GLM_WB, GLM_INV, SEQ); the invalidations added here are valid gfx10 GCR bits (nvd.h).
+      case Gen::Gfx10:
       case Gen::Gfx11:
         w.set(RELEASE_MEM_GCR_GLV_INV, 1)
             .set(RELEASE_MEM_GCR_GL1_INV, 1)
@@ -203,7 +207,7 @@ void Pm4Encoder::prepare(AmdKernel& k) const {
   uint32_t initiator = COMPUTE_DISPATCH_INITIATOR_COMPUTE_SHADER_EN_ALL(1) |
                        COMPUTE_DISPATCH_INITIATOR_FORCE_START_AT_000_ALL(1);
   if (gen_ != Gen::Gfx9 && k.wave_size == 32)
-    initiator |= COMPUTE_DISPATCH_INITIATOR_CS_W32_EN_GFX11_12(1);
+    initiator |= COMPUTE_DISPATCH_INITIATOR_CS_W32_EN_GFX10_12(1);
   auto d = pm4_packet(cs, DISPATCH_DIRECT, body_dwords(DISPATCH_DIRECT, gen_));
   d.set(DISPATCH_DIRECT_DIM_X, 1)
       .set(DISPATCH_DIRECT_DIM_Y, 1)
@@ -316,7 +320,7 @@ void SdmaEncoder::fence(CommandStream& cs, uint64_t va, uint32_t data, uint64_t 
                         PatchFormat half, std::vector<PatchSite>* s) const {
   using namespace sdma;
   auto w = sdma_packet(cs, FENCE, s);
-  if (gen_ != Gen::Gfx9) w.set(FENCE_MTYPE_GFX11_12, V_FENCE_MTYPE_UC);
+  if (gen_ != Gen::Gfx9) w.set(FENCE_MTYPE_GFX10_12, V_FENCE_MTYPE_UC);
   w.set64(FENCE_ADDR_LO_ALL, FENCE_ADDR_HI_ALL, va, PatchRole::SignalAddress, add)
       .set(FENCE_DATA_ALL, data)
       .site32(FENCE_DATA_ALL, half, PatchRole::SignalValue);

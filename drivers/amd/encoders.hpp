@@ -21,7 +21,7 @@ struct InterruptTarget {
 class Pm4Encoder final : public Encoder {
  public:
   Pm4Encoder(Gen gen, InterruptTarget irq);
-  // value >= `value` at `va`. gfx10+: one WAIT_REG_MEM64. gfx9: two 32-bit WAIT_REG_MEMs,
+  // value >= `value` at `va`. gfx11+: one WAIT_REG_MEM64. gfx9, gfx10.3: two WAIT_REG_MEMs,
   // the high word >= H, then the low word >= L. That never passes early (once the high word
   // is >= H, a low word >= L means the value is >= H:L). It stalls only if the value moves
   // past (H + 1) << 32 before the low-word poll sees it between H:L and that boundary: MEC
@@ -59,6 +59,7 @@ class Pm4Encoder final : public Encoder {
   Gen gen_;
   InterruptTarget irq_;
   uint32_t rsrc3_reg_;
+  bool wait64_;  // WAIT_REG_MEM64 exists on gen_ (pm4.def decides)
 };
 
 class SdmaEncoder final : public Encoder {

@@ -227,10 +227,16 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
   auto& p = node_.props;
   uint64_t version = p["gfx_target_version"];
   const Target* target = find_target(uint32_t(version));
-  if (!target)
-    throw InvalidInput(name + ": GPU target " + target_name(version) +
-                       " (gfx_target_version " + std::to_string(version) +
-                       ") is not one hcq emits packets for (gfx90a, gfx942, gfx1100, gfx1201)");
+  if (!target) {
+    std::string known;  // targets.cpp's, so that a new row needs no edit here
+    for (auto& t : targets()) {
+      if (!known.empty()) known += ", ";
+      known += t.name;
+    }
+    throw InvalidInput(name + ": GPU target " + target_name(version) + " (gfx_target_version " +
+                       std::to_string(version) + ") is not one hcq emits packets for (" + known +
+                       ")");
+  }
   gen_ = target->gen;
 
   kfd_fd_ = kernel_->open("/dev/kfd", O_RDWR);

@@ -8,6 +8,7 @@ namespace hcq::amd {
 const char* to_string(Gen g) {
   switch (g) {
     case Gen::Gfx9: return "gfx9";
+    case Gen::Gfx10: return "gfx10";
     case Gen::Gfx11: return "gfx11";
     case Gen::Gfx12: return "gfx12";
   }

@@ -9,10 +9,13 @@
 
 namespace hcq::amd {
 
-// Packet-form generations hcq emits for. Gfx10 parts use the Gfx11 forms.
-enum class Gen : uint8_t { Gfx9 = 1, Gfx11 = 2, Gfx12 = 4 };
-inline constexpr uint8_t GFX9 = 1, GFX11 = 2, GFX12 = 4, GFX11_12 = GFX11 | GFX12,
-                         ALL = GFX9 | GFX11 | GFX12;
+// Packet-form generations hcq emits for, one bit each (the values stay as first numbered).
+// Gfx10 is gfx10.3 (RDNA2); gfx10.1 is no target.
+enum class Gen : uint8_t { Gfx9 = 1, Gfx11 = 2, Gfx12 = 4, Gfx10 = 8 };
+// The generation sets the .def files name: GFX10_12 = gfx10.3 and later, ...
+inline constexpr uint8_t GFX9 = 1, GFX10 = 8, GFX11 = 2, GFX12 = 4, GFX10_11 = GFX10 | GFX11,
+                         GFX10_12 = GFX10 | GFX11 | GFX12, GFX11_12 = GFX11 | GFX12,
+                         ALL = GFX9 | GFX10 | GFX11 | GFX12;
 constexpr bool has_gen(uint8_t gens, Gen g) { return gens & uint8_t(g); }
 const char* to_string(Gen g);
 
@@ -119,6 +122,22 @@ constexpr BodyLength body_length(Op op, Gen g) {
 #undef PM4_FIELD
 #undef PM4_LENGTH_BY_GEN
   return {body_dwords(op, g), fixed_body_dwords(op) != 0 || by_gen};
+}
+
+// Whether `op` exists on `g`: some field of it is described there (PacketInfo::exists_on). The
+// encoder chooses its wait packet by this (WAIT_REG_MEM64 on gfx10.3: pm4.def says why not).
+constexpr bool exists(Op op, Gen g) {
+  bool described = false, here = false;
+#define PM4_PACKET(...)
+#define PM4_FIELD(pkt, f, gens, dw, lo, w) \
+  if (op == pkt) {                         \
+    described = true;                      \
+    here |= has_gen(gens, g);              \
+  }
+#include "amd/pm4.def"
+#undef PM4_PACKET
+#undef PM4_FIELD
+  return here || !described;
 }
 
 constexpr uint32_t header(Op op, uint32_t body_dwords) {
@@ -240,12 +259,12 @@ constexpr uint32_t header_sub_op(uint32_t h) { return HEADER_SUB_OP.get(h); }
 // carry no length).
 uint32_t packet_dwords(const uint32_t* p, uint64_t avail, const PacketInfo* info);
 
-// COPY_LINEAR's byte count (- 1): gfx9 (SDMA 4) has a 22-bit one, SDMA 6/7 a 30-bit one.
+// COPY_LINEAR's byte count (- 1): gfx9 (SDMA 4) has a 22-bit one, SDMA 5.2/6/7 a 30-bit one.
 constexpr Field copy_count_field(Gen g) {
-  return g == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX11_12;
+  return g == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX10_12;
 }
 // The largest copy one COPY_LINEAR moves: what its count holds, less the last 256 bytes, which
-// Mesa sid.h documents as unusable (0x3fff00 on gfx9, 0x3fffff00 on SDMA 6/7).
+// Mesa sid.h documents as unusable (0x3fff00 on gfx9, 0x3fffff00 on SDMA 5.2/6/7).
 constexpr uint64_t max_copy_bytes(Gen g) { return uint64_t{copy_count_field(g).mask()} + 1 - 256; }
 
 // The first description of `op` whose sub-op matches.

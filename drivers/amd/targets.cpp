@@ -10,6 +10,10 @@ const std::vector<Target>& targets() {
        2, 64ull << 30},
       {"gfx942", Gen::Gfx9, 90402, "AMD Instinct MI300X (emulated)", 0x74a1, 304, 4, 8, 32, 1, 64,
        64, 2, 192ull << 30},
+      // Navi 21: KFD reports 4 SDMA engines (kfd_device.c sienna_cichlid_device_info). array_count
+      // holds the shader engines (4), as the other RDNA rows do, not KFD's SEs x SAs (8).
+      {"gfx1030", Gen::Gfx10, 100300, "AMD Radeon RX 6900 XT (emulated)", 0x73bf, 80, 2, 1, 4, 2,
+       32, 64, 4, 16ull << 30},
       {"gfx1100", Gen::Gfx11, 110000, "AMD Radeon RX 7900 XTX (emulated)", 0x744c, 96, 2, 1, 6, 2,
        32, 64, 2, 24ull << 30},
       {"gfx1201", Gen::Gfx12, 120001, "AMD Radeon RX 9070 XT (emulated)", 0x7550, 64, 2, 1, 4, 2,

@@ -214,11 +214,11 @@ TEST_P(BuiltObject, DescriptorsAreSane) {
     }
 
     if (k.kernarg_size == 0) continue;
-    // The kernarg pointer's first user SGPR. gfx90a (like every gfx9 before gfx940) has no
-    // architected flat scratch, so LLVM always enables the 4-SGPR private segment buffer in
-    // s[0:3] and the kernarg pointer lands in s[4:5]. gfx942 has architected flat scratch and
-    // gfx11/gfx12 have no private segment buffer SGPRs: s[0:1].
-    EXPECT_EQ(kd.kernarg_sgpr(), GetParam() == "gfx90a" ? 4 : 0);
+    // The kernarg pointer's first user SGPR. gfx90a (like every gfx9 before gfx940) and gfx1030
+    // have no architected flat scratch, so LLVM always enables the 4-SGPR private segment
+    // buffer in s[0:3] and the kernarg pointer lands in s[4:5]. gfx942 has architected flat
+    // scratch and gfx11/gfx12 have no private segment buffer SGPRs: s[0:1].
+    EXPECT_EQ(kd.kernarg_sgpr(), GetParam() == "gfx90a" || GetParam() == "gfx1030" ? 4 : 0);
     EXPECT_GE(kd.user_sgpr_count(), static_cast<uint32_t>(kd.kernarg_sgpr()) + 2);
     if (GetParam() == "gfx1100") {  // LLVM's gfx11 workaround pads user+system SGPRs to 16
       EXPECT_EQ(kd.user_sgpr_count(), 15u);
@@ -296,7 +296,7 @@ TEST_P(BuiltObject, FindKernelAtWithEitherHashTable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, BuiltObject,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201"),
+                         ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201"),
                          [](const auto& info) { return info.param; });
 
 TEST(CodeObject, BuiltTargetsHaveObjects) {
@@ -313,6 +313,7 @@ TEST(CodeObject, MachNames) {
   EXPECT_EQ(mach_of_target("gfx940"), 0x40u);
   EXPECT_EQ(mach_of_target("gfx941"), 0x4bu);
   EXPECT_EQ(mach_of_target("gfx942"), 0x4cu);
+  EXPECT_EQ(mach_of_target("gfx1030"), 0x36u);
   EXPECT_EQ(mach_of_target("gfx1100"), 0x41u);
   EXPECT_EQ(mach_of_target("gfx1101"), 0x46u);
   EXPECT_EQ(mach_of_target("gfx1102"), 0x47u);

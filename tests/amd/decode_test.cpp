@@ -94,13 +94,14 @@ TEST(Decode, Pm4IndirectBufferAndProblems) {
   EXPECT_EQ(ps[0].dwords, 3u);
   EXPECT_TRUE(ps[2].ok);
 
-  // WAIT_REG_MEM64 is described for gfx10+ only (pm4.def): on gfx9 it is flagged.
+  // WAIT_REG_MEM64 is described for gfx11+ only (pm4.def): on gfx9 and gfx10.3 it is flagged.
   const uint32_t wait64[] = {0xC0079300, 0x15, 0x2000, 0x7f00, 1, 0, 0xffffffff, 0xffffffff, 4};
   ps = decode_pm4(wait64, Gen::Gfx9);
   ASSERT_EQ(ps.size(), 1u);
   EXPECT_EQ(ps[0].name, "WAIT_REG_MEM64");
   EXPECT_FALSE(ps[0].ok);
   EXPECT_EQ(ps[0].problem, "not a gfx9 packet");
+  EXPECT_EQ(decode_pm4(wait64, Gen::Gfx10)[0].problem, "not a gfx10 packet");
   EXPECT_TRUE(decode_pm4(wait64, Gen::Gfx11)[0].ok);
 
   // A packet running past the end, and a type-0 header.
@@ -152,6 +153,31 @@ TEST(Decode, SetShRegShowsRegisterFields) {
   // gfx12 names bits 21 and 23 WG_RR_EN and DISABLE_PERF.
   ps = decode_pm4(words, Gen::Gfx12);
   EXPECT_EQ(ps[0].registers[4].first, "COMPUTE_PGM_RSRC1.WG_RR_EN");
+}
+
+// gfx10.3's COMPUTE_PGM_RSRC3 holds SHARED_VGPR_CNT alone (bits 4-11 are gfx11's
+// INST_PREF_SIZE and TRAP_ON_*), and its COMPUTE_TMPRING_SIZE.WAVESIZE is 13 bits (gfx11: 15).
+TEST(Decode, Gfx10RegisterFieldsDifferFromGfx11) {
+  const uint32_t words[] = {0xC0017600, 0x228, 0x00000FF3};  // SET_SH_REG COMPUTE_PGM_RSRC3
+  using R = std::vector<std::pair<std::string, uint32_t>>;
+  EXPECT_EQ(decode_pm4(words, Gen::Gfx10)[0].registers,
+            (R{{"COMPUTE_PGM_RSRC3", 0xFF3}, {"COMPUTE_PGM_RSRC3.SHARED_VGPR_CNT", 3}}));
+  EXPECT_EQ(decode_pm4(words, Gen::Gfx11)[0].registers,
+            (R{{"COMPUTE_PGM_RSRC3", 0xFF3},
+               {"COMPUTE_PGM_RSRC3.SHARED_VGPR_CNT", 3},
+               {"COMPUTE_PGM_RSRC3.INST_PREF_SIZE", 0x3F},
+               {"COMPUTE_PGM_RSRC3.TRAP_ON_START", 1},
+               {"COMPUTE_PGM_RSRC3.TRAP_ON_END", 1}}));
+  const uint32_t tmpring[] = {0xC0017600, 0x218, 0x07FFF001};  // WAVESIZE all ones (15 bits)
+  EXPECT_EQ(decode_pm4(tmpring, Gen::Gfx10)[0].registers[2],
+            (std::pair<std::string, uint32_t>{"COMPUTE_TMPRING_SIZE.WAVESIZE", 0x1FFF}));
+  EXPECT_EQ(decode_pm4(tmpring, Gen::Gfx11)[0].registers[2],
+            (std::pair<std::string, uint32_t>{"COMPUTE_TMPRING_SIZE.WAVESIZE", 0x7FFF}));
+  Gen g{};
+  ASSERT_TRUE(parse_gen("gfx1030", g));
+  EXPECT_EQ(g, Gen::Gfx10);
+  ASSERT_TRUE(parse_gen("gfx10", g));
+  EXPECT_EQ(g, Gen::Gfx10);
 }
 
 TEST(Decode, SdmaReadsBackWhatTheEncoderWrote) {

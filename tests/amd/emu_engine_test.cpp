@@ -245,7 +245,7 @@ std::vector<uint32_t> event_write_cs_partial_flush() {
 std::vector<uint32_t> sdma_copy(Gen gen, uint64_t dst, uint64_t src, uint64_t bytes) {
   using namespace sdma;
   return sdmap(COPY_LINEAR, 0, 7)
-      .set(gen == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX11_12, bytes - 1)
+      .set(sdma::copy_count_field(gen), bytes - 1)
       .lo_hi(COPY_LINEAR_SRC_ADDR_LO_ALL, COPY_LINEAR_SRC_ADDR_HI_ALL, src)
       .lo_hi(COPY_LINEAR_DST_ADDR_LO_ALL, COPY_LINEAR_DST_ADDR_HI_ALL, dst)
       .d;
@@ -254,7 +254,7 @@ std::vector<uint32_t> sdma_copy(Gen gen, uint64_t dst, uint64_t src, uint64_t by
 std::vector<uint32_t> sdma_fence(uint64_t va, uint32_t data) {
   using namespace sdma;
   return sdmap(FENCE, 0, 4)
-      .set(FENCE_MTYPE_GFX11_12, 3)
+      .set(FENCE_MTYPE_GFX10_12, 3)
       .lo_hi(FENCE_ADDR_LO_ALL, FENCE_ADDR_HI_ALL, va)
       .set(FENCE_DATA_ALL, data)
       .d;
@@ -478,7 +478,7 @@ TEST_F(EngineTest, WaitRegMem64AcrossThe32BitBoundary) {
   EXPECT_EQ(*data.at<uint64_t>(0x48), 0x5555u);
 }
 
-// The gfx9 MEC runs what Linux's gfx9 code emits: WAIT_REG_MEM64 (Linux nvd.h, gfx10+ only)
+// The gfx9 MEC runs what Linux's gfx9 code emits: WAIT_REG_MEM64 (Linux nvd.h, gfx10-gfx12)
 // is an unknown opcode there, so an encoder that emitted it on gfx9 fails every test.
 TEST_F(EngineTest, WaitRegMem64IsNotAGfx9Packet) {
   use_gen(Gen::Gfx9);
@@ -487,6 +487,16 @@ TEST_F(EngineTest, WaitRegMem64IsNotAGfx9Packet) {
   auto f = ev.wait_fault();
   EXPECT_EQ(f.what, "compute queue 3: unknown PM4 opcode 0x93 at ring offset 0x0 (header "
                     "0xC0079300): WAIT_REG_MEM64 is not a gfx9 packet");
+}
+
+// gfx10.3 likewise (pm4.def: no public source shows its MEC running WAIT_REG_MEM64).
+TEST_F(EngineTest, WaitRegMem64IsNotAGfx10Packet) {
+  use_gen(Gen::Gfx10);
+  Ring r(mem, *eng, QueueDesc::Type::Pm4, 3, 4096);
+  r.submit(wait_mem64(data.va(0x40), 1));
+  auto f = ev.wait_fault();
+  EXPECT_EQ(f.what, "compute queue 3: unknown PM4 opcode 0x93 at ring offset 0x0 (header "
+                    "0xC0079300): WAIT_REG_MEM64 is not a gfx10 packet");
 }
 
 // The bytes the gfx9 encoder emits for a 64-bit wait (high word, then low word, 32-bit

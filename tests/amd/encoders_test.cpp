@@ -48,14 +48,35 @@ TEST(Pm4Encoder, WaitOnGfx9IsTwo32BitWaitRegMems) {
                               0xC0053C00, 0x15, 0x00001000, 0x7f00, 0x11223344, 0xffffffff, 0x4}));
 }
 
+// gfx10.3 waits as gfx9 does (pm4.def: WAIT_REG_MEM64 is not described there); gfx11 and
+// gfx12 with one WAIT_REG_MEM64 (PACKET3(0x93, 8) = 0xC0079300).
+TEST(Pm4Encoder, WaitOnGfx10IsTwo32BitWaitRegMemsAndOneWaitRegMem64From11On) {
+  auto wait_words = [](Gen g) {
+    Pm4Encoder e(g, kIrq);
+    CommandStream cs;
+    std::vector<PatchSite> sites;
+    e.wait(cs, 0x00007f0012345678, 0x100000002, sites);
+    return words(cs);
+  };
+  EXPECT_EQ(wait_words(Gen::Gfx10), wait_words(Gen::Gfx9));
+  for (Gen g : {Gen::Gfx11, Gen::Gfx12})
+    EXPECT_EQ(wait_words(g), (Words{0xC0079300, 0x15, 0x12345678, 0x7f00, 2, 1, 0xffffffff,
+                                    0xffffffff, 0x4}))
+        << to_string(g);
+  EXPECT_FALSE(pm4::exists(pm4::WAIT_REG_MEM64, Gen::Gfx10));
+  EXPECT_TRUE(pm4::exists(pm4::WAIT_REG_MEM64, Gen::Gfx11));
+  EXPECT_TRUE(pm4::exists(pm4::WAIT_REG_MEM, Gen::Gfx10));
+  EXPECT_TRUE(pm4::exists(pm4::NOP, Gen::Gfx10));  // no fields: on every generation
+}
+
 TEST(Pm4Encoder, SignalPerGenerationWithAndWithoutWake) {
   struct Case {
     Gen gen;
     uint32_t event_dw;
   };
   // EVENT_TYPE 0x14 | EVENT_INDEX 5 plus each generation's cache write-back bits.
-  for (auto c : {Case{Gen::Gfx9, 0x00088514}, Case{Gen::Gfx11, 0x0070F514},
-                 Case{Gen::Gfx12, 0x00600514}}) {
+  for (auto c : {Case{Gen::Gfx9, 0x00088514}, Case{Gen::Gfx10, 0x0070F514},
+                 Case{Gen::Gfx11, 0x0070F514}, Case{Gen::Gfx12, 0x00600514}}) {
     Pm4Encoder e(c.gen, kIrq);
     CommandStream cs;
     std::vector<PatchSite> sites;

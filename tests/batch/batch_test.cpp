@@ -811,7 +811,7 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                         ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
                                            "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
                                            "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });

@@ -808,7 +808,7 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
-                         ::testing::Values("gfx90a", "gfx942", "gfx1100", "gfx1201",
+                         ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
                                            "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
                                            "a740", "a660_msm", "a740_msm"),
                          [](const auto& info) { return info.param; });
@@ -822,10 +822,10 @@ TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
   std::vector<std::string> emulated;
   for (auto& l : all)
     if (l.emulated) emulated.push_back(l.name);
-  EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1100",
-                                                "emu:gfx1201", "emu:gfx1100_usb", "emu:sm_80",
-                                                "emu:sm_90", "emu:sm_100", "emu:a660", "emu:a740",
-                                                "emu:a660_msm", "emu:a740_msm"}));
+  EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1030",
+                                                "emu:gfx1100", "emu:gfx1201", "emu:gfx1100_usb",
+                                                "emu:sm_80", "emu:sm_90", "emu:sm_100", "emu:a660",
+                                                "emu:a740", "emu:a660_msm", "emu:a740_msm"}));
   try {
     Device::open("emu:gfx000");
     FAIL();

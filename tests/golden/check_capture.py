@@ -10,6 +10,7 @@ hcq = sys.argv[1]
 failed = 0
 # What each vendor's launches and copies decode as.
 targets = {"gfx90a": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx942": ("DISPATCH_DIRECT", "COPY_LINEAR"),
+           "gfx1030": ("DISPATCH_DIRECT", "COPY_LINEAR"),
            "gfx1100": ("DISPATCH_DIRECT", "COPY_LINEAR"), "gfx1201": ("DISPATCH_DIRECT", "COPY_LINEAR"),
            "sm_80": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),
            "sm_90": ("SEND_PCAS_A", "LAUNCH_DMA.DATA_TRANSFER_TYPE=2"),

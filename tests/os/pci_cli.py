@@ -180,7 +180,7 @@ expect("hcq reg in a BAR the GPU lacks", run(["reg", "22:00.0", "read", "0", "--
        "hcq: 0000:22:00.0 has no BAR2\n")
 # AMD registers come from drivers/amd/regs.def, fields included. The emulated RX 7900 XTX's
 # register BAR reads as a GPU in a compute dispatch: GRBM_STATUS 0xa0404000 (GUI_ACTIVE,
-# CP_BUSY, SPI_BUSY, TA_BUSY), GRBM_STATUS2 0x21000000 (CPC_BUSY, RLC_BUSY), the rest 0.
+# CP_BUSY, SPI_BUSY, TA_BUSY), GRBM_STATUS2 0x24000000 (CPC_BUSY, RLC_BUSY), the rest 0.
 GRBM_STATUS = """\
 0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0xa0404000
   TA_BUSY = 1
@@ -196,7 +196,7 @@ GRBM_STATUS = """\
   GUI_ACTIVE = 1
 """
 GRBM_STATUS2 = """\
-0000:01:00.0 BAR5+0x8008 GRBM_STATUS2 = 0x21000000
+0000:01:00.0 BAR5+0x8008 GRBM_STATUS2 = 0x24000000
   RLC_BUSY = 1
   CPF_BUSY = 0
   CPC_BUSY = 1
@@ -210,7 +210,7 @@ expect("hcq reg --count by offset", run(["reg", "01:00.0", "read", "0x800c", "--
        "0000:01:00.0 BAR5+0x800c = 0x0\n" + GRBM_STATUS)
 lines = run(["reg", "01:00.0", "read", "0x8008", "--count", "3", "--json"], True).splitlines()
 expect("hcq reg --json", [json.loads(l) for l in lines], [
-    {"address": "0000:01:00.0", "bar": 5, "offset": "0x8008", "name": "GRBM_STATUS2", "value": "0x21000000",
+    {"address": "0000:01:00.0", "bar": 5, "offset": "0x8008", "name": "GRBM_STATUS2", "value": "0x24000000",
      "fields": {"RLC_BUSY": 1, "CPF_BUSY": 0, "CPC_BUSY": 1, "CPG_BUSY": 0}},
     {"address": "0000:01:00.0", "bar": 5, "offset": "0x800c", "name": None, "value": "0x0", "fields": {}},
     {"address": "0000:01:00.0", "bar": 5, "offset": "0x8010", "name": "GRBM_STATUS", "value": "0xa0404000",

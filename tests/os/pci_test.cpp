@@ -484,6 +484,15 @@ TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
   EXPECT_EQ(status.fields[3].get(0x00200000), 1u);
   EXPECT_EQ(status.fields[10].name, "GUI_ACTIVE");
   EXPECT_EQ(status.fields[10].get(0x7fffffff), 0u);
+  // GRBM_STATUS2.RLC_BUSY: bit 24 on gfx9 only; bit 26 from gfx10.3 on, where bit 24 is
+  // SDMA2_RQ_PENDING (Linux gc_9_4_3 and gc_10_3_0/gc_11_0_0/gc_12_0_0 sh_mask.h
+  // GRBM_STATUS2__RLC_BUSY__SHIFT 0x18 / 0x1a).
+  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS2").fields[0].name, "RLC_BUSY");
+  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS2").fields[0].lo, 24);
+  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].name, "RLC_BUSY");
+  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].lo, 26);
+  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].get(1u << 24), 0u);
+  EXPECT_EQ(reg_named(s.registers(0x7550), "GRBM_STATUS2").fields[0].lo, 26);  // gfx1201
   // A device hcq has no target for: every name known once, none readable by name.
   const auto unknown = s.registers(0x1234);
   EXPECT_EQ(unknown.size(), navi31.size());

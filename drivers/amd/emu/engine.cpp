@@ -171,7 +171,7 @@ Engine::Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz
       kernels_(std::make_unique<KernelCache>()) {
   if (timestamp_hz_ == 0) throw hcq::InvalidInput("emulated GPU: timestamp frequency is 0");
   for (auto& p : pm4::packets()) {
-    if (!p.exists_on(gen_)) continue;  // an unknown opcode here (WAIT_REG_MEM64 on gfx9)
+    if (!p.exists_on(gen_)) continue;  // an unknown opcode here (WAIT_REG_MEM64 on gfx9, gfx10.3)
     pm4_info_[p.opcode] = &p;
     // The length rule of the description, shared with the decoder: exact or a minimum.
     const pm4::BodyLength n = pm4::body_length(pm4::Op(p.opcode), gen_);
@@ -704,7 +704,7 @@ Engine::Res Engine::exec_sdma(Queue& q, const uint32_t* p, uint32_t len) {
     case NOP: return Res::Done;
 
     case COPY_LINEAR: {
-      const Field& count = gen_ == Gen::Gfx9 ? COPY_LINEAR_COUNT_GFX9 : COPY_LINEAR_COUNT_GFX11_12;
+      const Field count = copy_count_field(gen_);
       uint64_t n = uint64_t{count.get(p)} + 1;
       uint64_t src = addr64(COPY_LINEAR_SRC_ADDR_LO_ALL.get(p), COPY_LINEAR_SRC_ADDR_HI_ALL.get(p));
       uint64_t dst = addr64(COPY_LINEAR_DST_ADDR_LO_ALL.get(p), COPY_LINEAR_DST_ADDR_HI_ALL.get(p));
