@@ -674,7 +674,7 @@ std::string KfdQueue::report(Gen gen) {
     const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
     out += "\n  " + std::string(mark) + " " + to_text(packets[i]);
   }
-  if (current < packets.size() && packets[current].ib_address) out += "\n" + ib_report(packets[current], gen);
+  if (current < packets.size() && packets[current].ib_address) out.append("\n").append(ib_report(packets[current], gen));
   return out;
 }
 

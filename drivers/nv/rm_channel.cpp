@@ -231,7 +231,7 @@ std::string GpfifoChannel::report() {
                            __atomic_load_n(&userd_->Get, __ATOMIC_ACQUIRE);
       const bool inside = get >= s.va && get < s.va + uint64_t(s.dwords) * 4;
       const uint32_t at = inside ? uint32_t((get - s.va) / 4) : 0;
-      out += "\n" + indirect_buffer_text(s.va, s.dwords, packets, inside ? &at : nullptr, "    ");
+      out.append("\n").append(indirect_buffer_text(s.va, s.dwords, packets, inside ? &at : nullptr, "    "));
       continue;
     }
     for (auto& p : packets) out += "\n            " + to_text(p);

@@ -32,14 +32,14 @@ std::string indirect_buffer_text(uint64_t va, size_t dwords, std::span<const Dec
   if (current == packets.size()) {
     out += ": position inside the indirect buffer unknown; its first packets:";
     for (size_t i = 0; i < packets.size() && i < 2 * kAround + 1; i++)
-      out += "\n" + indent + "  ?       " + to_text(packets[i]);
+      out.append("\n").append(indent).append("  ?       ").append(to_text(packets[i]));
     return out;
   }
   out += ", the engine at dword " + std::to_string(*at) + ":";
   for (size_t i = current > kAround ? current - kAround : 0;
        i < packets.size() && i <= current + kAround; i++) {
     const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
-    out += "\n" + indent + "  " + mark + " " + to_text(packets[i]);
+    out.append("\n").append(indent).append("  ").append(mark).append(" ").append(to_text(packets[i]));
   }
   return out;
 }

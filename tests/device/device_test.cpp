@@ -471,9 +471,10 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereTheEngineIsInsideABoundRecording) {
   for (size_t i = here - 8; i <= here + 8; i++)
     want << "\n      " << (i < here ? "done   " : i == here ? "HERE > " : "pending") << " "
          << to_text(packets[i]);
-  const size_t at = msg.find("\n" + want.str());
+  const std::string lines = std::string("\n").append(want.str());
+  const size_t at = msg.find(lines);
   ASSERT_NE(at, std::string::npos) << want.str() << "\n----\n" << msg;
-  const std::string after = msg.substr(at + 1 + want.str().size());
+  const std::string after = msg.substr(at + lines.size());
   EXPECT_FALSE(after.starts_with("\n      ")) << "more than 8 packets after the wait:\n" << msg;
   EXPECT_NE(packets[here].name.find("WAIT"), std::string::npos) << packets[here].name;
 }
