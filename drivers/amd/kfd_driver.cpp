@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "amd/decode.hpp"
 #include "amd/emu/kfd.hpp"
 #include "amd/encoders.hpp"
+#include "amd/ib_positions.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -121,6 +123,8 @@ class KfdQueue final : public HwQueue {
   std::string report(Gen gen);
 
  private:
+  // The packets of the indirect buffer `call` runs, around where the engine is in it.
+  std::string ib_report(const DecodedPacket& call, Gen gen);
   void wait_for_space(uint64_t needed_units);
   void submit_locked(const uint32_t* words, size_t n);
   void ring_doorbell();
@@ -173,6 +177,9 @@ class KfdDriver final : public DeviceDriver {
   }
   volatile uint64_t* doorbell(uint64_t doorbell_offset);
   os::Kernel& kernel() { return *kernel_; }
+  // The CPU's view of [va, va+bytes) when one allocation mapped for the CPU holds it, else null
+  // (device memory without a CPU mapping is a PROT_NONE reservation: never read it).
+  const void* host_view(uint64_t va, uint64_t bytes);
   int kfd_fd() const { return kfd_fd_; }
   uint32_t gpu_id() const { return node_.gpu_id; }
   Gen gen() const { return gen_; }
@@ -205,6 +212,8 @@ class KfdDriver final : public DeviceDriver {
   uint64_t private_next_ = 0;
   std::mutex private_mu_;
   std::vector<Allocation> private_allocs_;
+  std::mutex visible_mu_;
+  std::map<uint64_t, uint64_t> visible_;  // CPU-mapped allocations: va -> size
   void* doorbell_page_ = nullptr;
   uint64_t doorbell_base_ = 0;
   Allocation event_page_;
@@ -363,6 +372,10 @@ Allocation KfdDriver::alloc_at(uint64_t va, uint64_t size, uint32_t flags, Memor
   void* p = kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE,
                           MAP_SHARED | MAP_FIXED, drm_fd_, off_t(a.mmap_offset));
   if (p != MAP_FAILED) out.host = p;
+  if (out.host) {
+    std::lock_guard lk(visible_mu_);
+    visible_[va] = size;
+  }
   try {
     map_to_gpu(a.handle, "AMDKFD_IOC_MAP_MEMORY_TO_GPU");
   } catch (...) {
@@ -427,6 +440,10 @@ Allocation KfdDriver::map_user(void* host, uint64_t size) {
 }
 
 void KfdDriver::free(const Allocation& a) {
+  {
+    std::lock_guard lk(visible_mu_);
+    visible_.erase(a.va);
+  }
   if (a.host && !a.user) kernel_->munmap(a.host, a.size);  // the caller's memory stays mapped
   unmap_and_free(a.handle);
   if (!a.user) reserve(a.va, a.size);  // keep the range ours so no host mapping lands there
@@ -464,6 +481,15 @@ volatile uint64_t* KfdDriver::doorbell(uint64_t offset) {
   }
   return reinterpret_cast<volatile uint64_t*>(static_cast<char*>(doorbell_page_) +
                                               (offset & 0x1fff));
+}
+
+const void* KfdDriver::host_view(uint64_t va, uint64_t bytes) {
+  std::lock_guard lk(visible_mu_);
+  auto it = visible_.upper_bound(va);
+  if (it == visible_.begin()) return nullptr;
+  --it;
+  if (va - it->first >= it->second || bytes > it->second - (va - it->first)) return nullptr;
+  return reinterpret_cast<const void*>(va);  // mapped at the GPU address
 }
 
 std::unique_ptr<HwQueue> KfdDriver::create_queue(QueueKind kind) {
@@ -654,7 +680,34 @@ std::string KfdQueue::report(Gen gen) {
     const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
     out += "\n  " + std::string(mark) + " " + to_text(packets[i]);
   }
+  if (current < packets.size() && packets[current].ib_address) out.append("\n").append(ib_report(packets[current], gen));
   return out;
+}
+
+std::string KfdQueue::ib_report(const DecodedPacket& call, Gen gen) {
+  // The emulated GPU says where inside the IB it waits; a real one keeps that in CP
+  // registers a KFD process cannot read (amd/ib_positions.hpp), so its IB shows from the start.
+  uint64_t va = call.ib_address, size = call.ib_dwords;
+  uint32_t at = 0;
+  bool known = false;
+  if (auto lines = drv_.kernel().read_file(kEmulatorIbPositions)) {
+    std::istringstream in(*lines);
+    const std::string prefix = "queue " + std::to_string(queue_id_) + ": IB ";
+    for (std::string l; std::getline(in, l);) {
+      unsigned long long ib_va = 0;
+      unsigned ib_size = 0, pos = 0;
+      if (l.rfind(prefix, 0) == 0 &&
+          std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
+                      &pos) == 3) {
+        va = ib_va, size = ib_size, at = pos, known = true;
+      }
+    }
+  }
+  const void* host = drv_.host_view(va, size * 4);
+  if (!host) return "    indirect buffer " + hex(va) + ", " + std::to_string(size) + " dwords: not mapped for the CPU";
+  std::span<const uint32_t> words{static_cast<const uint32_t*>(host), size_t(size)};
+  auto packets = kind_ == QueueKind::Compute ? decode_pm4(words, gen) : decode_sdma(words, gen);
+  return indirect_buffer_text(va, size, packets, known ? &at : nullptr, "    ");
 }
 
 void KfdQueue::ring_doorbell() {

@@ -222,8 +222,19 @@ std::string GpfifoChannel::report() {
            ": " + hex(s.va) + ", " + std::to_string(s.dwords) + " dwords";
     const void* w = drv_.host_view(s.va, uint64_t(s.dwords) * 4);
     if (!w) continue;
-    for (auto& p : decode_push({static_cast<const uint32_t*>(w), s.dwords}, drv_.gen(), subs))
-      out += "\n            " + to_text(p);
+    auto packets = decode_push({static_cast<const uint32_t*>(w), s.dwords}, drv_.gen(), subs);
+    if (std::string(mark) == "HERE > " || std::string(mark) == "fetched") {
+      // USERD Get/GetHi: the push buffer get pointer (clc56f.h, "get offset, read only"). The
+      // emulated GPU leaves it on the method it waits at; whether a Volta+ host keeps it
+      // current in USERD is not documented, so a value outside the segment means unknown.
+      const uint64_t get = uint64_t(__atomic_load_n(&userd_->GetHi, __ATOMIC_ACQUIRE)) << 32 |
+                           __atomic_load_n(&userd_->Get, __ATOMIC_ACQUIRE);
+      const bool inside = get >= s.va && get < s.va + uint64_t(s.dwords) * 4;
+      const uint32_t at = inside ? uint32_t((get - s.va) / 4) : 0;
+      out.append("\n").append(indirect_buffer_text(s.va, s.dwords, packets, inside ? &at : nullptr, "    "));
+      continue;
+    }
+    for (auto& p : packets) out += "\n            " + to_text(p);
   }
   return out;
 }

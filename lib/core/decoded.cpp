@@ -21,6 +21,29 @@ std::string to_text(const DecodedPacket& p) {
   return line;
 }
 
+std::string indirect_buffer_text(uint64_t va, size_t dwords, std::span<const DecodedPacket> packets,
+                                 const uint32_t* at, const std::string& indent) {
+  constexpr size_t kAround = 8;  // packets shown either side of the current one
+  std::string out = indent + "indirect buffer " + hex(va) + ", " + std::to_string(dwords) + " dwords";
+  size_t current = packets.size();
+  if (at)
+    for (size_t i = 0; i < packets.size(); i++)
+      if (*at >= packets[i].offset && *at < packets[i].offset + packets[i].dwords) current = i;
+  if (current == packets.size()) {
+    out += ": position inside the indirect buffer unknown; its first packets:";
+    for (size_t i = 0; i < packets.size() && i < 2 * kAround + 1; i++)
+      out.append("\n").append(indent).append("  ?       ").append(to_text(packets[i]));
+    return out;
+  }
+  out += ", the engine at dword " + std::to_string(*at) + ":";
+  for (size_t i = current > kAround ? current - kAround : 0;
+       i < packets.size() && i <= current + kAround; i++) {
+    const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
+    out.append("\n").append(indent).append("  ").append(mark).append(" ").append(to_text(packets[i]));
+  }
+  return out;
+}
+
 void name_values(DecodedPacket& p, std::span<const ValueName> table) {
   for (auto& [field, v] : p.fields)
     for (const ValueName& e : table)

@@ -35,6 +35,13 @@ struct ValueName {
   uint32_t value;
   const char* name;
 };
+// The lines a hang report shows for a command buffer a queue runs (at `va`, `dwords` long,
+// decoded into `packets`): a title line, then the packets around dword `at` (where the engine
+// is) marked "done   ", "HERE > " or "pending", each line starting with `indent`. Without a
+// position, its first packets under the line "position inside the indirect buffer unknown".
+std::string indirect_buffer_text(uint64_t va, size_t dwords, std::span<const DecodedPacket> packets,
+                                 const uint32_t* at, const std::string& indent);
+
 // Adds the names `table` has for `p`'s field values.
 void name_values(DecodedPacket& p, std::span<const ValueName> table);
 

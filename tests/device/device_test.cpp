@@ -12,11 +12,14 @@
 #include <sstream>
 #include <thread>
 
+#include "amd/decode.hpp"
 #include "core/hcq.hpp"
 #include "common/hardware_devices.hpp"
 #include "common/interleave.hpp"
 #include "common/patterns.hpp"
 #include "kernels.hpp"
+#include "nv/push.hpp"
+#include "qcom/decode.hpp"
 
 namespace hcq {
 namespace {
@@ -417,6 +420,63 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereEachQueueWaits) {
   }
   never.set(1);  // release both queues so the device drains
   done.wait(k ? 2 : 1);
+}
+
+// A recording's words as `props`'s device decodes them (compute queue).
+std::vector<DecodedPacket> decode_compute(const DeviceProperties& props,
+                                          std::span<const uint32_t> words) {
+  if (amd::Gen g; props.vendor == "AMD" && amd::parse_gen(props.arch, g)) return amd::decode_pm4(words, g);
+  if (nv::Gen g; props.vendor == "NVIDIA" && nv::parse_gen(props.arch, g)) return nv::decode_push(words, g);
+  if (qcom::Gen g; props.vendor == "Qualcomm" && qcom::parse_gen(props.arch, g)) return qcom::decode_cp(words, g);
+  ADD_FAILURE() << "no decoder for " << props.vendor << " " << props.arch;
+  return {};
+}
+
+// A hang inside a bound recording: the ring holds only the call of its indirect buffer (a
+// GPFIFO entry, an IB), so the report follows that into the recording, names it and marks
+// the wait the engine is on, the packets around it decoded.
+TEST_P(EmulatedDevice, AHangReportShowsWhereTheEngineIsInsideABoundRecording) {
+  if (dev_->properties().vendor == "Qualcomm") GTEST_SKIP() << "not yet on Adreno";
+  Signal never = dev_->new_signal(), done = dev_->new_signal();
+  Buffer scratch = dev_->allocate(4096);
+  ComputeQueue c(*dev_);
+  for (int i = 0; i < 12; i++) c.signal_at(scratch.va() + 8 * i, i, false);
+  const size_t wait_cmd = c.commands();
+  c.wait(never, 1);
+  for (int i = 12; i < 24; i++) c.signal_at(scratch.va() + 8 * i, i, false);
+  c.signal(done, 1);
+  c.bind();
+  c.submit();
+  std::string msg;
+  try {
+    done.wait(1, std::chrono::milliseconds(100));
+    ADD_FAILURE() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    msg = e.what();
+  }
+  never.set(1);
+  done.wait(1);
+  const uint32_t* words = c.patch_bases().second;
+  ASSERT_NE(words, nullptr);
+  const size_t n = c.stream().size();
+  auto packets = decode_compute(dev_->properties(), {words, n});
+  const uint32_t wait_dword = c.sites_of(wait_cmd).back().dword;
+  size_t here = 0;
+  while (here < packets.size() && packets[here].offset + packets[here].dwords <= wait_dword) here++;
+  ASSERT_GT(here, 8u);
+  ASSERT_LT(here + 8, packets.size());
+  std::ostringstream want;
+  want << "    indirect buffer " << hex(reinterpret_cast<uint64_t>(words)) << ", " << n
+       << " dwords, the engine at dword " << packets[here].offset << ":";
+  for (size_t i = here - 8; i <= here + 8; i++)
+    want << "\n      " << (i < here ? "done   " : i == here ? "HERE > " : "pending") << " "
+         << to_text(packets[i]);
+  const std::string lines = std::string("\n").append(want.str());
+  const size_t at = msg.find(lines);
+  ASSERT_NE(at, std::string::npos) << want.str() << "\n----\n" << msg;
+  const std::string after = msg.substr(at + lines.size());
+  EXPECT_FALSE(after.starts_with("\n      ")) << "more than 8 packets after the wait:\n" << msg;
+  EXPECT_NE(packets[here].name.find("WAIT"), std::string::npos) << packets[here].name;
 }
 
 TEST_P(EmulatedDevice, ACopyToAnUnmappedAddressIsAMemoryFault) {

@@ -137,6 +137,16 @@ struct Engine::Queue {
   const char* cur_name = "";
   bool cur_in_ib = false;
   uint64_t cur_ib_va = 0, cur_off = 0;  // bytes
+  // The IB position a blocked packet waits at, for ib_positions() (read by other threads).
+  std::atomic<bool> waits_in_ib{false};
+  std::atomic<uint64_t> wait_ib_va{0};
+  std::atomic<uint32_t> wait_ib_size{0}, wait_ib_pos{0};
+  void publish_wait(const Ib& ib) {
+    wait_ib_va.store(ib.va, std::memory_order_relaxed);
+    wait_ib_size.store(ib.size, std::memory_order_relaxed);
+    wait_ib_pos.store(ib.pos, std::memory_order_relaxed);
+    waits_in_ib.store(true, std::memory_order_release);
+  }
 
   std::vector<uint32_t> sh = std::vector<uint32_t>(kShRegs);  // SET_SH_REG file
   std::vector<uint32_t> uconfig;                               // allocated on first use
@@ -270,6 +280,18 @@ uint64_t Engine::timestamp() const {
   return uint64_t((unsigned __int128)ns * timestamp_hz_ / 1'000'000'000u);
 }
 
+std::string Engine::ib_positions() {
+  std::string out;
+  std::lock_guard lk(mu_);
+  for (const auto& q : queues_)
+    if (q->waits_in_ib.load(std::memory_order_acquire))
+      out += strf("queue %u: IB 0x%llx %u dwords, at dword %u\n", q->d.id,
+                  ull(q->wait_ib_va.load(std::memory_order_relaxed)),
+                  q->wait_ib_size.load(std::memory_order_relaxed),
+                  q->wait_ib_pos.load(std::memory_order_relaxed));
+  return out;
+}
+
 void Engine::run() {
   using clock = std::chrono::steady_clock;
   auto last = clock::now();
@@ -384,7 +406,11 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
         bad(strf("PM4 packet (header 0x%08X) %s runs past the end of the IB (%u dwords left)", h,
                  q.where().c_str(), avail));
       Res r = exec_pm4(q, p, len);
-      if (r == Res::Blocked) return progress;
+      if (r == Res::Blocked) {
+        q.publish_wait(ib);
+        return progress;
+      }
+      q.waits_in_ib.store(false, std::memory_order_relaxed);
       if (r == Res::Done) ib.pos += len;  // Called: advanced when the callee returns
       progress = true;
       continue;
@@ -663,7 +689,11 @@ bool Engine::step_sdma(Queue& q, uint64_t wptr) {
         bad(strf("SDMA packet (header 0x%08X) %s runs past the end of the IB (%u dwords left)",
                  p[0], q.where().c_str(), avail));
       Res r = exec_sdma(q, p, uint32_t(len));
-      if (r == Res::Blocked) return progress;
+      if (r == Res::Blocked) {
+        q.publish_wait(ib);
+        return progress;
+      }
+      q.waits_in_ib.store(false, std::memory_order_relaxed);
       progress = true;
       if (r == Res::Done) ib.pos += uint32_t(len);  // Called: exec_sdma moved it
       continue;

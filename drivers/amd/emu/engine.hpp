@@ -59,6 +59,10 @@ class Engine {
   // Look at the doorbells now (the emulated KFD calls this before it sleeps in WAIT_EVENTS).
   void kick();
   uint64_t timestamp() const;  // the GPU clock counter
+  // Where each queue that waits inside an indirect buffer waits, one line per queue:
+  // "queue <id>: IB <va> <dwords> dwords, at dword <n>" (the CP's IB1 base, size and read
+  // position, which a real GPU keeps in registers user space cannot read).
+  std::string ib_positions();
 
  private:
   struct Queue;

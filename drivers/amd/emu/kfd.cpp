@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "amd/emu/engine.hpp"
+#include "amd/ib_positions.hpp"
 #include "os/emulated_kernel.hpp"
 
 namespace hcq::amd::emu {
@@ -71,6 +72,8 @@ class KfdState final : public GpuEvents {
     std::lock_guard lk(mu_);
     return fault_log_;
   }
+
+  std::string ib_positions() { return engine_->ib_positions(); }
 
   // GpuEvents
   void interrupt(uint32_t context_id) override { signal_event(context_id); }
@@ -454,6 +457,10 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
   k->add_generated_file(std::string(kEmulatorFaultLog), [weak] {
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
+  });
+  k->add_generated_file(kEmulatorIbPositions, [weak] {
+    auto s = weak.lock();
+    return s ? s->ib_positions() : std::string();
   });
   k->add_node("/dev/dri/renderD" + std::to_string(kRenderMinor),
               std::make_shared<RenderNode>(state, target.vram_bytes,

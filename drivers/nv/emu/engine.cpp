@@ -42,6 +42,9 @@ struct ChannelError {
 
 // USERD's GP_GET and GP_PUT, and the error notifier's words, where the ABI header places them.
 constexpr uint64_t kGpGet = offsetof(rm::Userd, GPGet), kGpPut = offsetof(rm::Userd, GPPut);
+// USERD's push buffer get pointer (clc56f.h Get, GetHi: read-only to software): the byte
+// address of the method header the engine is on, written where it waits.
+constexpr uint64_t kGet = offsetof(rm::Userd, Get), kGetHi = offsetof(rm::Userd, GetHi);
 constexpr uint64_t kGpfifoEntryBytes = sizeof(uint64_t);
 constexpr uint32_t kMethodDwords = 0x4000 / 4;    // a class's method space
 // Methods below this offset belong to the host on every subchannel (clc56f.h: the host's
@@ -266,6 +269,13 @@ void Engine::fetch_rest(Channel& c) {
   store<uint32_t>(mem_, c.d.userd_va + kGpGet, c.gp_get);
 }
 
+Engine::Res Engine::blocked_at(Channel& c) {
+  const uint64_t get = c.seg_va + uint64_t(c.pos) * 4;
+  store<uint32_t>(mem_, c.d.userd_va + kGet, uint32_t(get));
+  store<uint32_t>(mem_, c.d.userd_va + kGetHi, uint32_t(get >> 32));
+  return Res::Blocked;
+}
+
 Engine::Res Engine::exec_segment(Channel& c) {
   if (c.seg_dwords == 0) return Res::Done;  // a control entry: nothing to fetch
   const auto* mem = static_cast<const uint32_t*>(mem_.translate(c.seg_va, uint64_t(c.seg_dwords) * 4));
@@ -288,7 +298,7 @@ Engine::Res Engine::exec_segment(Channel& c) {
           c.pos += h.dwords();
           continue;
         case Framing::Immediate:
-          if (method(c, h.subchannel, h.method, h.count) == Res::Blocked) return Res::Blocked;
+          if (method(c, h.subchannel, h.method, h.count) == Res::Blocked) return blocked_at(c);
           c.pos += h.dwords();
           continue;
         case Framing::EndSegment:
@@ -310,7 +320,7 @@ Engine::Res Engine::exec_segment(Channel& c) {
       for (uint32_t i = c.resume; i < h.count; i++) {
         if (method(c, h.subchannel, h.method_of(i), *at(c.pos + 1 + i)) == Res::Blocked) {
           c.resume = i;
-          return Res::Blocked;
+          return blocked_at(c);
         }
       }
       c.pos += h.dwords();

@@ -82,6 +82,8 @@ class Engine {
   bool pass();
   bool step(Channel& c);
   Res exec_segment(Channel& c);
+  // Publishes where the engine waits (USERD Get/GetHi) and returns Res::Blocked.
+  Res blocked_at(Channel& c);
   void fetch_rest(Channel& c);  // take the rest of the segment and move GP_GET past it
   Res method(Channel& c, uint32_t subchannel, uint16_t m, uint32_t data);
   Res host_method(Channel& c, uint16_t m, uint32_t data);
