@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/device.hpp"
@@ -49,6 +51,8 @@ class AdrenoQueue final : public HwQueue {
     return (size_t{1} << CP_INDIRECT_BUFFER_IB_SIZE.width) - 1;
   }
   std::string report();
+  // A bound IB's packets around where the CP is in it (the hang report's current submission).
+  std::string bound_ib_text(uint64_t va, std::span<const uint32_t> words);
 
  private:
   struct Submitted {
@@ -88,6 +92,7 @@ class AdrenoDriver final : public DeviceDriver {
   std::string hang_report() override;
 
   Kmd& kmd() { return *kmd_; }
+  os::Kernel& kernel() { return *kernel_; }
   Gen gen() const { return gen_; }
   Allocation private_alloc(uint64_t size);
   [[noreturn]] void raise_fault(const std::string& what);
@@ -435,6 +440,28 @@ void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords) {
   if (r < 0) drv_.fail("submitting", r);
 }
 
+std::string AdrenoQueue::bound_ib_text(uint64_t va, std::span<const uint32_t> words) {
+  // The emulated CP says where inside the IB it waits (kgsl_abi.hpp kEmulatorIbPositions); a
+  // real one shows CP_IB1_BASE / CP_IB1_REM_SIZE only in a snapshot, so its IB shows from the
+  // start.
+  uint32_t at = 0;
+  bool known = false;
+  if (auto lines = drv_.kernel().read_file(kEmulatorIbPositions)) {
+    std::istringstream in(*lines);
+    for (std::string l; std::getline(in, l);) {
+      unsigned long long ib_va = 0;
+      unsigned dwords = 0, pos = 0;
+      if (std::sscanf(l.c_str(), "IB %llx %u dwords, at dword %u", &ib_va, &dwords, &pos) == 3 &&
+          ib_va == va && dwords == words.size() && pos < dwords) {
+        at = pos;
+        known = true;
+      }
+    }
+  }
+  return indirect_buffer_text(va, words.size(), decode_cp(words, drv_.gen()), known ? &at : nullptr,
+                              "    ");
+}
+
 std::string AdrenoQueue::report() {
   std::unique_lock lk(mu_, std::try_to_lock);
   if (!lk.owns_lock()) return drv_.properties().name + ": compute queue: (busy submitting)";
@@ -448,13 +475,21 @@ std::string AdrenoQueue::report() {
   for (const Submitted& s : inflight_) {
     out += "\n  " + std::string(first ? "HERE > " : "pending") + " " + word + " " +
            std::to_string(s.fence);
+    const bool current = first;
     first = false;
     for (const IbRef& ib : s.ibs) {
-      out += "\n    IB " + hex(ib.va) + ", " + std::to_string(ib.bytes / 4) + " dwords";
       const bool in_ring = ib.va >= ring_.va && ib.va + ib.bytes <= ring_.va + ring_.size;
-      if (!in_ring) continue;  // a bound command buffer: its capture shows it
+      // Every object is mapped for the CPU at its GPU address, and one in flight stays mapped
+      // (frees wait for the work that uses it).
       auto* w = reinterpret_cast<const uint32_t*>(ib.va);
-      for (auto& p : decode_cp({w, size_t(ib.bytes / 4)}, drv_.gen())) out += "\n      " + to_text(p);
+      const size_t n = size_t(ib.bytes / 4);
+      if (!in_ring && current) {  // a bound command buffer the CP may be in: around its position
+        out.append("\n").append(bound_ib_text(ib.va, {w, n}));
+        continue;
+      }
+      out += "\n    IB " + hex(ib.va) + ", " + std::to_string(n) + " dwords";
+      if (!in_ring) continue;  // a bound command buffer still to come
+      for (auto& p : decode_cp({w, n}, drv_.gen())) out += "\n      " + to_text(p);
     }
   }
   return out;

@@ -436,7 +436,6 @@ std::vector<DecodedPacket> decode_compute(const DeviceProperties& props,
 // GPFIFO entry, an IB), so the report follows that into the recording, names it and marks
 // the wait the engine is on, the packets around it decoded.
 TEST_P(EmulatedDevice, AHangReportShowsWhereTheEngineIsInsideABoundRecording) {
-  if (dev_->properties().vendor == "Qualcomm") GTEST_SKIP() << "not yet on Adreno";
   Signal never = dev_->new_signal(), done = dev_->new_signal();
   Buffer scratch = dev_->allocate(4096);
   ComputeQueue c(*dev_);
@@ -477,7 +476,7 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereTheEngineIsInsideABoundRecording) {
   const std::string after = msg.substr(at + lines.size());
   EXPECT_FALSE(after.starts_with("\n      ")) << "more than 8 packets after the wait:\n" << msg;
   // The packet marked is the wait: AMD's WAIT_REG_MEM(64), NVIDIA's semaphore acquire (a HOST
-  // method run ending in SEM_EXECUTE).
+  // method run ending in SEM_EXECUTE), Adreno's CP_WAIT_REG_MEM.
   const std::string wait_text = to_text(packets[here]);
   const bool nv = dev_->properties().vendor == "NVIDIA";
   EXPECT_NE(wait_text.find(nv ? "SEM_EXECUTE" : "WAIT_REG_MEM"), std::string::npos) << wait_text;

@@ -63,6 +63,7 @@ struct Engine::Context {
   size_t ib_index = 0;           // next IB of the front submission
   int turn_left = 0;             // packets this turn may still run (Interleaver::turn)
   std::vector<Frame> stack;      // the IB being run (and the one it called)
+  bool published = false;       // its wait position is in Engine::waiting_
   std::vector<uint32_t> regs = std::vector<uint32_t>(0x10000, 0);
   std::vector<uint32_t> consts = std::vector<uint32_t>(kConstDwords, 0);
   // UAV descriptors as CP_LOAD_STATE6 (ST6_UAV) loaded them, and the address it read them from.
@@ -125,7 +126,11 @@ bool Engine::take_inbox() {
     c->pending.push_back({in.timestamp, std::move(in.ibs)});
   }
   inbox_.clear();
-  for (uint32_t id : removals_) contexts_.erase(id);
+  for (uint32_t id : removals_) {
+    contexts_.erase(id);
+    std::lock_guard plk(positions_mu_);
+    waiting_.erase(id);
+  }
   removals_.clear();
   if (removals_done_ != removal_requests_) {
     removals_done_ = removal_requests_;
@@ -176,6 +181,29 @@ void Engine::run() {
   removed_cv_.notify_all();  // stop_ releases any remover
 }
 
+std::string Engine::ib_positions() {
+  std::lock_guard lk(positions_mu_);
+  std::string out;
+  for (const auto& [context, w] : waiting_)
+    out.append("IB ").append(hex(w.va)).append(" ").append(std::to_string(w.dwords))
+        .append(" dwords, at dword ").append(std::to_string(w.pos)).append("\n");
+  return out;
+}
+
+void Engine::publish_wait(Context& c) {
+  if (c.stack.empty()) return;
+  const Context::Frame& f = c.stack.back();
+  std::lock_guard lk(positions_mu_);
+  waiting_[c.id] = {f.va, f.dwords, f.pos};
+  c.published = true;
+}
+
+void Engine::unpublish_wait(Context& c) {
+  std::lock_guard lk(positions_mu_);
+  waiting_.erase(c.id);
+  c.published = false;
+}
+
 bool Engine::step(Context& c) {
   bool progress = false;
   c.turn_left = interleave_.turn(INT32_MAX);
@@ -195,7 +223,11 @@ bool Engine::step(Context& c) {
         c.stack.push_back({ib.va, ib.dwords, 0});
       }
       const Res r = exec_ib(c);
-      if (r == Res::Blocked) return progress;
+      if (r == Res::Blocked) {
+        publish_wait(c);
+        return progress;
+      }
+      if (c.published) unpublish_wait(c);
       if (r == Res::Yield) return true;  // it ran a packet of this turn at least
       progress = true;
     }

@@ -47,6 +47,10 @@ class Engine {
   void submit(uint32_t context, uint32_t timestamp, std::vector<Ib> ibs);
   void remove_context(uint32_t context);
   uint64_t always_on() const;  // CP_ALWAYS_ON_COUNTER
+  // Where each context blocked inside an indirect buffer waits, one line per context:
+  // "IB 0x<va> <dwords> dwords, at dword <n>" (the CP's CP_IB1_BASE / CP_IB1_REM_SIZE, which
+  // a real GPU shows only in a KGSL snapshot or an msm devcoredump).
+  std::string ib_positions();
 
  private:
   struct Context;
@@ -56,6 +60,8 @@ class Engine {
   void run();
   bool step(Context& c);
   Res exec_ib(Context& c);
+  void publish_wait(Context& c);  // a blocked context's IB position, for ib_positions()
+  void unpublish_wait(Context& c);
   Res packet(Context& c, const uint32_t* p, uint32_t n, uint32_t& skip);
   void launch(Context& c, const uint32_t* p);
   void bind_uavs(Context& c, const std::string& kernel, uint32_t uses);
@@ -73,6 +79,12 @@ class Engine {
   std::condition_variable cv_, removed_cv_;
   std::vector<Incoming> inbox_;
   std::vector<uint32_t> removals_;
+  std::mutex positions_mu_;  // waiting_ only: read by ib_positions() from other threads
+  struct WaitPosition {
+    uint64_t va;
+    uint32_t dwords, pos;
+  };
+  std::map<uint32_t, WaitPosition> waiting_;  // by context
   uint64_t removal_requests_ = 0, removals_done_ = 0;
   std::map<uint32_t, std::unique_ptr<Context>> contexts_;  // engine thread only
   std::unique_ptr<KernelCache> kernels_;

@@ -32,6 +32,7 @@ class KgslState final : public GpuEvents {
   int ioctl(unsigned long req, void* arg);
   void* mmap(void* addr, size_t len, int flags, off_t off);
   int munmap(void* addr, size_t len);
+  std::string ib_positions() { return engine_.ib_positions(); }
   std::string fault_log() {
     std::lock_guard lk(mu_);
     return fault_log_;
@@ -269,6 +270,10 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_c
   k->add_generated_file(kEmulatorFaultLog, [weak] {
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
+  });
+  k->add_generated_file(kEmulatorIbPositions, [weak] {
+    auto s = weak.lock();
+    return s ? s->ib_positions() : std::string();
   });
   return k;
 }

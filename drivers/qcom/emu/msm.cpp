@@ -39,6 +39,7 @@ class MsmState final : public GpuEvents {
 
   int ioctl(unsigned long req, void* arg);
   void* mmap(void* addr, size_t len, int flags, off_t off);
+  std::string ib_positions() { return engine_.ib_positions(); }
   std::string fault_log() {
     std::lock_guard lk(mu_);
     return fault_log_;
@@ -301,6 +302,10 @@ std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target, bool 
   k->add_generated_file(kEmulatorFaultLog, [weak] {  // the same debugfs-style file as KGSL's
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
+  });
+  k->add_generated_file(kEmulatorIbPositions, [weak] {
+    auto s = weak.lock();
+    return s ? s->ib_positions() : std::string();
   });
   return k;
 }
