@@ -5,13 +5,13 @@
 namespace hcq {
 namespace {
 
-// Twenty one-dword packets named P0..P19.
+// `n` one-dword packets named P0, P1, ...
 std::vector<DecodedPacket> packets(uint32_t n) {
   std::vector<DecodedPacket> out(n);
   for (uint32_t i = 0; i < n; i++) {
     out[i].offset = i;
     out[i].dwords = 1;
-    out[i].name = "P" + std::to_string(i);
+    out[i].name = std::string("P").append(std::to_string(i));
   }
   return out;
 }
