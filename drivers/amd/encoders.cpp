@@ -27,13 +27,14 @@ constexpr uint32_t kLdsBlockBytes = 512;
 constexpr unsigned kPgmAddressShift = 8;
 
 // A PM4 packet of `body` body dwords at the end of `cs`, its header written.
-desc::PacketWriter pm4_packet(CommandStream& cs, Op op, uint32_t body,
+HCQ_DESC_INLINE desc::PacketWriter pm4_packet(CommandStream& cs, Op op, uint32_t body,
                               std::vector<PatchSite>* s = nullptr) {
   desc::PacketWriter w(cs, 1 + body, s);
   w.set(kHeader, header(op, body));
   return w;
 }
-desc::PacketWriter sdma_packet(CommandStream& cs, sdma::Op op, std::vector<PatchSite>* s) {
+HCQ_DESC_INLINE desc::PacketWriter sdma_packet(CommandStream& cs, sdma::Op op,
+                                               std::vector<PatchSite>* s) {
   desc::PacketWriter w(cs, sdma::packet_dwords(op), s);
   w.set(kHeader, sdma::header(op));
   return w;
@@ -234,9 +235,12 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
   // API input: a block dimension past NUM_THREAD_FULL is an error here (DIM_X/Y/Z hold any
   // 32-bit grid); replays patch values recording accepted.
   const RegField& full = COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL;
-  const uint32_t bx = desc::checked(full, block.x, "COMPUTE_NUM_THREAD_X"),
-                 by = desc::checked(full, block.y, "COMPUTE_NUM_THREAD_Y"),
-                 bz = desc::checked(full, block.z, "COMPUTE_NUM_THREAD_Z");
+  if ((block.x | block.y | block.z) > full.bits().mask()) [[unlikely]] {  // the message names which
+    desc::checked(full, block.x, "COMPUTE_NUM_THREAD_X");
+    desc::checked(full, block.y, "COMPUTE_NUM_THREAD_Y");
+    desc::checked(full, block.z, "COMPUTE_NUM_THREAD_Z");
+  }
+  const uint32_t bx = full(block.x), by = full(block.y), bz = full(block.z);
   const auto& k = static_cast<const AmdKernel&>(obj);
   const AmdKernel::DispatchTemplate* t = &k.dispatch;
   AmdKernel local;

@@ -82,7 +82,7 @@ enum Op : uint8_t {
 #undef PM4_VALUE
 
 // The fixed body length of `op`, 0 when it varies (PM4_PACKET's body_dwords).
-constexpr uint32_t fixed_body_dwords(Op op) {
+HCQ_DESC_INLINE constexpr uint32_t fixed_body_dwords(Op op) {
   switch (op) {
 #define PM4_PACKET(id, opc, n) case id: return n;
 #define PM4_FIELD(...)
@@ -94,8 +94,7 @@ constexpr uint32_t fixed_body_dwords(Op op) {
 }
 // The body length of a packet without a tail on `g`: its fixed length, or its last field there
 // (ACQUIRE_MEM: 6 on gfx9, 7 on gfx10+).
-constexpr uint32_t body_dwords(Op op, Gen g) {
-  if (uint32_t n = fixed_body_dwords(op)) return n;
+constexpr uint32_t varying_body_dwords(Op op, Gen g) {
   uint32_t n = 0;
 #define PM4_PACKET(...)
 #define PM4_FIELD(pkt, f, gens, dw, lo, w) \
@@ -104,6 +103,12 @@ constexpr uint32_t body_dwords(Op op, Gen g) {
 #undef PM4_PACKET
 #undef PM4_FIELD
   return n;
+}
+// The body length of `op` on `g`. Inlined so a fixed-length packet's length is a constant where
+// the encoder writes it (the packet then zeroes and fills with plain stores).
+HCQ_DESC_INLINE constexpr uint32_t body_dwords(Op op, Gen g) {
+  if (uint32_t n = fixed_body_dwords(op)) return n;
+  return varying_body_dwords(op, g);
 }
 
 // What the body length of `op` must be on `g`: exactly `dwords` (fixed packets, PM4_LENGTH_BY_GEN)

@@ -16,6 +16,10 @@
 
 namespace hcq::desc {
 
+// Encoders write packets through these on every launch: inlined always, so a packet costs its
+// stores (GCC -O2 otherwise calls set64 through the PLT of libhcq).
+#define HCQ_DESC_INLINE [[gnu::always_inline]] inline
+
 constexpr uint32_t low_mask(uint32_t width) {
   return width >= 32 ? 0xffffffffu : (1u << width) - 1;
 }
@@ -53,13 +57,14 @@ uint32_t checked(const F& f, uint64_t v, std::string_view what) {
 // site at the LO dword, as the description places it. F: a field with `dword`, `lo`, `width`.
 class PacketWriter {
  public:
-  PacketWriter(CommandStream& cs, uint32_t dwords, std::vector<PatchSite>* sites = nullptr)
+  HCQ_DESC_INLINE PacketWriter(CommandStream& cs, uint32_t dwords,
+                               std::vector<PatchSite>* sites = nullptr)
       : at_(uint32_t(cs.size())), p_(cs.grow(dwords)), n_(dwords), sites_(sites) {
     for (uint32_t i = 0; i < dwords; ++i) p_[i] = 0;
   }
   // Writing into a caller's buffer (a template being prepared, a ring slot).
-  PacketWriter(uint32_t* words, uint32_t dwords, uint32_t at = 0,
-               std::vector<PatchSite>* sites = nullptr)
+  HCQ_DESC_INLINE PacketWriter(uint32_t* words, uint32_t dwords, uint32_t at = 0,
+                               std::vector<PatchSite>* sites = nullptr)
       : at_(at), p_(words), n_(dwords), sites_(sites) {
     for (uint32_t i = 0; i < dwords; ++i) p_[i] = 0;
   }
@@ -70,33 +75,35 @@ class PacketWriter {
   uint32_t at() const { return at_; }
 
   template <class F>
-  PacketWriter& set(const F& f, uint64_t v) {
+  HCQ_DESC_INLINE PacketWriter& set(const F& f, uint64_t v) {
     p_[f.dword] |= Bits{uint8_t(f.lo), uint8_t(f.width)}(v);
     return *this;
   }
   // A 64-bit value over two whole-dword fields; with a role, a patch site for it.
   template <class F>
-  PacketWriter& set64(const F& lo, const F& hi, uint64_t v) {
+  HCQ_DESC_INLINE PacketWriter& set64(const F& lo, const F& hi, uint64_t v) {
     p_[lo.dword] = uint32_t(v);
     p_[hi.dword] = uint32_t(v >> 32);
     return *this;
   }
   template <class F>
-  PacketWriter& set64(const F& lo, const F& hi, uint64_t v, PatchRole role, uint64_t add = 0) {
+  HCQ_DESC_INLINE PacketWriter& set64(const F& lo, const F& hi, uint64_t v, PatchRole role,
+                                      uint64_t add = 0) {
     set64(lo, hi, v);
     site(lo, hi, role, add);
     return *this;
   }
   // A 32-bit site at field `f`: the low or the high half of the value it is patched with.
   template <class F>
-  PacketWriter& site32(const F& f, PatchFormat half, PatchRole role, uint64_t add = 0) {
+  HCQ_DESC_INLINE PacketWriter& site32(const F& f, PatchFormat half, PatchRole role,
+                                       uint64_t add = 0) {
     if (sites_) sites_->push_back(offset_site(at_ + f.dword, half, role, add));
     return *this;
   }
 
  private:
   template <class F>
-  void site(const F& lo, const F& hi, PatchRole role, uint64_t add) {
+  HCQ_DESC_INLINE void site(const F& lo, const F& hi, PatchRole role, uint64_t add) {
     if (!sites_) return;
     // LO then HI in consecutive dwords (PM4, SDMA, CP) or HI then LO (NVIDIA's UPPER/LOWER).
     const bool lo_first = hi.dword == lo.dword + 1u;

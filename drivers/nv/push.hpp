@@ -142,26 +142,26 @@ constexpr uint32_t run_data_dword(uint16_t first, uint16_t method) {
 // over a LO/HI or UPPER/LOWER method pair records its patch site where the run puts it.
 class MethodRun {
  public:
-  MethodRun(CommandStream& cs, uint32_t subchannel, uint16_t first, uint32_t count,
+  HCQ_DESC_INLINE MethodRun(CommandStream& cs, uint32_t subchannel, uint16_t first, uint32_t count,
             std::vector<PatchSite>* sites = nullptr)
       : first_(first), w_(cs, 1 + count, sites) {
     w_.words()[0] = inc(subchannel, first, count);
   }
   // The whole data dword of `method`.
-  MethodRun& set(uint16_t method, uint32_t v) {
+  HCQ_DESC_INLINE MethodRun& set(uint16_t method, uint32_t v) {
     w_.set(slot(method), v);
     return *this;
   }
   // A described field of one of the run's methods.
-  MethodRun& set(const MethodField& f, uint64_t v) {
+  HCQ_DESC_INLINE MethodRun& set(const MethodField& f, uint64_t v) {
     w_.set(Slot{f.name, data_dword(f.method), f.lo, f.width}, v);
     return *this;
   }
-  MethodRun& set64(uint16_t lo_method, uint16_t hi_method, uint64_t v) {
+  HCQ_DESC_INLINE MethodRun& set64(uint16_t lo_method, uint16_t hi_method, uint64_t v) {
     w_.set64(slot(lo_method), slot(hi_method), v);
     return *this;
   }
-  MethodRun& set64(uint16_t lo_method, uint16_t hi_method, uint64_t v, PatchRole role,
+  HCQ_DESC_INLINE MethodRun& set64(uint16_t lo_method, uint16_t hi_method, uint64_t v, PatchRole role,
                    uint64_t add = 0) {
     w_.set64(slot(lo_method), slot(hi_method), v, role, add);
     return *this;
