@@ -18,8 +18,8 @@
 
 #include "amd/code_object.hpp"
 #include "amd/decode.hpp"
-#include "amd/emu/kfd.hpp"
 #include "amd/encoders.hpp"
+#include "amd/fault_log.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -473,7 +473,7 @@ void KfdDriver::check_faults() { fault_.check(); }
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string KfdDriver::hang_report() {
