@@ -157,9 +157,8 @@ class KfdDriver final : public DeviceDriver {
   Allocation map_user(void* host, uint64_t size) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
-  std::unique_ptr<ProgramImage> load_program(Device& dev,
-                                             std::span<const std::byte> image) override {
-    return load_amd_program(dev, image);
+  ProgramLayout program_layout(std::span<const std::byte> image) override {
+    return amd_program_layout(props_, image);
   }
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
