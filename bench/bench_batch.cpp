@@ -25,7 +25,7 @@ struct Fixture {
     dev = Device::open(device);
     auto image = kernels::code_object(dev->properties().arch);
     if (image.empty()) return;
-    img = dev->driver().load_program(*dev, image);
+    img = load_program(*dev, image);
     ok = true;
   }
 };

@@ -105,7 +105,7 @@ int cmd_run(const std::string& name, uint32_t n, bool json) {
   if (image.empty())
     throw Error("no code object was built for " + p.arch +
                 " (install clang-19 and lld-19, then rebuild)");
-  auto loaded = std::shared_ptr<const ProgramImage>(dev->driver().load_program(*dev, image));
+  auto loaded = std::shared_ptr<const ProgramImage>(load_program(*dev, image));
   Program vector_add(*dev, loaded, "vector_add"), scale_add(*dev, loaded, "scale_add");
   Program empty(*dev, loaded, "empty");
 
@@ -212,7 +212,7 @@ int cmd_trace(const std::string& name, const std::string& path) {
   const auto& p = dev->properties();
   auto image = kernels::code_object(p.arch);
   if (image.empty()) throw Error("no code object was built for " + p.arch);
-  auto loaded = std::shared_ptr<const ProgramImage>(dev->driver().load_program(*dev, image));
+  auto loaded = std::shared_ptr<const ProgramImage>(load_program(*dev, image));
   Program vector_add(*dev, loaded, "vector_add"), scale_add(*dev, loaded, "scale_add");
   const uint32_t n = 1 << 16, block = 256, groups = n / block;
   const uint64_t bytes = uint64_t(n) * 4;

@@ -19,8 +19,8 @@
 
 #include "amd/code_object.hpp"
 #include "amd/decode.hpp"
-#include "amd/emu/kfd.hpp"
 #include "amd/encoders.hpp"
+#include "amd/fault_log.hpp"
 #include "amd/ib_positions.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
@@ -161,9 +161,8 @@ class KfdDriver final : public DeviceDriver {
   Allocation map_user(void* host, uint64_t size) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
-  std::unique_ptr<ProgramImage> load_program(Device& dev,
-                                             std::span<const std::byte> image) override {
-    return load_amd_program(dev, image);
+  ProgramLayout program_layout(std::span<const std::byte> image) override {
+    return amd_program_layout(props_, image);
   }
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
@@ -505,7 +504,7 @@ void KfdDriver::check_faults() { fault_.check(); }
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, emu::kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
 }
 
 std::string KfdDriver::hang_report() {

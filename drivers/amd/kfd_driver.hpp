@@ -28,7 +28,8 @@ struct KfdNode {
 };
 std::vector<KfdNode> kfd_gpu_nodes(os::Kernel& kernel);
 
-// Parse, check and load an AMDHSA code object on `dev` (program_image.cpp).
-std::unique_ptr<ProgramImage> load_amd_program(Device& dev, std::span<const std::byte> image);
+// Parse and check an AMDHSA code object for the device `props` describes, and lay it out
+// (program_image.cpp).
+ProgramLayout amd_program_layout(const DeviceProperties& props, std::span<const std::byte> image);
 
 }  // namespace hcq::amd

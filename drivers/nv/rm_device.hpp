@@ -50,7 +50,7 @@ class RmDriver final : public DeviceDriver {
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   void submit_indirect(std::span<const IndirectRun> runs) override;
-  std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
+  ProgramLayout program_layout(std::span<const std::byte> image) override;
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
   std::string hang_report() override;

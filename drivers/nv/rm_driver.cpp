@@ -613,8 +613,8 @@ void RmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   std::this_thread::sleep_for(std::min<std::chrono::microseconds>(timeout, std::chrono::microseconds(50)));
 }
 
-std::unique_ptr<ProgramImage> RmDriver::load_program(Device& dev, std::span<const std::byte> image) {
-  return load_cubin_image(dev, *this, image);
+ProgramLayout RmDriver::program_layout(std::span<const std::byte> image) {
+  return cubin_layout(*this, image);
 }
 
 std::unique_ptr<DeviceDriver> open_rm_device(std::shared_ptr<os::Kernel> kernel, int index,

@@ -86,7 +86,7 @@ class AdrenoDriver final : public DeviceDriver {
   std::unique_ptr<hcq::Encoder> encoder(QueueKind) override {
     return std::make_unique<CpEncoder>(gen_, mem_);
   }
-  std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) override;
+  ProgramLayout program_layout(std::span<const std::byte> image) override;
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
   std::string hang_report() override;
@@ -497,90 +497,89 @@ std::string AdrenoQueue::report() {
 
 // ---- programs -------------------------------------------------------------------------
 
-class AdrenoProgramImage final : public KernelTable<AdrenoKernel> {
- public:
-  AdrenoProgramImage(Device& dev, Gen gen, std::span<const std::byte> file)
-      : KernelTable("Adreno") {
-    Ir3Module m = parse_ir3(file);
-    if (m.family && m.family != uint32_t(gen))
-      throw InvalidInput(dev.name() + ": ir3 container is built for a" + std::to_string(m.family) +
-                         "xx, the device is a" + std::to_string(int(gen)) + "xx");
-    uint64_t total = 0;
-    const auto places = place_ir3(m, file.size(), total);
-    std::vector<std::byte> image(total);
-    std::memcpy(image.data(), kLoadedMagic, 8);
-    const uint64_t file_bytes = file.size();
-    std::memcpy(image.data() + 8, &file_bytes, 8);
-    std::memcpy(image.data() + kLoadedHeaderBytes, file.data(), file.size());
-    for (size_t i = 0; i < m.kernels.size(); i++) {
-      const Ir3Kernel& k = m.kernels[i];
-      std::memcpy(image.data() + places[i].code, k.instructions.data(), k.instructions.size() * 4);
-      if (!k.immediates.empty())
-        std::memcpy(image.data() + places[i].immediates, k.immediates.data(), k.immediates.size() * 4);
-    }
-    memory_ = dev.allocate(total, MemoryKind::Device, true);
-    std::memcpy(memory_.host(), image.data(), image.size());
-    for (size_t i = 0; i < m.kernels.size(); i++) {
-      const Ir3Kernel& k = m.kernels[i];
-      if (k.local_memory_bytes || k.private_memory_bytes) {
-        unsupported_[k.name] = "needs local or private memory";
-        continue;
-      }
-      if (k.uavs.size() != k.uav_count) {  // a version-1 container
-        unsupported_[k.name] = "uses " + std::to_string(k.uav_count) +
-                               " UAVs that its version-1 ir3 container binds to no argument";
-        continue;
-      }
-      auto obj = std::make_shared<AdrenoKernel>();
-      obj->name = k.name;
-      obj->code_va = memory_.va() + places[i].code;
-      obj->instr_dwords = k.instructions.size();
-      obj->full_regs = k.full_regs;
-      obj->half_regs = k.half_regs;
-      obj->branch_stack = k.branch_stack;
-      obj->threadsize = k.threadsize;
-      obj->const_dwords = k.const_dwords;
-      obj->args_offset = k.args_offset;
-      obj->args_bytes = k.args_bytes;
-      obj->uav_count = k.uav_count;
-      obj->workgroup_id_regid = k.workgroup_id_regid;
-      obj->local_id_regid = k.local_id_regid;
-      if (!k.immediates.empty()) {
-        obj->immediates_va = memory_.va() + places[i].immediates;
-        obj->immediates_offset = k.immediates_offset;
-        obj->immediates_dwords = uint32_t(k.immediates.size());
-      }
-      obj->kernarg_size = std::max<uint32_t>(k.args_bytes, 16);
-      obj->kernarg_align = 16;
-      if (!k.uavs.empty()) {
-        // The descriptors follow the argument block in the kernarg area; their fixed words
-        // are laid there with it (kernarg_init), the addresses copied in by each launch.
-        constexpr uint32_t kDescBytes = kTEX_MEMOBJ_DWORDS * 4;
-        obj->uav_table_offset = uint32_t(align_up(obj->kernarg_size, 64));
-        obj->kernarg_size = obj->uav_table_offset + uint32_t(k.uavs.size()) * kDescBytes;
-        obj->kernarg_align = 64;
-        obj->kernarg_init.assign(obj->kernarg_size, std::byte{0});
-        for (size_t u = 0; u < k.uavs.size(); u++) {
-          obj->uav_arg_offsets.push_back(k.args[k.uavs[u].arg].offset);
-          uint32_t desc[kTEX_MEMOBJ_DWORDS];
-          CpEncoder::uav_descriptor(desc, k.uavs[u].format);
-          std::memcpy(obj->kernarg_init.data() + obj->uav_table_offset + u * kDescBytes, desc,
-                      kDescBytes);
-        }
-      }
-      CpEncoder(gen, {}).prepare(*obj);
-      for (const Ir3Arg& a : k.args)
-        obj->args.push_back({a.name, a.offset, a.size, a.kind, a.access});
-      kernels_[k.name] = std::move(obj);
-    }
+ProgramLayout AdrenoDriver::program_layout(std::span<const std::byte> file) {
+  const Gen gen = gen_;
+  Ir3Module m = parse_ir3(file);
+  if (m.family && m.family != uint32_t(gen))
+    throw InvalidInput(props_.name + ": ir3 container is built for a" + std::to_string(m.family) +
+                       "xx, the device is a" + std::to_string(int(gen)) + "xx");
+  uint64_t total = 0;
+  const auto places = place_ir3(m, file.size(), total);
+  std::vector<std::byte> image(total);
+  std::memcpy(image.data(), kLoadedMagic, 8);
+  const uint64_t file_bytes = file.size();
+  std::memcpy(image.data() + 8, &file_bytes, 8);
+  std::memcpy(image.data() + kLoadedHeaderBytes, file.data(), file.size());
+  for (size_t i = 0; i < m.kernels.size(); i++) {
+    const Ir3Kernel& k = m.kernels[i];
+    std::memcpy(image.data() + places[i].code, k.instructions.data(), k.instructions.size() * 4);
+    if (!k.immediates.empty())
+      std::memcpy(image.data() + places[i].immediates, k.immediates.data(), k.immediates.size() * 4);
   }
-
- private:
-  Buffer memory_;
-};
-
-std::unique_ptr<ProgramImage> AdrenoDriver::load_program(Device& dev, std::span<const std::byte> image) {
-  return std::make_unique<AdrenoProgramImage>(dev, gen_, image);
+  ProgramLayout l;
+  l.vendor = "Adreno";
+  l.size = total;
+  l.bytes = std::move(image);
+  for (size_t i = 0; i < m.kernels.size(); i++) {
+    const Ir3Kernel& k = m.kernels[i];
+    auto obj = std::make_shared<AdrenoKernel>();
+    obj->name = k.name;
+    if (k.local_memory_bytes || k.private_memory_bytes) {
+      l.kernels.push_back({std::move(obj), "needs local or private memory"});
+      continue;
+    }
+    if (k.uavs.size() != k.uav_count) {  // a version-1 container
+      l.kernels.push_back({std::move(obj), "uses " + std::to_string(k.uav_count) +
+                                               " UAVs that its version-1 ir3 container binds to "
+                                               "no argument"});
+      continue;
+    }
+    obj->code_va = places[i].code;
+    obj->instr_dwords = k.instructions.size();
+    obj->full_regs = k.full_regs;
+    obj->half_regs = k.half_regs;
+    obj->branch_stack = k.branch_stack;
+    obj->threadsize = k.threadsize;
+    obj->const_dwords = k.const_dwords;
+    obj->args_offset = k.args_offset;
+    obj->args_bytes = k.args_bytes;
+    obj->uav_count = k.uav_count;
+    obj->workgroup_id_regid = k.workgroup_id_regid;
+    obj->local_id_regid = k.local_id_regid;
+    if (!k.immediates.empty()) {
+      obj->immediates_va = places[i].immediates;
+      obj->immediates_offset = k.immediates_offset;
+      obj->immediates_dwords = uint32_t(k.immediates.size());
+    }
+    obj->kernarg_size = std::max<uint32_t>(k.args_bytes, 16);
+    obj->kernarg_align = 16;
+    if (!k.uavs.empty()) {
+      // The descriptors follow the argument block in the kernarg area; their fixed words
+      // are laid there with it (kernarg_init), the addresses copied in by each launch.
+      constexpr uint32_t kDescBytes = kTEX_MEMOBJ_DWORDS * 4;
+      obj->uav_table_offset = uint32_t(align_up(obj->kernarg_size, 64));
+      obj->kernarg_size = obj->uav_table_offset + uint32_t(k.uavs.size()) * kDescBytes;
+      obj->kernarg_align = 64;
+      obj->kernarg_init.assign(obj->kernarg_size, std::byte{0});
+      for (size_t u = 0; u < k.uavs.size(); u++) {
+        obj->uav_arg_offsets.push_back(k.args[k.uavs[u].arg].offset);
+        uint32_t desc[kTEX_MEMOBJ_DWORDS];
+        CpEncoder::uav_descriptor(desc, k.uavs[u].format);
+        std::memcpy(obj->kernarg_init.data() + obj->uav_table_offset + u * kDescBytes, desc,
+                    kDescBytes);
+      }
+    }
+    for (const Ir3Arg& a : k.args)
+      obj->args.push_back({a.name, a.offset, a.size, a.kind, a.access});
+    l.kernels.push_back({std::move(obj), ""});
+  }
+  l.place = [gen](KernelObject& kernel, uint64_t va) {
+    auto& k = static_cast<AdrenoKernel&>(kernel);
+    k.code_va += va;
+    if (k.immediates_va) k.immediates_va += va;  // 0: the kernel has no immediates
+    CpEncoder(gen, {}).prepare(k);
+  };
+  return l;
 }
 
 }  // namespace

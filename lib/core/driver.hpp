@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -97,6 +98,29 @@ class KernelTable : public ProgramImage {
   std::string vendor_;
 };
 
+// A code object as its driver lays it out in device memory (DeviceDriver::program_layout).
+// The driver only parses the file; lib/core's load_program (core/program.hpp) allocates the
+// memory, writes the bytes, copies them in and builds the ProgramImage.
+struct ProgramLayout {
+  std::string vendor;            // names the vendor in a not-launchable kernel's error ("AMD")
+  std::vector<std::byte> bytes;  // the image as placed at its start (before relocation)
+  uint64_t size = 0;             // bytes the image spans (zeros past `bytes`); at least 1 allocated
+  uint64_t alignment = 1;        // its address must be a multiple of this (an Error otherwise)
+  bool executable = true;
+  // Writes what depends on the address `va` the image got into its `size` placed bytes
+  // (relocations; AMD's loader writes the whole image here); may be empty.
+  std::function<void(std::span<std::byte> image, uint64_t va)> relocate;
+  struct Kernel {
+    // Addresses (code_va and the driver's own) still offsets from the image's start.
+    std::shared_ptr<KernelObject> object;
+    std::string unsupported;  // why it cannot launch (then it is not launchable), or empty
+  };
+  std::vector<Kernel> kernels;  // in the file's order
+  // Turns a kernel's offsets into addresses for an image at `va` and prepares what its
+  // launches need (the encoder's words); called once per launchable kernel.
+  std::function<void(KernelObject& kernel, uint64_t va)> place;
+};
+
 // Encodes the common queue commands into a command stream and returns the patch sites of
 // every patchable field, appended to `sites`.
 class Encoder {
@@ -172,9 +196,10 @@ class DeviceDriver {
     for (const IndirectRun& r : runs) r.queue->submit_indirect(r.va, r.ndwords);
   }
 
-  // Load a code object (the device's native format) into device memory.
-  virtual std::unique_ptr<ProgramImage> load_program(Device& dev,
-                                                     std::span<const std::byte> image) = 0;
+  // Parse a code object (the device's native format) and say how it lays out in device
+  // memory; lib/core's load_program (core/program.hpp) loads it. Throws InvalidInput for a
+  // malformed file or one built for another target.
+  virtual ProgramLayout program_layout(std::span<const std::byte> image) = 0;
 
   // Sleep until the device interrupts the host (a `wake` signal), or `timeout` passes.
   // Throws GpuFaultError when the device reports a fault.

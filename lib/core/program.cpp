@@ -9,18 +9,54 @@
 namespace hcq {
 namespace {
 
-std::shared_ptr<const ProgramImage> load(Device& dev, std::span<const std::byte> image) {
-  return dev.driver().load_program(dev, image);
-}
+// A program image as lib/core loads it: its device memory and its kernels.
+class LoadedProgram final : public KernelTable<KernelObject> {
+ public:
+  LoadedProgram(Device& dev, ProgramLayout layout) : KernelTable(layout.vendor) {
+    memory_ = dev.allocate(std::max<uint64_t>(layout.size, 1), MemoryKind::Device,
+                           layout.executable);
+    const uint64_t va = memory_.va();
+    if (va % layout.alignment)
+      throw Error(dev.name() + ": code memory at " + hex(va) + " is not aligned to " +
+                  std::to_string(layout.alignment));
+    std::vector<std::byte>& laid = layout.bytes;
+    if (laid.size() > layout.size) throw Error(dev.name() + ": program image overruns its memory");
+    laid.resize(layout.size);
+    if (layout.relocate) layout.relocate(laid, va);
+    if (memory_.host())
+      std::memcpy(memory_.host(), laid.data(), laid.size());
+    else
+      dev.copy_in(memory_, 0, laid.data(), laid.size());
+    dev.synchronize();
+    for (ProgramLayout::Kernel& k : layout.kernels) {
+      if (!k.unsupported.empty()) {
+        unsupported_[k.object->name] = k.unsupported;
+        continue;
+      }
+      if (layout.place)
+        layout.place(*k.object, va);
+      else
+        k.object->code_va += va;
+      kernels_[k.object->name] = std::move(k.object);
+    }
+  }
+
+ private:
+  Buffer memory_;
+};
 
 }  // namespace
+
+std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image) {
+  return std::make_unique<LoadedProgram>(dev, dev.driver().program_layout(image));
+}
 
 Device& Program::device() const {
   return link_->checked(("program '" + kernel_->name + "'").c_str());
 }
 
 Program::Program(Device& dev, std::span<const std::byte> image, const std::string& kernel)
-    : Program(dev, load(dev, image), kernel) {}
+    : Program(dev, load_program(dev, image), kernel) {}
 
 Program::Program(Device& dev, std::shared_ptr<const ProgramImage> image, const std::string& kernel)
     : link_(dev.link()), image_(std::move(image)) {

@@ -43,6 +43,12 @@ class KernelArgs {
   std::vector<Arg> args_;
 };
 
+// Load a code object (the device's native format) into the device's memory: the driver
+// lays it out (DeviceDriver::program_layout), this allocates, relocates and copies it and
+// builds its kernels. Throws InvalidInput for a file the device cannot load.
+// Thread safety: as Device::allocate and Device::copy_in; the image is read-only once loaded.
+std::unique_ptr<ProgramImage> load_program(Device& dev, std::span<const std::byte> image);
+
 // Thread safety: launch() and fill_args() may be called from several threads at once.
 class Program {
  public:

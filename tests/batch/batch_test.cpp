@@ -41,7 +41,7 @@ class Batch : public ::testing::TestWithParam<std::string> {
     dev_ = Device::open(device_name(GetParam()), options());
     auto image = kernels::code_object(dev_->properties().arch);
     if (image.empty()) GTEST_SKIP() << "no code object built for " << GetParam();
-    img_ = dev_->driver().load_program(*dev_, image);
+    img_ = load_program(*dev_, image);
   }
   virtual Device::Options options() { return {}; }
   // From here to the test's end, emulated GPUs opened interleave their queues at random
@@ -52,7 +52,7 @@ class Batch : public ::testing::TestWithParam<std::string> {
     img_.reset();
     dev_.reset();
     dev_ = Device::open(device_name(GetParam()), options());
-    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+    img_ = load_program(*dev_, kernels::code_object(dev_->properties().arch));
   }
   std::string trace() const { return interleaved_ ? interleaved_->trace() : "fixed queue order"; }
   Program program(const char* name) { return Program(*dev_, img_, name); }
@@ -175,7 +175,7 @@ TEST_P(Batch, CopyKernelsCopyOnTheComputeQueue) {
                                      "buffer, uint32 n, uint32 block)");
   }
   auto other = Device::open(device_name(GetParam()));
-  Program elsewhere(*other, other->driver().load_program(*other, kernels::code_object(
+  Program elsewhere(*other, load_program(*other, kernels::code_object(
                                                                      other->properties().arch)),
                     "copy_bytes");
   try {
@@ -554,7 +554,7 @@ TEST_P(Batch, RandomSchedulesWithKernelCopiesMatchASequentialReference) {
   check_random_schedules({dev_.get()}, {img_}, 256, 40, 26, 4321, true);
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
-      other->driver().load_program(*other, kernels::code_object("gfx1100"));
+      load_program(*other, kernels::code_object("gfx1100"));
   check_random_schedules({dev_.get(), other.get()}, {img_, other_img}, 128, 20, 16, 77, true);
 }
 
@@ -564,7 +564,7 @@ TEST_P(Batch, RandomTwoDeviceSchedulesMatchASequentialReference) {
   SCOPED_TRACE(trace());
   auto other = Device::open("emu:gfx1100");
   std::shared_ptr<const ProgramImage> other_img =
-      other->driver().load_program(*other, kernels::code_object("gfx1100"));
+      load_program(*other, kernels::code_object("gfx1100"));
   check_random_schedules({dev_.get(), other.get()}, {img_, other_img}, 128, 60, 16, 99);
 }
 
@@ -663,7 +663,7 @@ TEST_P(Batch, ADeviceThatCannotReachHostMemorySharesSchedulesThroughHostRelays) 
   SCOPED_TRACE(trace());
   auto other = Device::open("emu:gfx1100");
   Program fill = program("fill_u32");
-  Program add(*other, other->driver().load_program(*other, kernels::code_object("gfx1100")),
+  Program add(*other, load_program(*other, kernels::code_object("gfx1100")),
               "vector_add");
   const uint32_t n = 1000;
   Buffer a = dev_->allocate(n * 4), b = other->allocate(n * 4), c = other->allocate(n * 4),
@@ -697,7 +697,7 @@ TEST_P(Batch, ADeviceThatCannotReachHostMemorySharesSchedulesThroughHostRelays) 
   // Two such devices: each its own area, the host relaying between them.
   auto usb = Device::open(device_name(GetParam()));
   check_random_schedules({dev_.get(), usb.get()},
-                         {img_, usb->driver().load_program(*usb, kernels::code_object(
+                         {img_, load_program(*usb, kernels::code_object(
                                                                      usb->properties().arch))},
                          128, 20, 16, 55);
 }
@@ -782,7 +782,7 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
   auto dev = Device::open("emu:gfx1100");
   const auto image = kernels::code_object("gfx1100");
   if (image.empty()) GTEST_SKIP() << "no code object built for gfx1100";
-  std::shared_ptr<const ProgramImage> img = dev->driver().load_program(*dev, image);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, image);
   Program fill(*dev, img, "fill_u32");
   const size_t limit = dev->max_indirect_dwords(QueueKind::Compute);
   EXPECT_EQ(limit, (size_t{1} << 20) - 1);

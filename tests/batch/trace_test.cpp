@@ -182,7 +182,7 @@ class Trace : public ::testing::TestWithParam<std::string> {
     dev_ = Device::open(device_name(GetParam()));
     auto image = kernels::code_object(dev_->properties().arch);
     if (image.empty()) GTEST_SKIP() << "no code object built for " << GetParam();
-    img_ = dev_->driver().load_program(*dev_, image);
+    img_ = load_program(*dev_, image);
   }
   std::string temp(const std::string& what) {
     return ::testing::TempDir() + "/hcq_trace_" + what + "_" + std::to_string(::getpid());

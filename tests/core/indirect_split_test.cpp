@@ -110,9 +110,7 @@ class StubDriver final : public DeviceDriver {
     return q;
   }
   std::unique_ptr<Encoder> encoder(QueueKind) override { return std::make_unique<SizedEncoder>(); }
-  std::unique_ptr<ProgramImage> load_program(Device&, std::span<const std::byte>) override {
-    return nullptr;
-  }
+  ProgramLayout program_layout(std::span<const std::byte>) override { return {}; }
   void wait_interrupt(std::chrono::milliseconds) override {}
   void check_faults() override {}
   std::string hang_report() override { return ""; }

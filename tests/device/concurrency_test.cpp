@@ -32,7 +32,7 @@ class Concurrency : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<const ProgramImage> kernels_for(Device& dev) {
     auto image = kernels::code_object(dev.properties().arch);
     if (image.empty()) return nullptr;
-    return dev.driver().load_program(dev, image);
+    return load_program(dev, image);
   }
 };
 

@@ -143,7 +143,7 @@ class EmulatedDevice : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<const ProgramImage> kernels() {
     auto image = kernels::code_object(dev_->properties().arch);
     if (image.empty()) return nullptr;
-    return std::shared_ptr<const ProgramImage>(dev_->driver().load_program(*dev_, image));
+    return std::shared_ptr<const ProgramImage>(load_program(*dev_, image));
   }
   // Waiting for `s` to reach 1 fails with a GPU fault whose message contains `says`.
   void expect_fault(const Signal& s, const std::string& says) {
@@ -688,7 +688,7 @@ TEST_P(EmulatedDevice, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
   EXPECT_EQ(out, in);
   auto image = kernels::code_object(dev_->properties().arch);
   if (image.empty()) return;
-  std::shared_ptr<const ProgramImage> img = dev->driver().load_program(*dev, image);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, image);
   Program fill(*dev, img, "fill_u32"), spin(*dev, img, "spin_until");
   const uint32_t launches = 600;
   Buffer vals = dev->allocate(launches * 4);
@@ -718,7 +718,7 @@ TEST_P(EmulatedDevice, TimelineCrossesTheWrapPoints) {
     auto dev = Device::open(device_name(GetParam()), opt);
     auto image = kernels::code_object(dev_->properties().arch);
     std::shared_ptr<const ProgramImage> img;
-    if (!image.empty()) img = dev->driver().load_program(*dev, image);
+    if (!image.empty()) img = load_program(*dev, image);
     Buffer b = dev->allocate(4096), c = dev->allocate(4096);
     std::vector<uint32_t> out(1024);
     for (uint32_t i = 0; i < 8; i++) {
@@ -761,7 +761,7 @@ TEST_P(EmulatedDevice, RecordingsLongerThanOneIndirectBufferRunInPieces) {
     opt.max_indirect_dwords = option;
     auto d = Device::open(device_name(GetParam()), opt);
     std::shared_ptr<const ProgramImage> img(
-        d->driver().load_program(*d, kernels::code_object(d->properties().arch)));
+        load_program(*d, kernels::code_object(d->properties().arch)));
     Program fill(*d, img, "fill_u32");
     const uint64_t stride = (std::max<uint32_t>(fill.kernel().kernarg_size, 16) + 255) / 256 * 256;
     Buffer out = d->allocate(launches * 4), back = d->allocate(launches * 4);
@@ -834,7 +834,7 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
     SCOPED_TRACE(interleaved.trace());
     auto d = Device::open(device_name(GetParam()));
     std::shared_ptr<const ProgramImage> img(
-        d->driver().load_program(*d, kernels::code_object(d->properties().arch)));
+        load_program(*d, kernels::code_object(d->properties().arch)));
     Program fill(*d, img, "fill_u32");
     Buffer x = d->allocate(n * 4), y = d->allocate(n * 4);
     const std::vector<uint32_t> zeros(n, 0);
@@ -993,7 +993,7 @@ TEST_P(EmulatedDevice, FreeingABufferAKernelStillUsesIsSafe) {
   opt.buffer_cache_bytes = 0;  // a released buffer goes back to the driver at once
   auto dev = Device::open(device_name(GetParam()), opt);
   std::shared_ptr<const ProgramImage> prog =
-      dev->driver().load_program(*dev, kernels::code_object(dev->properties().arch));
+      load_program(*dev, kernels::code_object(dev->properties().arch));
   Program spin(*dev, prog, "spin_until"), fill(*dev, prog, "fill_u32");
   const bool adreno = vendor_of(GetParam()).name == "Qualcomm";
   const uint32_t n = (1 << 20) / 4;

@@ -31,7 +31,7 @@ class Uav : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     kernels::register_cpu_implementations();
     dev_ = Device::open("emu:" + GetParam());
-    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+    img_ = load_program(*dev_, kernels::code_object(dev_->properties().arch));
     a_.resize(kN);
     b_.resize(kN);
     for (uint32_t i = 0; i < kN; i++) a_[i] = float(i) * 0.5f, b_[i] = float(7 * i + 3);
@@ -197,7 +197,7 @@ TEST_P(Uav, BadUavStateFaultsTheQueueWithWhatIsWrong) {
     B_ = Buffer();
     img_.reset();
     dev_ = Device::open("emu:" + GetParam());
-    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+    img_ = load_program(*dev_, kernels::code_object(dev_->properties().arch));
     A_ = dev_->allocate(kN * 4);
     B_ = dev_->allocate(kN * 4);
     uint64_t va = 0;
@@ -266,7 +266,7 @@ TEST_P(Uav, LaunchSizesAreCheckedInTheirUnits) {
     B_ = Buffer();
     img_.reset();
     dev_ = Device::open("emu:" + GetParam());
-    img_ = dev_->driver().load_program(*dev_, kernels::code_object(dev_->properties().arch));
+    img_ = load_program(*dev_, kernels::code_object(dev_->properties().arch));
     A_ = dev_->allocate(kN * 4);
     B_ = dev_->allocate(kN * 4);
     EXPECT_EQ(fault_after(*dev_, program(), A_, B_,
@@ -326,7 +326,7 @@ TEST_P(Uav, AVersion1KernelWithUavsIsRefusedWithTheReason) {
   k.args = {{"p", 0, 8, KernelArg::Kind::Buffer, KernelArg::Access::ReadWrite}};
   m.kernels.push_back(k);
   const auto file = write_ir3(m);
-  std::shared_ptr<const ProgramImage> img = dev_->driver().load_program(*dev_, file);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev_, file);
   try {
     Program(*dev_, img, "k");
     FAIL() << "launched UAVs bound to nothing";

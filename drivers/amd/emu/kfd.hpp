@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "amd/fault_log.hpp"  // kEmulatorFaultLog: the file the emulated kernel publishes
 #include "amd/targets.hpp"
 #include "os/kernel.hpp"
 
@@ -19,9 +20,5 @@ struct SystemOptions {
 // /sys/devices/virtual/kfd/kfd/topology/nodes/{0 (CPU), 1 (the GPU)}.
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
                                                  const SystemOptions& options = {});
-
-// Where the emulated GPU's own words about each fault can be read (a debugfs-style file that
-// only the emulated kernel has); the driver adds them to its fault errors when present.
-inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kfd/hcq_emulator_faults";
 
 }  // namespace hcq::amd::emu
