@@ -78,7 +78,7 @@ void Pm4Encoder::wait_reg_mem32(CommandStream& cs, uint64_t va, uint32_t ref, ui
       .set(WAIT_REG_MEM_POLL_INTERVAL, kWaitPollInterval);
 }
 
-desc::PacketWriter Pm4Encoder::release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
+HCQ_DESC_INLINE desc::PacketWriter Pm4Encoder::release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
                                            bool cache_flush, std::vector<PatchSite>* s) const {
   auto w = pm4_packet(cs, RELEASE_MEM, body_dwords(RELEASE_MEM, gen_), s);
   w.set(RELEASE_MEM_EVENT_TYPE, V_RELEASE_MEM_EVENT_TYPE_CACHE_FLUSH_AND_INV_TS_EVENT)
@@ -243,11 +243,9 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
   const uint32_t bx = full(block.x), by = full(block.y), bz = full(block.z);
   const auto& k = static_cast<const AmdKernel&>(obj);
   const AmdKernel::DispatchTemplate* t = &k.dispatch;
-  AmdKernel local;
-  if (t->gen != uint8_t(gen_) || t->words.empty()) {  // not prepared for this generation
-    local = k;
-    prepare(local);
-    t = &local.dispatch;
+  if (t->gen != uint8_t(gen_) || t->words.empty()) [[unlikely]] {  // not prepared for gen_
+    exec_unprepared(cs, k, kernargs, grid, block, s);
+    return;
   }
   const uint32_t at = uint32_t(cs.size());
   uint32_t* p = cs.grow(t->words.size());
@@ -272,6 +270,13 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
     p[t->kernarg_at + 1] = hi(kernargs);
     *site = {at + uint32_t(t->kernarg_at), PatchFormat::LoHi64, PatchRole::KernargAddress};
   }
+}
+
+void Pm4Encoder::exec_unprepared(CommandStream& cs, const AmdKernel& k, uint64_t kernargs,
+                                 Dim3 grid, Dim3 block, std::vector<PatchSite>& s) {
+  AmdKernel local = k;
+  prepare(local);
+  exec(cs, local, kernargs, grid, block, s);
 }
 
 void Pm4Encoder::copy(CommandStream&, uint64_t, uint64_t, uint64_t, std::vector<PatchSite>&) {

@@ -52,9 +52,14 @@ class Pm4Encoder final : public Encoder {
   // address + `add` and the `half` of its value.
   static void wait_reg_mem32(CommandStream& cs, uint64_t va, uint32_t ref, uint64_t add,
                              PatchFormat half, std::vector<PatchSite>& s);
+  // exec of a kernel not prepared for this generation: a prepared copy, out of line so that
+  // exec's fast path neither builds nor destroys one.
+  [[gnu::noinline]] void exec_unprepared(CommandStream& cs, const AmdKernel& k, uint64_t kernargs,
+                                         Dim3 grid, Dim3 block, std::vector<PatchSite>& s);
   // A RELEASE_MEM at the end of `cs`, its event, selects and cache actions written; the caller
-  // writes the address and data.
-  desc::PacketWriter release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
+  // writes the address and data. Inlined: every signal writes one, and the constant selects
+  // then fold into the stores.
+  HCQ_DESC_INLINE desc::PacketWriter release_mem(CommandStream& cs, uint32_t data_sel, uint32_t int_sel,
                                  bool cache_flush, std::vector<PatchSite>* s) const;
   Gen gen_;
   InterruptTarget irq_;

@@ -95,12 +95,32 @@ void put_launch_values(QmdVersion v, uint32_t* p, uint64_t kernargs, Dim3 grid, 
   }
 }
 
-void check_dims(const NvKernel& k, Dim3 grid, Dim3 block) {
+// Out of line and cold: the exact error is built only when some dimension does not fit.
+[[gnu::cold, gnu::noinline]] void check_dims(const NvKernel& k, Dim3 grid, Dim3 block) {
   switch (k.qmd_version) {
     case QmdVersion::V03: return check_dims<QmdVersion::V03>(k, grid, block);
     case QmdVersion::V04: return check_dims<QmdVersion::V04>(k, grid, block);
     case QmdVersion::V05: return check_dims<QmdVersion::V05>(k, grid, block);
   }
+}
+
+// The largest value dimension `i` of the grid (or of the block) holds in every QMD version:
+// launches within them skip the per-version check.
+constexpr uint32_t every_version_mask(bool grid, int i) {
+  uint32_t m = 0xffffffffu;
+  for (QmdVersion v : {QmdVersion::V03, QmdVersion::V04, QmdVersion::V05}) {
+    const QmdLayout L = qmd_layout(v);
+    const uint32_t f = (grid ? L.grid[i] : L.block[i])->mask();
+    m = f < m ? f : m;
+  }
+  return m;
+}
+HCQ_DESC_INLINE bool fits_every_version(Dim3 grid, Dim3 block) {
+  constexpr uint32_t gx = every_version_mask(true, 0), gy = every_version_mask(true, 1),
+                     gz = every_version_mask(true, 2), bx = every_version_mask(false, 0),
+                     by = every_version_mask(false, 1), bz = every_version_mask(false, 2);
+  return grid.x <= gx && grid.y <= gy && grid.z <= gz && block.x <= bx && block.y <= by &&
+         block.z <= bz;
 }
 
 PatchSite site_of(uint32_t base, const QmdField& f, PatchRole role, uint8_t shift = 0) {
@@ -265,7 +285,8 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
   if (kernargs % (1u << kQmdAddressShift))
     throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
-  check_dims(k, grid, block);
+  if (!fits_every_version(grid, block)) [[unlikely]]
+    check_dims(k, grid, block);
   // A launch straight after another (a memory barrier between them allowed) chains to it.
   // (Only V03 chains, and only after a launch's tail: the first command of a stream skips
   // the look.)

@@ -302,7 +302,8 @@ bool global_sizes_fit(Dim3 grid, Dim3 block) {
 }
 
 // The exact error for the first that does not fit.
-[[noreturn]] void global_size_error(const AdrenoKernel& k, Dim3 grid, Dim3 block, Gen g) {
+// Out of line and cold: inlined, its string building gave exec a 0x220-byte frame.
+[[noreturn, gnu::cold, gnu::noinline]] void global_size_error(const AdrenoKernel& k, Dim3 grid, Dim3 block, Gen g) {
   const RegField* global[3] = {&HLSQ_CS_NDRANGE_1_GLOBALSIZE_X, &HLSQ_CS_NDRANGE_3_GLOBALSIZE_Y,
                                &HLSQ_CS_NDRANGE_5_GLOBALSIZE_Z};
   const char* regs[3] = {"HLSQ_CS_NDRANGE_1", "HLSQ_CS_NDRANGE_3", "HLSQ_CS_NDRANGE_5"};
