@@ -151,6 +151,12 @@ void encode_semaphore_wait(CommandStream& cs, uint64_t va, uint64_t value,
 void encode_semaphore_release(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
                               bool timestamp, std::vector<PatchSite>& s) {
   MethodRun run(cs, kSubHost, HOST_SEM_ADDR_LO, 5, &s);
+  // RELEASE_WFI: the release waits until the channel's engine is idle (prior work done).
+  // Written before the addresses: recording their sites may alias the stream's words.
+  run.set(HOST_SEM_EXECUTE_OPERATION_ALL, HOST_SEM_EXECUTE_OPERATION_RELEASE)
+      .set(HOST_SEM_EXECUTE_RELEASE_WFI_ALL, 1)
+      .set(HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL, HOST_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
+      .set(HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL, timestamp);
   if (timestamp) {
     run.set64(HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, va, PatchRole::TimestampAddress)
         .set64(HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, value);
@@ -158,11 +164,6 @@ void encode_semaphore_release(CommandStream& cs, uint64_t va, uint64_t value, bo
     run.set64(HOST_SEM_ADDR_LO, HOST_SEM_ADDR_HI, va, PatchRole::SignalAddress)
         .set64(HOST_SEM_PAYLOAD_LO, HOST_SEM_PAYLOAD_HI, value, PatchRole::SignalValue);
   }
-  // RELEASE_WFI: the release waits until the channel's engine is idle (prior work done).
-  run.set(HOST_SEM_EXECUTE_OPERATION_ALL, HOST_SEM_EXECUTE_OPERATION_RELEASE)
-      .set(HOST_SEM_EXECUTE_RELEASE_WFI_ALL, 1)
-      .set(HOST_SEM_EXECUTE_PAYLOAD_SIZE_ALL, HOST_SEM_EXECUTE_PAYLOAD_SIZE_64BIT)
-      .set(HOST_SEM_EXECUTE_RELEASE_TIMESTAMP_ALL, timestamp);
   if (wake) MethodRun(cs, kSubHost, HOST_NON_STALL_INTERRUPT, 1).set(HOST_NON_STALL_INTERRUPT, 0);
 }
 

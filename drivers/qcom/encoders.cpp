@@ -1,5 +1,6 @@
 #include "qcom/encoders.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -301,6 +302,16 @@ bool global_sizes_fit(Dim3 grid, Dim3 block) {
          z.fits(uint64_t(grid.z) * block.z);
 }
 
+// The narrowest GLOBALSIZE field of either generation.
+constexpr unsigned narrowest_global_size_bits() {
+  unsigned w = 32;
+  for (Gen g : {Gen::A6xx, Gen::A7xx})
+    for (const RegField* f : {&HLSQ_CS_NDRANGE_1_GLOBALSIZE_X, &HLSQ_CS_NDRANGE_3_GLOBALSIZE_Y,
+                              &HLSQ_CS_NDRANGE_5_GLOBALSIZE_Z})
+      w = std::min(w, unsigned(f->bits(g).width));
+  return w;
+}
+
 // The exact error for the first that does not fit.
 // Out of line and cold: inlined, its string building gave exec a 0x220-byte frame.
 [[noreturn, gnu::cold, gnu::noinline]] void global_size_error(const AdrenoKernel& k, Dim3 grid, Dim3 block, Gen g) {
@@ -325,7 +336,11 @@ void CpEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kernar
     throw InvalidInput("kernel '" + k.name + "': a workgroup of " + std::to_string(block.x) +
                        "x" + std::to_string(block.y) + "x" + std::to_string(block.z) +
                        " (each at least 1, at most 1024 invocations)");
-  if (!(gen_ == Gen::A6xx ? global_sizes_fit<Gen::A6xx>(grid, block)
+  // A block holds at most 1024 = 2^10 invocations, so a grid below 2^(width - 10) in every
+  // dimension fits every GLOBALSIZE field: one test per launch; larger grids are checked exactly.
+  constexpr uint32_t kAlwaysFits = 1u << (narrowest_global_size_bits() - 10);
+  if ((grid.x | grid.y | grid.z) >= kAlwaysFits &&
+      !(gen_ == Gen::A6xx ? global_sizes_fit<Gen::A6xx>(grid, block)
                           : global_sizes_fit<Gen::A7xx>(grid, block))) [[unlikely]]
     global_size_error(k, grid, block, gen_);
   if (k.launch_words.empty() || k.prepared_for != gen_) {  // not prepared for this generation
