@@ -16,6 +16,9 @@ void* EmulatedNode::mmap(void*, size_t, int, int, int, off_t) {
 
 int EmulatedNode::munmap(void*, size_t) { return 0; }
 
+ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
+ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
+
 void EmulatedKernel::add_node(const std::string& path, std::shared_ptr<EmulatedNode> node) {
   std::lock_guard lk(mu_);
   nodes_[path] = std::move(node);
@@ -72,6 +75,16 @@ int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
   auto node = node_of(fd);
   if (!node) return -EBADF;
   return node->ioctl(fd, request, arg);
+}
+
+ssize_t EmulatedKernel::pread(int fd, void* buf, size_t size, off_t offset) {
+  auto node = node_of(fd);
+  return node ? node->pread(fd, buf, size, offset) : -EBADF;
+}
+
+ssize_t EmulatedKernel::pwrite(int fd, const void* buf, size_t size, off_t offset) {
+  auto node = node_of(fd);
+  return node ? node->pwrite(fd, buf, size, offset) : -EBADF;
 }
 
 void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,

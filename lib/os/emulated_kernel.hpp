@@ -22,6 +22,9 @@ class EmulatedNode {
   // Same contract as mmap(2): MAP_FAILED with errno set on failure.
   virtual void* mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset);
   virtual int munmap(void* addr, size_t length);
+  // Same contract as Kernel::pread/pwrite; by default the node takes no reads or writes.
+  virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset);
+  virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset);
 };
 
 class EmulatedKernel final : public Kernel {
@@ -51,6 +54,8 @@ class EmulatedKernel final : public Kernel {
   int ioctl(int fd, unsigned long request, void* arg) override;
   void* mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) override;
   int munmap(void* addr, size_t length) override;
+  ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
+  ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override;
   std::optional<std::string> read_file(const std::string& path) override;
   std::vector<std::string> list_dir(const std::string& path) override;
   int write_file(const std::string& path, const std::string& data) override;

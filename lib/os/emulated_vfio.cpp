@@ -1,5 +1,6 @@
 #include "os/emulated_vfio.hpp"
 
+#include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
 
@@ -134,7 +135,28 @@ class DeviceNode final : public EmulatedNode {
   DeviceNode(EmulatedVfio& v, std::string address, bool cdev)
       : v_(v), address_(std::move(address)), bound_(!cdev) {}
   void on_close(int) override {
+    // vfio_pci_core_disable: "Stop the device from further DMA".
+    if (bound_) v_.set_command(address_, v_.command(address_) & ~PCI_COMMAND_MASTER);
     if (iommufd_ >= 0) bound_ = false, iommufd_ = -1;
+  }
+  // Config space (region VFIO_PCI_CONFIG_REGION_INDEX) only: the function's sysfs config
+  // bytes with the command register VFIO users wrote. Writes reach the command register
+  // alone; the others are dropped, as the kernel drops writes to read-only registers.
+  ssize_t pread(int, void* buf, size_t size, off_t offset) override {
+    std::string cfg;
+    if (int r = config(offset, size, cfg); r < 0) return r;
+    const uint64_t at = uint64_t(offset) & kInRegion;
+    std::memcpy(buf, cfg.data() + at, size);
+    return ssize_t(size);
+  }
+  ssize_t pwrite(int, const void* buf, size_t size, off_t offset) override {
+    std::string cfg;
+    if (int r = config(offset, size, cfg); r < 0) return r;
+    const uint64_t at = uint64_t(offset) & kInRegion;
+    std::memcpy(cfg.data() + at, buf, size);
+    if (at < PCI_COMMAND + 2 && at + size > PCI_COMMAND)
+      v_.set_command(address_, uint16_t(uint8_t(cfg[PCI_COMMAND]) | uint8_t(cfg[PCI_COMMAND + 1]) << 8));
+    return ssize_t(size);
   }
   int ioctl(int, unsigned long req, void* arg) override {
     if (req == iommufd::VFIO_DEVICE_BIND_IOMMUFD) {
@@ -204,6 +226,20 @@ class DeviceNode final : public EmulatedNode {
   }
 
  private:
+  static constexpr uint64_t kInRegion = (1ull << kRegionShift) - 1;
+  // The config space bytes for an access of `size` at device fd `offset`: 0, or -EINVAL
+  // outside config space or before the device is bound.
+  int config(off_t offset, size_t size, std::string& cfg) {
+    if (!bound_ || uint64_t(offset) >> kRegionShift != VFIO_PCI_CONFIG_REGION_INDEX) return -EINVAL;
+    auto bytes = v_.kernel().read_file(pci_sysfs_dir(address_) + "/config");
+    const uint64_t at = uint64_t(offset) & kInRegion;
+    if (!bytes || at + size > bytes->size()) return -EINVAL;
+    cfg = std::move(*bytes);
+    const uint16_t cmd = v_.command(address_);
+    cfg[PCI_COMMAND] = char(cmd & 0xff);
+    cfg[PCI_COMMAND + 1] = char(cmd >> 8);
+    return 0;
+  }
   EmulatedVfio& v_;
   std::string address_;
   bool bound_;
@@ -215,6 +251,12 @@ class DeviceNode final : public EmulatedNode {
 class GroupNode final : public EmulatedNode {
  public:
   GroupNode(EmulatedVfio& v, int group) : v_(v), group_(group) {}
+  // Closing the group leaves its container, so the next user can set one again
+  // (drivers/vfio/group.c vfio_group_fops_release).
+  void on_close(int) override {
+    container_ = -1;
+    container_node_.reset();
+  }
   int ioctl(int, unsigned long req, void* arg) override {
     switch (req) {
       case VFIO_GROUP_GET_STATUS: {
@@ -313,6 +355,28 @@ void* EmulatedVfio::translate(uint64_t iova, uint64_t size) const {
   --it;
   if (iova + size > it->first + it->second.size || iova + size < iova) return nullptr;
   return reinterpret_cast<void*>(it->second.vaddr + (iova - it->first));
+}
+
+uint16_t EmulatedVfio::command(const std::string& address) const {
+  {
+    std::lock_guard lk(mu_);
+    auto it = command_.find(address);
+    if (it != command_.end()) return it->second;
+  }
+  // Not yet written through VFIO: as the function came to vfio-pci, bus mastering off.
+  auto cfg = kernel_.read_file(pci_sysfs_dir(address) + "/config");
+  if (!cfg || cfg->size() < PCI_COMMAND + 2) return 0;
+  const uint16_t cmd = uint16_t(uint8_t((*cfg)[PCI_COMMAND]) | uint8_t((*cfg)[PCI_COMMAND + 1]) << 8);
+  return cmd & ~PCI_COMMAND_MASTER;
+}
+
+void EmulatedVfio::set_command(const std::string& address, uint16_t value) {
+  std::lock_guard lk(mu_);
+  command_[address] = value;
+}
+
+bool EmulatedVfio::bus_master(const std::string& address) const {
+  return (command(address) & PCI_COMMAND_MASTER) != 0;
 }
 
 int EmulatedVfio::resets(const std::string& address) const {

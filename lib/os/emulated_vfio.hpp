@@ -29,6 +29,14 @@ class EmulatedVfio {
   // device side of a DMA sees it; null when [iova, iova + size) is not inside one mapping.
   void* translate(uint64_t iova, uint64_t size) const;
   int resets(const std::string& address) const;
+  // The command register as VFIO users see and write it. vfio-pci never sets Bus Master
+  // Enable, and the function comes to it with it off (the previous driver's remove disables
+  // the device: Linux drivers/pci/pci.c do_pci_disable_device) or loses it when the device
+  // is closed (drivers/vfio/pci/vfio_pci_core.c vfio_pci_core_disable). An emulated device
+  // model's DMA reaches memory only while bus_master() is true.
+  uint16_t command(const std::string& address) const;
+  void set_command(const std::string& address, uint16_t value);
+  bool bus_master(const std::string& address) const;
 
   // Used by the emulated nodes: 0 or -errno (EINVAL unaligned or empty, EEXIST overlapping).
   int map(uint64_t iova, uint64_t vaddr, uint64_t size);
@@ -52,6 +60,7 @@ class EmulatedVfio {
   };
   std::map<uint64_t, Dma> dma_;  // by IOVA
   std::map<std::string, int> resets_;
+  std::map<std::string, uint16_t> command_;
 };
 
 }  // namespace hcq::os

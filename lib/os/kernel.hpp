@@ -25,6 +25,10 @@ class Kernel {
   virtual int ioctl(int fd, unsigned long request, void* arg) = 0;
   virtual void* mmap(void* addr, size_t length, int prot, int flags, int fd, off_t offset) = 0;
   virtual int munmap(void* addr, size_t length) = 0;
+  // pread(2)/pwrite(2): the bytes transferred or -errno (VFIO config space is reached this
+  // way, not through mmap).
+  virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
+  virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) = 0;
 
   // Whole-file reads of small (sysfs/procfs) files; nullopt when the file does not exist.
   virtual std::optional<std::string> read_file(const std::string& path) = 0;

@@ -34,6 +34,20 @@ class RealKernel final : public Kernel {
   int munmap(void* addr, size_t length) override {
     return ::munmap(addr, length) < 0 ? -errno : 0;
   }
+  ssize_t pread(int fd, void* buf, size_t size, off_t offset) override {
+    ssize_t n;
+    do {
+      n = ::pread(fd, buf, size, offset);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
+  ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override {
+    ssize_t n;
+    do {
+      n = ::pwrite(fd, buf, size, offset);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
   std::optional<std::string> read_file(const std::string& path) override {
     std::ifstream in(path);
     if (!in) return std::nullopt;

@@ -1,6 +1,7 @@
 #include "os/vfio.hpp"
 
 #include <fcntl.h>
+#include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
 
@@ -160,6 +161,26 @@ uint64_t VfioDevice::unmap_type1(uint64_t iova, uint64_t size) {
   if (int r = k_->ioctl(container_, VFIO_IOMMU_UNMAP_DMA, &u); r < 0)
     fail("VFIO_IOMMU_UNMAP_DMA at IOVA " + hex(iova), -r);
   return u.size;
+}
+
+uint16_t VfioDevice::config16(uint32_t offset) {
+  const uint64_t at = region(VFIO_PCI_CONFIG_REGION_INDEX).offset + offset;
+  uint16_t v = 0;
+  ssize_t n = k_->pread(device_, &v, sizeof v, off_t(at));
+  if (n != sizeof v) fail("config space read at " + hex(offset), n < 0 ? int(-n) : EIO);
+  return v;
+}
+
+void VfioDevice::set_config16(uint32_t offset, uint16_t value) {
+  const uint64_t at = region(VFIO_PCI_CONFIG_REGION_INDEX).offset + offset;
+  ssize_t n = k_->pwrite(device_, &value, sizeof value, off_t(at));
+  if (n != sizeof value) fail("config space write at " + hex(offset), n < 0 ? int(-n) : EIO);
+}
+
+void VfioDevice::enable_bus_master() {
+  const uint16_t cmd = config16(PCI_COMMAND);
+  const uint16_t want = cmd | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER;
+  if (want != cmd) set_config16(PCI_COMMAND, want);
 }
 
 void VfioDevice::reset() {

@@ -38,6 +38,15 @@ class VfioDevice {
   // Lets the device read and write [host, host + size) at `iova` (page aligned).
   void map_dma(void* host, uint64_t iova, uint64_t size);
   void unmap_dma(uint64_t iova, uint64_t size);
+  // 16-bit reads and writes of config space through the config region (vfio-pci passes some
+  // registers through and virtualizes others: drivers/vfio/pci/vfio_pci_config.c).
+  uint16_t config16(uint32_t offset);
+  void set_config16(uint32_t offset, uint16_t value);
+  // Sets Memory Space and Bus Master Enable in the command register. Without Bus Master
+  // Enable the device's DMA never reaches memory, and vfio-pci does not set it: it clears it
+  // when the last user closes the device (vfio_pci_core_disable: "Stop the device from
+  // further DMA"). Call before the device's first DMA.
+  void enable_bus_master();
   // Function-level reset (VFIO_DEVICE_RESET).
   void reset();
   // True when opened through iommufd, false through the container/group interface.

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ class ReadOnlyKernel final : public Kernel {
     return MAP_FAILED;
   }
   int munmap(void*, size_t) override { return fail("munmap"); }
+  ssize_t pread(int, void*, size_t, off_t) override { return fail("pread"); }
+  ssize_t pwrite(int, const void*, size_t, off_t) override { return fail("pwrite"); }
   std::optional<std::string> read_file(const std::string& p) override {
     return real_kernel()->read_file(p);
   }
@@ -369,6 +372,30 @@ TEST_P(EmulatedVfioTest, DmaMappingsMakeHostMemoryVisibleToTheDevice) {
   EXPECT_EQ(error_of<Error>([&] { dev.unmap_dma(0x100000, 8192); }),
             "0000:22:00.0: no DMA mapping of 0x2000 bytes at IOVA 0x100000");
   ::munmap(host, 8192);
+}
+
+// vfio-pci does not set Bus Master Enable, and clears it when the device is closed
+// (vfio_pci_core_disable): without enable_bus_master a device's DMA never reaches memory, as
+// tests/qemu/vfio_edu_test saw in a real kernel.
+TEST_P(EmulatedVfioTest, BusMasteringIsOffUntilEnabledAndOffAgainAfterClose) {
+  const std::string a = "0000:22:00.0";
+  {
+    VfioDevice dev(k, fn("22:00.0"));
+    EXPECT_FALSE(bus->vfio().bus_master(a));
+    EXPECT_EQ(dev.config16(PCI_VENDOR_ID), 0x10de);
+    EXPECT_EQ(dev.config16(PCI_DEVICE_ID), 0x2330);
+    EXPECT_EQ(dev.config16(PCI_COMMAND), PCI_COMMAND_MEMORY);
+    dev.enable_bus_master();
+    EXPECT_TRUE(bus->vfio().bus_master(a));
+    EXPECT_EQ(dev.config16(PCI_COMMAND), PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER);
+    dev.set_config16(PCI_VENDOR_ID, 0x1234);  // read-only: dropped
+    EXPECT_EQ(dev.config16(PCI_VENDOR_ID), 0x10de);
+    EXPECT_EQ(error_of<OsError>([&] { dev.config16(4095); }),
+              "0000:22:00.0: config space read at 0xfff: Invalid argument (errno 22)");
+  }
+  EXPECT_FALSE(bus->vfio().bus_master(a));
+  VfioDevice again(k, fn("22:00.0"));
+  EXPECT_EQ(again.config16(PCI_COMMAND), PCI_COMMAND_MEMORY);
 }
 
 TEST_F(EmulatedPci, AVfioCdevAnswersOnlyOnceBoundToAnIommufd) {
