@@ -11,12 +11,13 @@ namespace hcq::os {
 
 PciBarMap::PciBarMap(std::shared_ptr<Kernel> k, const PciFunction& fn, int bar,
                      bool write_combined)
-    : k_(std::move(k)), what_("BAR" + std::to_string(bar) + " of " + fn.address) {
+    : MappedMmio("BAR" + std::to_string(bar) + " of " + fn.address), k_(std::move(k)) {
+  const std::string& what = name();
   const PciBar* b = fn.bar(bar);
   if (!b) throw InvalidInput(fn.address + " has no BAR" + std::to_string(bar));
-  if (b->io) throw InvalidInput(what_ + " is an I/O port range; only memory BARs map");
+  if (b->io) throw InvalidInput(what + " is an I/O port range; only memory BARs map");
   if (write_combined && !b->prefetchable)
-    throw InvalidInput(what_ + " is not prefetchable, so it has no write-combined map");
+    throw InvalidInput(what + " is not prefetchable, so it has no write-combined map");
   std::string file = pci_sysfs_dir(fn.address) + "/resource" + std::to_string(bar) +
                      (write_combined ? "_wc" : "");
   int fd = k_->open(file, O_RDWR | O_SYNC);
@@ -27,21 +28,9 @@ PciBarMap::PciBarMap(std::shared_ptr<Kernel> k, const PciFunction& fn, int bar,
   int err = errno;
   k_->close(fd);  // the mapping keeps the BAR
   if (p == MAP_FAILED) throw OsError(fn.address + ": mmap " + file, err);
-  base_ = p;
-  size_ = b->size;
+  attach(p, b->size);
 }
 
-PciBarMap::~PciBarMap() { k_->munmap(base_, size_); }
-
-volatile uint32_t* PciBarMap::reg(uint64_t offset) const {
-  if (offset % 4) throw InvalidInput(hex(offset) + " is not a 32-bit register offset (" + what_ + ")");
-  if (offset >= size_ || size_ - offset < 4)
-    throw InvalidInput(hex(offset) + " is outside " + what_ + " (" + hex(size_) + " bytes)");
-  return reinterpret_cast<volatile uint32_t*>(static_cast<char*>(base_) + offset);
-}
-
-uint32_t PciBarMap::read32(uint64_t offset) const { return *reg(offset); }
-
-void PciBarMap::write32(uint64_t offset, uint32_t value) { *reg(offset) = value; }
+PciBarMap::~PciBarMap() { k_->munmap(base(), size()); }
 
 }  // namespace hcq::os

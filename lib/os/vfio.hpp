@@ -49,6 +49,8 @@ class VfioDevice {
   void enable_bus_master();
   // Function-level reset (VFIO_DEVICE_RESET).
   void reset();
+  // The function's PCI address, "0000:03:00.0".
+  const std::string& address() const { return address_; }
   // True when opened through iommufd, false through the container/group interface.
   bool iommufd() const { return iommufd_ >= 0; }
 

@@ -1,0 +1,160 @@
+#include "os/mmio.hpp"
+
+#include "core/error.hpp"
+#include "os/vfio.hpp"
+
+namespace hcq::os {
+
+void Mmio::check(uint64_t offset, uint64_t bytes) const {
+  if (offset % 4) throw InvalidInput(hex(offset) + " is not a 32-bit register offset (" + name() + ")");
+  const uint64_t window = size();
+  if (offset >= window || window - offset < bytes) {
+    if (bytes == 4) throw InvalidInput(hex(offset) + " is outside " + name() + " (" + hex(window) + " bytes)");
+    throw InvalidInput("[" + hex(offset) + ", +" + hex(bytes) + ") is outside " + name() + " (" +
+                       hex(window) + " bytes)");
+  }
+}
+
+uint32_t Mmio::read32(uint64_t offset) {
+  check(offset, 4);
+  return do_read32(offset);
+}
+
+void Mmio::write32(uint64_t offset, uint32_t value) {
+  check(offset, 4);
+  do_write32(offset, value);
+}
+
+void Mmio::read(uint64_t offset, std::span<uint32_t> out) {
+  if (out.empty()) return;
+  check(offset, out.size_bytes());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = do_read32(offset + 4 * i);
+}
+
+void Mmio::write(uint64_t offset, std::span<const uint32_t> values) {
+  if (values.empty()) return;
+  check(offset, values.size_bytes());
+  for (size_t i = 0; i < values.size(); ++i) do_write32(offset + 4 * i, values[i]);
+}
+
+VfioRegionMmio::VfioRegionMmio(VfioDevice& device, int bar)
+    : MappedMmio("BAR" + std::to_string(bar) + " of " + device.address()), device_(device) {
+  if (bar < 0 || bar > 5) throw InvalidInput(device.address() + ": BAR" + std::to_string(bar) + " does not exist (0 to 5)");
+  // vfio-pci numbers its regions BAR0..BAR5 first (VFIO_PCI_BAR0_REGION_INDEX = 0).
+  const uint64_t size = device.region(uint32_t(bar)).size;
+  attach(device.map_region(uint32_t(bar)), size);
+}
+
+VfioRegionMmio::~VfioRegionMmio() { device_.unmap_region(base(), size()); }
+
+IndexDataLayout mm_index_layout() {
+  IndexDataLayout l;
+  l.name = "MM_INDEX/MM_DATA";
+  l.index = 0x0 * 4;
+  l.data = 0x1 * 4;
+  l.address_limit = uint64_t(1) << 31;  // bit 31 of MM_INDEX selects VRAM
+  l.vram_index_hi = 0x6 * 4;
+  l.reaches_vram = true;
+  return l;
+}
+
+IndexDataLayout pcie_index2_layout_nbio_4_3_0(uint64_t nbio_segment0) {
+  IndexDataLayout l;
+  l.name = "PCIE_INDEX2/PCIE_DATA2";
+  l.index = (nbio_segment0 + 0xe) * 4;
+  l.data = (nbio_segment0 + 0xf) * 4;
+  // PCIE_INDEX2_HI holds address bits 32..39 (nbio_4_3_0_sh_mask.h PCIE_INDEX2_HI mask 0xff;
+  // Linux amdgpu_device_indirect_rreg_ext writes (reg_addr >> 32) & 0xff).
+  l.index_hi = (nbio_segment0 + 0x11) * 4;
+  l.address_limit = uint64_t(1) << 40;
+  l.read_back_index = true;
+  l.read_back_data = true;
+  return l;
+}
+
+IndexDataLayout rsmu_layout_nbio_4_3_0(uint64_t nbio_segment1) {
+  IndexDataLayout l;
+  l.name = "BIF_BX_PF0_RSMU_INDEX/BIF_BX_PF0_RSMU_DATA";
+  l.index = (nbio_segment1 + 0x0) * 4;
+  l.data = (nbio_segment1 + 0x1) * 4;
+  l.read_back_index = true;
+  l.read_back_data = true;
+  return l;
+}
+
+IndexDataRegs::IndexDataRegs(Mmio& mmio, IndexDataLayout layout) : mmio_(mmio), layout_(std::move(layout)) {
+  auto in_window = [&](uint64_t reg) {
+    if (reg % 4 || reg >= mmio_.size() || mmio_.size() - reg < 4)
+      throw InvalidInput(layout_.name + ": register " + hex(reg) + " is outside " + mmio_.name() +
+                         " (" + hex(mmio_.size()) + " bytes)");
+  };
+  in_window(layout_.index);
+  in_window(layout_.data);
+  if (layout_.index_hi) in_window(layout_.index_hi);
+  if (layout_.reaches_vram) in_window(layout_.vram_index_hi);
+}
+
+void IndexDataRegs::select(uint64_t address) {
+  if (address >= layout_.address_limit)
+    throw InvalidInput(layout_.name + ": address " + hex(address) + " is beyond the index's reach (below " +
+                       hex(layout_.address_limit) + ")");
+  if (address >> 32) {
+    mmio_.write32(layout_.index_hi, uint32_t(address >> 32));
+    if (layout_.read_back_index) mmio_.read32(layout_.index_hi);
+  }
+  mmio_.write32(layout_.index, uint32_t(address));
+  if (layout_.read_back_index) mmio_.read32(layout_.index);
+}
+
+void IndexDataRegs::unselect_hi(uint64_t address) {
+  // Linux clears PCIE_INDEX2_HI after an access above 4 GiB so plain 32-bit accesses that
+  // follow see a zero high part (amdgpu_device_indirect_rreg_ext).
+  if (address >> 32) {
+    mmio_.write32(layout_.index_hi, 0);
+    if (layout_.read_back_index) mmio_.read32(layout_.index_hi);
+  }
+}
+
+uint32_t IndexDataRegs::read32(uint64_t address) {
+  std::lock_guard lock(mutex_);
+  select(address);
+  const uint32_t value = mmio_.read32(layout_.data);
+  unselect_hi(address);
+  return value;
+}
+
+void IndexDataRegs::write32(uint64_t address, uint32_t value) {
+  std::lock_guard lock(mutex_);
+  select(address);
+  mmio_.write32(layout_.data, value);
+  if (layout_.read_back_data) mmio_.read32(layout_.data);
+  unselect_hi(address);
+}
+
+namespace {
+
+void check_vram_access(const IndexDataLayout& l, uint64_t address) {
+  if (!l.reaches_vram) throw InvalidInput(l.name + " does not reach VRAM (MM_INDEX/MM_DATA does)");
+  if (address % 4) throw InvalidInput(l.name + ": VRAM address " + hex(address) + " is not 4-byte aligned");
+}
+
+}  // namespace
+
+uint32_t IndexDataRegs::read_vram32(uint64_t address) {
+  check_vram_access(layout_, address);
+  std::lock_guard lock(mutex_);
+  // Linux amdgpu_device_mm_access: MM_INDEX = address | 0x80000000, MM_INDEX_HI = address >> 31.
+  mmio_.write32(layout_.index, uint32_t(address) | 0x80000000u);
+  mmio_.write32(layout_.vram_index_hi, uint32_t(address >> 31));
+  return mmio_.read32(layout_.data);
+}
+
+void IndexDataRegs::write_vram32(uint64_t address, uint32_t value) {
+  check_vram_access(layout_, address);
+  std::lock_guard lock(mutex_);
+  mmio_.write32(layout_.index, uint32_t(address) | 0x80000000u);
+  mmio_.write32(layout_.vram_index_hi, uint32_t(address >> 31));
+  mmio_.write32(layout_.data, value);
+}
+
+}  // namespace hcq::os

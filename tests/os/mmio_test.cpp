@@ -1,0 +1,282 @@
+// os::Mmio register windows: the emulated window hands each access to its handler in order,
+// checks bounds and alignment with exact messages; the mapped windows over a sysfs BAR map and a
+// VFIO region reach the emulated PCI system's registers; the index/data pairs write the
+// sequence Linux writes (amdgpu_device_indirect_rreg/_wreg, amdgpu_device_mm_access) and keep
+// each sequence whole when several threads use one pair.
+#include "os/mmio.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "emulated_pci.hpp"
+#include "os/emulated_kernel.hpp"
+#include "os/pci_bar.hpp"
+#include "os/vfio.hpp"
+
+namespace hcq::os {
+namespace {
+
+template <typename E, typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Records every access; reads return 0x1000 + offset.
+class Recorder final : public MmioHandler {
+ public:
+  uint32_t read32(uint64_t off) override {
+    log.push_back("r " + hex(off));
+    return uint32_t(0x1000 + off);
+  }
+  void write32(uint64_t off, uint32_t v) override { log.push_back("w " + hex(off) + " " + hex(v)); }
+  std::vector<std::string> log;
+};
+
+using Log = std::vector<std::string>;
+
+TEST(EmulatedMmio, HandsEachAccessToTheHandlerInOrder) {
+  Recorder h;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x100, h);
+  EXPECT_EQ(m.size(), 0x100u);
+  EXPECT_EQ(m.name(), "BAR5 of 0000:03:00.0");
+  m.write32(0x10, 7);
+  EXPECT_EQ(m.read32(0x10), 0x1010u);
+  std::array<uint32_t, 3> got{};
+  m.read(0xf0, got);
+  EXPECT_EQ(got, (std::array<uint32_t, 3>{0x10f0, 0x10f4, 0x10f8}));
+  const std::array<uint32_t, 2> vals{0xa, 0xb};
+  m.write(0xf8, vals);
+  m.read(0x0, std::span<uint32_t>{});  // nothing to do, no access
+  EXPECT_EQ(h.log, (Log{"w 0x10 0x7", "r 0x10", "r 0xf0", "r 0xf4", "r 0xf8", "w 0xf8 0xa",
+                        "w 0xfc 0xb"}));
+}
+
+TEST(EmulatedMmio, BoundsAndAlignmentErrorsAreExactAndTouchNothing) {
+  Recorder h;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x100, h);
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.read32(0x100); }),
+            "0x100 is outside BAR5 of 0000:03:00.0 (0x100 bytes)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.write32(0xffffffffffffffc, 1); }),
+            "0xffffffffffffffc is outside BAR5 of 0000:03:00.0 (0x100 bytes)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.write32(0x2, 1); }),
+            "0x2 is not a 32-bit register offset (BAR5 of 0000:03:00.0)");
+  std::array<uint32_t, 4> buf{};
+  // A range that starts inside and leaves the window fails before its first access.
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.read(0xf8, buf); }),
+            "[0xf8, +0x10) is outside BAR5 of 0000:03:00.0 (0x100 bytes)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.write(0x6, std::span<const uint32_t>(buf)); }),
+            "0x6 is not a 32-bit register offset (BAR5 of 0000:03:00.0)");
+  EXPECT_TRUE(h.log.empty());
+}
+
+// A device model with an index/data pair at 0x0/0x4 (MM_INDEX/MM_DATA) and one at
+// 0x38/0x3c/0x44 (NBIO 4.3.0's PCIE_INDEX2/DATA2/INDEX2_HI with segment 0 at 0): what the
+// data register reaches is selected by the index written before. Registers in the indirect
+// space read back as written; unwritten ones read as their own address.
+class IndexedModel final : public MmioHandler {
+ public:
+  uint32_t read32(uint64_t off) override {
+    std::lock_guard lock(mutex_);
+    log.push_back("r " + hex(off));
+    switch (off) {
+      case 0x4: return mm_index_ & 0x80000000u ? vram_at(mm_vram()) : space_at(mm_index_);
+      case 0x3c: return space_at((uint64_t(pcie_hi_) << 32) | pcie_index_);
+      case 0x38: return pcie_index_;
+      case 0x44: return pcie_hi_;
+      default: return regs_[off];
+    }
+  }
+  void write32(uint64_t off, uint32_t v) override {
+    std::lock_guard lock(mutex_);
+    log.push_back("w " + hex(off) + " " + hex(v));
+    switch (off) {
+      case 0x0: mm_index_ = v; break;
+      case 0x18: mm_index_hi_ = v; break;
+      case 0x4:
+        if (mm_index_ & 0x80000000u) vram_[mm_vram()] = v;
+        else space_[mm_index_] = v;
+        break;
+      case 0x38: pcie_index_ = v; break;
+      case 0x44: pcie_hi_ = v; break;
+      case 0x3c: space_[(uint64_t(pcie_hi_) << 32) | pcie_index_] = v; break;
+      default: regs_[off] = v;
+    }
+  }
+  Log log;
+  std::map<uint64_t, uint32_t> vram_;
+
+ private:
+  uint64_t mm_vram() const { return (uint64_t(mm_index_hi_) << 31) | (mm_index_ & 0x7fffffffu); }
+  uint32_t space_at(uint64_t a) {
+    auto it = space_.find(a);
+    return it == space_.end() ? uint32_t(a ^ (a >> 32)) : it->second;
+  }
+  uint32_t vram_at(uint64_t a) { return vram_.count(a) ? vram_[a] : 0; }
+  std::mutex mutex_;
+  uint32_t mm_index_ = 0, mm_index_hi_ = 0, pcie_index_ = 0, pcie_hi_ = 0;
+  std::map<uint64_t, uint32_t> space_, regs_;
+};
+
+TEST(IndexDataRegs, LayoutsCarryTheLinuxOffsets) {
+  IndexDataLayout mm = mm_index_layout();
+  EXPECT_EQ(mm.index, 0x0u);
+  EXPECT_EQ(mm.data, 0x4u);
+  EXPECT_EQ(mm.vram_index_hi, 0x18u);
+  EXPECT_EQ(mm.address_limit, 0x80000000u);
+  IndexDataLayout p = pcie_index2_layout_nbio_4_3_0(0);
+  EXPECT_EQ(p.index, 0x38u);     // regBIF_BX0_PCIE_INDEX2 0x000e
+  EXPECT_EQ(p.data, 0x3cu);      // regBIF_BX0_PCIE_DATA2 0x000f
+  EXPECT_EQ(p.index_hi, 0x44u);  // regBIF_BX0_PCIE_INDEX2_HI 0x0011
+  IndexDataLayout moved = pcie_index2_layout_nbio_4_3_0(0x100);
+  EXPECT_EQ(moved.index, 0x438u);
+  EXPECT_EQ(moved.data, 0x43cu);
+  EXPECT_EQ(moved.index_hi, 0x444u);
+  // regBIF_BX_PF0_RSMU_INDEX 0x0 / _DATA 0x1 in NBIO segment 1 (0x14 dwords on Navi 31).
+  IndexDataLayout rsmu = rsmu_layout_nbio_4_3_0(0x14);
+  EXPECT_EQ(rsmu.index, 0x50u);
+  EXPECT_EQ(rsmu.data, 0x54u);
+  EXPECT_EQ(rsmu.index_hi, 0u);
+  EXPECT_EQ(rsmu.address_limit, 0x100000000u);
+}
+
+TEST(IndexDataRegs, RsmuPairReachesFourGiB) {
+  Recorder h;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x1000, h);
+  IndexDataRegs rsmu(m, rsmu_layout_nbio_4_3_0(0x14));
+  EXPECT_EQ(rsmu.read32(0x3b10000), 0x1054u);  // the recorder's value for MM offset 0x54
+  EXPECT_EQ(h.log, (Log{"w 0x50 0x3b10000", "r 0x50", "r 0x54"}));
+  EXPECT_EQ(error_of<InvalidInput>([&] { rsmu.write32(0x100000000, 1); }),
+            "BIF_BX_PF0_RSMU_INDEX/BIF_BX_PF0_RSMU_DATA: address 0x100000000 is beyond the "
+            "index's reach (below 0x100000000)");
+}
+
+TEST(IndexDataRegs, PcieIndex2WritesLinuxsSequence) {
+  IndexedModel model;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x1000, model);
+  IndexDataRegs smn(m, pcie_index2_layout_nbio_4_3_0(0));
+  // amdgpu_device_indirect_wreg: index, read index back, data, read data back.
+  smn.write32(0x3b10000, 0xdead);
+  EXPECT_EQ(model.log, (Log{"w 0x38 0x3b10000", "r 0x38", "w 0x3c 0xdead", "r 0x3c"}));
+  model.log.clear();
+  // amdgpu_device_indirect_rreg: index, read index back, data.
+  EXPECT_EQ(smn.read32(0x3b10000), 0xdeadu);
+  EXPECT_EQ(model.log, (Log{"w 0x38 0x3b10000", "r 0x38", "r 0x3c"}));
+  model.log.clear();
+  // Above 4 GiB the high part goes to PCIE_INDEX2_HI first and is cleared afterwards
+  // (amdgpu_device_indirect_rreg_ext).
+  EXPECT_EQ(smn.read32(0x1200000040), 0x52u);  // unwritten: 0x40 ^ 0x12
+  EXPECT_EQ(model.log, (Log{"w 0x44 0x12", "r 0x44", "w 0x38 0x40", "r 0x38", "r 0x3c",
+                            "w 0x44 0x0", "r 0x44"}));
+  model.log.clear();
+  EXPECT_EQ(error_of<InvalidInput>([&] { smn.read32(0x10000000000); }),
+            "PCIE_INDEX2/PCIE_DATA2: address 0x10000000000 is beyond the index's reach (below "
+            "0x10000000000)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { smn.read_vram32(0); }),
+            "PCIE_INDEX2/PCIE_DATA2 does not reach VRAM (MM_INDEX/MM_DATA does)");
+  EXPECT_TRUE(model.log.empty());
+}
+
+TEST(IndexDataRegs, MmIndexReachesRegistersAndVram) {
+  IndexedModel model;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x1000, model);
+  IndexDataRegs mm(m, mm_index_layout());
+  mm.write32(0x1a000, 5);
+  EXPECT_EQ(mm.read32(0x1a000), 5u);
+  EXPECT_EQ(model.log, (Log{"w 0x0 0x1a000", "w 0x4 0x5", "w 0x0 0x1a000", "r 0x4"}));
+  model.log.clear();
+  // amdgpu_device_mm_access: MM_INDEX = address | 0x80000000, MM_INDEX_HI = address >> 31.
+  mm.write_vram32(0x3fe0000004, 0x77);
+  EXPECT_EQ(model.log, (Log{"w 0x0 0xe0000004", "w 0x18 0x7f", "w 0x4 0x77"}));
+  EXPECT_EQ(model.vram_.at(0x3fe0000004), 0x77u);
+  EXPECT_EQ(mm.read_vram32(0x3fe0000004), 0x77u);
+  EXPECT_EQ(error_of<InvalidInput>([&] { mm.read32(0x80000000); }),
+            "MM_INDEX/MM_DATA: address 0x80000000 is beyond the index's reach (below 0x80000000)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { mm.read_vram32(2); }),
+            "MM_INDEX/MM_DATA: VRAM address 0x2 is not 4-byte aligned");
+  Recorder h;
+  EmulatedMmio tiny("BAR5 of 0000:03:00.0", 0x10, h);
+  EXPECT_EQ(error_of<InvalidInput>([&] { IndexDataRegs(tiny, pcie_index2_layout_nbio_4_3_0(0)); }),
+            "PCIE_INDEX2/PCIE_DATA2: register 0x38 is outside BAR5 of 0000:03:00.0 (0x10 bytes)");
+}
+
+// Several threads on one pair: each sees its own register's value. Without the pair's lock
+// another thread's index write lands between a thread's index and data accesses.
+TEST(IndexDataRegs, ConcurrentIndirectAccessesEachGetTheirOwnRegister) {
+  IndexedModel model;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x1000, model);
+  IndexDataRegs smn(m, pcie_index2_layout_nbio_4_3_0(0));
+  IndexDataRegs mm(m, mm_index_layout());
+  constexpr int kThreads = 8, kRounds = 2000;
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const uint64_t reg = 0x100000 + 0x1000 * uint64_t(t) + 4 * uint64_t(i % 16);
+        const uint32_t v = uint32_t(t << 24 | i);
+        IndexDataRegs& pair = t % 2 ? smn : mm;
+        pair.write32(reg, v);
+        if (pair.read32(reg) != v) ++wrong[size_t(t)];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(kThreads, 0));
+  // 2 pairs x 4 threads x 2000 rounds: writes 4 accesses (PCIE) / 2 (MM), reads 3 / 2.
+  EXPECT_EQ(model.log.size(), size_t(4 * kRounds * (4 + 3) + 4 * kRounds * (2 + 2)));
+}
+
+class MappedWindows : public ::testing::Test {
+ protected:
+  std::unique_ptr<EmulatedPciBus> bus = emulated_pci_system();
+  std::shared_ptr<EmulatedKernel> k = bus->kernel();
+  PciFunction fn(const std::string& a) { return pci_function(*k, a); }
+};
+
+TEST_F(MappedWindows, SysfsBarMapIsAnMmioWindow) {
+  PciBarMap bar(k, fn("22:00.0"), 0);
+  Mmio& m = bar;
+  EXPECT_EQ(m.name(), "BAR0 of 0000:22:00.0");
+  EXPECT_EQ(m.size(), 16u << 20);
+  const std::array<uint32_t, 2> vals{0x11, 0x22};
+  m.write(0x140, vals);
+  EXPECT_EQ(bus->bar("0000:22:00.0", 0).read32(0x144), 0x22u);
+  std::array<uint32_t, 3> got{};
+  m.read(0x13c, got);
+  EXPECT_EQ(got, (std::array<uint32_t, 3>{0, 0x11, 0x22}));
+  EXPECT_EQ(error_of<InvalidInput>([&] { m.read(0xfffffc, got); }),
+            "[0xfffffc, +0xc) is outside BAR0 of 0000:22:00.0 (0x1000000 bytes)");
+}
+
+TEST_F(MappedWindows, VfioRegionIsAnMmioWindowUnmappedOnDestruction) {
+  pci_bind_vfio(*k, fn("22:00.0"));
+  VfioDevice dev(k, fn("22:00.0"));
+  {
+    VfioRegionMmio bar(dev, 0);
+    EXPECT_EQ(bar.name(), "BAR0 of 0000:22:00.0");
+    EXPECT_EQ(bar.size(), 16u << 20);
+    EXPECT_EQ(bar.read32(0), 0x180000a1u);  // NV_PMC_BOOT_0 of emu:sm_90
+    bar.write32(0x140, 9);
+    EXPECT_EQ(bus->bar("0000:22:00.0", 0).read32(0x140), 9u);
+    EXPECT_EQ(error_of<InvalidInput>([&] { bar.write32(16u << 20, 0); }),
+              "0x1000000 is outside BAR0 of 0000:22:00.0 (0x1000000 bytes)");
+  }
+  EXPECT_EQ(error_of<InvalidInput>([&] { VfioRegionMmio(dev, 2); }),
+            "0000:22:00.0: VFIO region 2 cannot be mapped");
+  EXPECT_EQ(error_of<InvalidInput>([&] { VfioRegionMmio(dev, 7); }),
+            "0000:22:00.0: BAR7 does not exist (0 to 5)");
+}
+
+}  // namespace
+}  // namespace hcq::os
