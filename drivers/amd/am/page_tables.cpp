@@ -37,6 +37,8 @@ std::span<const uint8_t> HostVram::bytes() const {
 
 // ---- entries ----
 
+// FRAGMENT stays 0 (each page stands alone): right for any layout. Linux's
+// amdgpu_vm_pte_fragment marks aligned contiguous runs so the TLB holds them as one; not done.
 uint64_t page_entry(uint64_t pa, const MapFlags& f, unsigned level) {
   uint64_t e = pte::ADDRESS(pa >> pte::ADDRESS.lo) | pte::VALID(1) | pte::READABLE(f.readable) |
                pte::WRITEABLE(f.writable) | pte::EXECUTABLE(f.executable) |
