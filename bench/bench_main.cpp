@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "amd/am/page_tables.hpp"
 #include "amd/code_object.hpp"
 #include "amd/encoders.hpp"
 #include "core/capture.hpp"
@@ -313,6 +314,29 @@ void BM_ReadFile(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations() * kFileBytes));
 }
 BENCHMARK(BM_ReadFile)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Mapping 1 GiB of VRAM into the AM driver's page tables (issue 17): 262144 4 KiB PTEs in 512
+// PTBs, or 512 2 MiB PDB0 entries (the argument: the largest page allowed), written into a host
+// array standing in for VRAM. The unmap that empties the tables again is not timed.
+void BM_AmMap1GiB(benchmark::State& state) {
+  constexpr uint64_t kGiB = 1ull << 30, kTableVram = 4ull << 20;
+  amd::am::HostVram vram(0, kTableVram);
+  amd::am::VramAllocator allocator(0, kTableVram);
+  amd::am::PageTables tables(vram, allocator);
+  amd::am::MapFlags flags;
+  flags.largest_page = uint64_t(state.range(0));
+  size_t table_pages = 0;
+  for (auto _ : state) {
+    tables.map(kGiB, 4 * kGiB, kGiB, flags);
+    state.PauseTiming();
+    table_pages = tables.table_pages();
+    tables.unmap(kGiB, kGiB);
+    tables.take_invalidations();
+    state.ResumeTiming();
+  }
+  state.counters["table_pages"] = double(table_pages);
+}
+BENCHMARK(BM_AmMap1GiB)->Arg(4 << 10)->Arg(2 << 20)->Unit(benchmark::kMicrosecond);
 
 // Many empty launches back to back, then one wait: the launch rate the queue sustains.
 void empty_launch_throughput(benchmark::State& state, const std::string& device) {
