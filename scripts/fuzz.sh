@@ -21,7 +21,23 @@ clang++ "${flags[@]}" fuzz/fuzz_msgpack.cpp drivers/common/msgpack.cpp lib/core/
   -o "$out/fuzz_msgpack"
 clang++ "${flags[@]}" fuzz/fuzz_ir3.cpp drivers/qcom/ir3_program.cpp lib/core/error.cpp \
   -o "$out/fuzz_ir3"
-for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3; do
+clang++ "${flags[@]}" fuzz/fuzz_am_discovery.cpp drivers/amd/am/discovery.cpp \
+  drivers/amd/emu/am_discovery_writer.cpp lib/core/error.cpp -o "$out/fuzz_am_discovery"
+# The discovery corpus starts from the emulated RX 7900 XTX's table.
+mkdir -p "$out/corpus_fuzz_am_discovery"
+clang++ -std=c++20 -Ilib -Idrivers -x c++ - drivers/amd/emu/am_discovery_writer.cpp \
+  lib/core/error.cpp -o "$out/write_gfx1100_discovery" <<'EOF'
+#include <cstdio>
+#include "amd/emu/am_discovery_writer.hpp"
+int main(int, char** argv) {
+  const auto t = hcq::amd::emu::gfx1100_discovery_table();
+  FILE* f = std::fopen(argv[1], "wb");
+  return f && std::fwrite(t.data(), 1, t.size(), f) == t.size() && std::fclose(f) == 0 ? 0 : 1;
+}
+EOF
+"$out/write_gfx1100_discovery" "$out/corpus_fuzz_am_discovery/gfx1100.bin"
+for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3 \
+    fuzz_am_discovery; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
