@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include "amd/am/discovery.hpp"
+#include "amd/emu/am_discovery_writer.hpp"
 #include "amd/packets.hpp"
 #include "core/error.hpp"
 
@@ -153,6 +155,21 @@ TEST(AmRegs, ResolverAddsTheSegmentBase) {
             "RLC_SAFE_MODE (gc_11_0_0): GC has no segment 1 (IP discovery gave 1 base)");
   EXPECT_EQ(error_of([&] { absolute_dword(find_register("MP1_SMN_C2PMSG_66"), one); }),
             "MP1_SMN_C2PMSG_66 (mp_13_0_0): MP1 has no segment 0 (IP discovery gave 0 bases)");
+}
+
+// The bases come from the GPU's own discovery table: the emulated RX 7900 XTX's, written from
+// a real one's, resolves the registers where the hand-written bases above put them.
+TEST(AmRegs, SegmentBasesFromTheDiscoveryTable) {
+  std::vector<std::byte> vram_tail(kDiscoveryTmrSize);
+  const std::vector<std::byte> t = emu::gfx1100_discovery_table();
+  std::copy(t.begin(), t.end(), vram_tail.begin());
+  const IpSegmentBases b = segment_bases(parse_discovery(vram_tail));
+  EXPECT_EQ(b[Ip::GC], (std::vector<uint32_t>{0x1260, 0xa000, 0x1c000, 0x2402c00}));
+  EXPECT_EQ(absolute_dword(find_register("GRBM_STATUS"), b), regs::GRBM_STATUS_ALL.address);
+  EXPECT_EQ(absolute_dword(find_register("MP1_SMN_C2PMSG_66"), b), 0x16282u);
+  EXPECT_EQ(absolute_dword(find_register("BIF_BX_PF0_RSMU_DATA"), b), 0x15u);
+  for (Ip ip : {Ip::GC, Ip::MMHUB, Ip::NBIO, Ip::MP0, Ip::MP1, Ip::OSSSYS, Ip::HDP})
+    EXPECT_FALSE(b[ip].empty()) << ip_name(ip);
 }
 
 TEST(AmRegs, LookupByNameAndItsErrors) {

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "amd/am/discovery.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd::am {
@@ -112,6 +113,25 @@ const RegDesc& find_register(std::string_view name) {
   for (std::string_view f : kFiles) files += (files.empty() ? "" : ", ") + std::string(f);
   throw InvalidInput("unknown AM register " + std::string(name) + " (" + files + " describe " +
                      std::to_string(t.regs.size()) + ")");
+}
+
+IpSegmentBases segment_bases(const Discovery& d) {
+  // Each Ip's hardware id (Linux soc15_hw_ip.h, as discovery.hpp names them).
+  static constexpr std::pair<Ip, uint16_t> kHwIds[] = {
+      {Ip::GC, hw_id::GC},         {Ip::MMHUB, hw_id::MMHUB},   {Ip::NBIO, hw_id::NBIO},
+      {Ip::MP0, hw_id::MP0},       {Ip::MP1, hw_id::MP1},       {Ip::OSSSYS, hw_id::OSSSYS},
+      {Ip::HDP, hw_id::HDP}};
+  static_assert(std::size(kHwIds) == kIpCount);
+  IpSegmentBases out;
+  for (const auto& [ip, id] : kHwIds) {
+    for (uint64_t base : d.base_addresses(id)) {
+      if (base > UINT32_MAX)
+        throw InvalidInput("IP discovery table: " + std::string(ip_name(ip)) + " segment base " +
+                           hex(base) + " does not fit the 32-bit register offsets");
+      out[ip].push_back(uint32_t(base));
+    }
+  }
+  return out;
 }
 
 }  // namespace hcq::amd::am

@@ -67,6 +67,12 @@ struct IpSegmentBases {
   const std::vector<uint32_t>& operator[](Ip ip) const { return dwords[size_t(ip)]; }
 };
 
+struct Discovery;
+// The segment bases of instance 0 of each described IP, from the GPU's IP discovery table
+// (MP0 and MP1 by their own hardware ids, NBIO as NBIF). Throws InvalidInput naming an IP the
+// table lacks, or a base past 32 bits (register offsets are 32-bit dwords).
+IpSegmentBases segment_bases(const Discovery& d);
+
 // The register's dword address in the register BAR (its byte offset is 4 times that).
 // Throws InvalidInput when the bases lack its segment:
 // "CP_HQD_ACTIVE (gc_11_0_0): GC has no segment 1 (IP discovery gave 1 base)".
