@@ -63,6 +63,13 @@ File gfx_v2() {
   return f.u32(52, 0x1000).u32(56, 0x2);
 }
 
+// gfx_firmware_header_v1_0 (F32): 0x200 bytes of ucode whose last 0x40 are the jump table.
+File gfx_v1() {
+  File f(0x300);
+  f.common(1, 0, 11, 0, 44, 0x100, 0x200);
+  return f.u32(32, 0x19).u32(36, 0x70).u32(40, 0x10);
+}
+
 // rlc_firmware_header_v2_<minor>, minor 3 or 4.
 File rlc_v2(uint16_t minor) {
   File f(0x300);
@@ -219,6 +226,24 @@ TEST(AmFirmware, Rs64GfxUcodeAndData) {
   }
 }
 
+TEST(AmFirmware, F32GfxUcodeAndJumpTable) {
+  Firmware fw = parse(gfx_v1(), "gc_11_0_0_mec.bin");
+  EXPECT_EQ(fw.header_major, 1);
+  EXPECT_EQ(fw.feature_version, 0x19u);
+  ASSERT_EQ(fw.parts.size(), 2u);
+  expect_part(fw, fw.parts[0], "ucode", 0, 0, 0x100, 0x1c0);
+  expect_part(fw, fw.parts[1], "jt", 0, 0, 0x2c0, 0x40);
+  File f = gfx_v1();
+  f.u32(40, 0x81);
+  EXPECT_EQ(error_of([&] { parse(f, "gc_11_0_0_pfp.bin"); }),
+            "InvalidInput: /fw/gc_11_0_0_pfp.bin: jt_size is 129 dwords, expected at most 128 "
+            "(ucode_size_bytes / 4)");
+  f.u32(40, 0x10).u32(36, 0x81);
+  EXPECT_EQ(error_of([&] { parse(f, "gc_11_0_0_pfp.bin"); }),
+            "InvalidInput: /fw/gc_11_0_0_pfp.bin: ucode_array_offset_bytes+jt_offset*4+jt_size*4 "
+            "is 0x304+0x40 (ends at 0x344), expected inside the file (0x300 bytes)");
+}
+
 TEST(AmFirmware, RlcPartsPerMinorVersion) {
   Firmware fw = parse(rlc_v2(3), "gc_11_0_0_rlc.bin");
   EXPECT_EQ(fw.feature_version, 7u);
@@ -361,10 +386,10 @@ TEST(AmFirmware, TruncatedFiles) {
 
 TEST(AmFirmware, UnsupportedHeaderVersions) {
   File f = gfx_v2();
-  f.u16(8, 1);
+  f.u16(8, 3);
   EXPECT_EQ(error_of([&] { parse(f, "gc_11_0_0_pfp.bin"); }),
-            "InvalidInput: /fw/gc_11_0_0_pfp.bin: header version 1.0, expected 2.0 for pfp "
-            "firmware");
+            "InvalidInput: /fw/gc_11_0_0_pfp.bin: header version 3.0, expected one of 1.0, 2.0 "
+            "for pfp firmware");
   File r = rlc_v2(4);
   r.u16(10, 5);
   EXPECT_EQ(error_of([&] { parse(r, "gc_11_0_0_rlc.bin"); }),

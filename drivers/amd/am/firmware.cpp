@@ -37,7 +37,8 @@ struct HeaderVersion {
 };
 
 // The header versions read per kind: what Linux accepts for these IP versions.
-//   gfx_v11_0.c: RS64 PFP/ME/MEC (gfx_firmware_header_v2_0) for GC 11.0.0;
+//   gfx_v11_0.c: PFP/ME/MEC as RS64 (gfx_firmware_header_v2_0) or F32 (v1_0: ucode and jump
+//     table; rs64_enable follows the PFP header's version);
 //   amdgpu_rlc.c: RLC 2.0 .. 2.4 (2.5 is GC 12's two-RLC layout);
 //   imu_v11_0.c: imu_firmware_header_v1_0; amdgpu_psp.c: sOS 2.0 and 2.1, TA 2.0;
 //   smu_v13_0.c: 2.0 and 2.1 (anything else is "Unsupported smu firmware version");
@@ -46,7 +47,8 @@ std::vector<HeaderVersion> header_versions(FirmwareKind kind) {
   switch (kind) {
     case FirmwareKind::Pfp:
     case FirmwareKind::Me:
-    case FirmwareKind::Mec: return {{2, 0, "gfx_firmware_header_v2_0", 60}};
+    case FirmwareKind::Mec:
+      return {{1, 0, "gfx_firmware_header_v1_0", 44}, {2, 0, "gfx_firmware_header_v2_0", 60}};
     case FirmwareKind::Rlc:
       return {{2, 0, "rlc_firmware_header_v2_0", 104}, {2, 1, "rlc_firmware_header_v2_1", 156},
               {2, 2, "rlc_firmware_header_v2_2", 172}, {2, 3, "rlc_firmware_header_v2_3", 204},
@@ -141,6 +143,20 @@ struct Parser {
     fw.ucode_start_addr = r.u32(52) | (uint64_t{r.u32(56)} << 32);
     add("ucode", ucode_array(), r.u32(36), "ucode_array_offset_bytes+ucode_size_bytes (v2)");
     add("data", r.u32(48), r.u32(44), "data_offset_bytes+data_size_bytes");
+  }
+
+  // gfx_firmware_header_v1_0 (F32): the code is the common ucode less its jump table of
+  // jt_size dwords at dword jt_offset (amdgpu_ucode.c, AMDGPU_UCODE_ID_CP_MEC1 and _JT).
+  void gfx_f32() {
+    fw.feature_version = r.u32(32);
+    uint64_t ucode_size = r.u32(kUcodeSizeBytes), jt_bytes = uint64_t{r.u32(40)} * 4;
+    if (jt_bytes > ucode_size)
+      r.fail("jt_size", "is " + std::to_string(jt_bytes / 4) + " dwords",
+             "at most " + std::to_string(ucode_size / 4) + " (ucode_size_bytes / 4)");
+    add("ucode", ucode_array(), ucode_size - jt_bytes,
+        "ucode_array_offset_bytes+ucode_size_bytes-jt_size*4");
+    add("jt", ucode_array() + uint64_t{r.u32(36)} * 4, jt_bytes,
+        "ucode_array_offset_bytes+jt_offset*4+jt_size*4");
   }
 
   // RLC 2.x (amdgpu_rlc.c): RLC_G from the common header; then each minor's parts, offsets
@@ -405,7 +421,7 @@ Firmware parse_firmware(std::vector<uint8_t> bytes, const FirmwareName& name,
   switch (name.kind) {
     case FirmwareKind::Pfp:
     case FirmwareKind::Me:
-    case FirmwareKind::Mec: p.gfx_rs64(); break;
+    case FirmwareKind::Mec: fw.header_major == 1 ? p.gfx_f32() : p.gfx_rs64(); break;
     case FirmwareKind::Rlc: p.rlc(fw.header_minor); break;
     case FirmwareKind::Imu: p.imu(); break;
     case FirmwareKind::Sos: p.psp_bins(false, fw.header_minor, *layout); break;

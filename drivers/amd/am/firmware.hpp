@@ -1,6 +1,6 @@
 // amdgpu firmware containers (/lib/firmware/amdgpu/*.bin, plain or .zst): the common header
-// and the variants a gfx1100 boot uploads (PSP sOS and TA, SMU, RLC, IMU, RS64 PFP/ME/MEC,
-// SDMA), read and checked as Linux reads them, into the byte ranges the boot hands to the PSP.
+// and the variants a gfx1100 boot uploads (PSP sOS and TA, SMU, RLC, IMU, PFP/ME/MEC as RS64
+// or F32, SDMA), read and checked as Linux reads them, into the byte ranges the boot hands to the PSP.
 //
 // Layouts from Linux drivers/gpu/drm/amd/amdgpu/amdgpu_ucode.h; where each range starts from
 // amdgpu_ucode.c (amdgpu_ucode_init_single_fw), amdgpu_psp.c (psp_init_sos_microcode,
@@ -40,7 +40,7 @@ FirmwareName parse_firmware_name(std::string_view file_name);
 
 // One range of the file the boot uploads.
 struct FirmwarePart {
-  std::string name;       // "ucode", "data", "rlc_g", "rlc_iram", "imu_i", "sos", "sys_drv", ...
+  std::string name;       // "ucode", "data", "jt", "rlc_g", "rlc_iram", "imu_i", "sos", ...
   uint32_t type = 0;      // PSP: psp_fw_type; TA: ta_fw_type; SMU pptable: its id; else 0
   uint32_t version = 0;   // the part's own firmware version where the header has one
   uint64_t offset = 0;    // from the start of the (decompressed) file
