@@ -21,7 +21,10 @@ clang++ "${flags[@]}" fuzz/fuzz_msgpack.cpp drivers/common/msgpack.cpp lib/core/
   -o "$out/fuzz_msgpack"
 clang++ "${flags[@]}" fuzz/fuzz_ir3.cpp drivers/qcom/ir3_program.cpp lib/core/error.cpp \
   -o "$out/fuzz_ir3"
-for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3; do
+clang++ "${flags[@]}" fuzz/fuzz_am_firmware.cpp drivers/amd/am/firmware.cpp lib/core/error.cpp \
+  -lzstd -o "$out/fuzz_am_firmware"
+for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3 \
+    fuzz_am_firmware; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
