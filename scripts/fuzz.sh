@@ -36,8 +36,10 @@ int main(int, char** argv) {
 }
 EOF
 "$out/write_gfx1100_discovery" "$out/corpus_fuzz_am_discovery/gfx1100.bin"
+clang++ "${flags[@]}" fuzz/fuzz_am_firmware.cpp drivers/amd/am/firmware.cpp lib/core/error.cpp \
+  -lzstd -o "$out/fuzz_am_firmware"
 for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3 \
-    fuzz_am_discovery; do
+    fuzz_am_discovery fuzz_am_firmware; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
