@@ -12,19 +12,12 @@
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/packets.hpp"
 #include "core/error.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq::amd::am {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 struct Expected {
   const char* name;

@@ -16,6 +16,7 @@
 #include "amd/am/vram_allocator.hpp"
 #include "amd/emu/am_mmu.hpp"
 #include "core/error.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq::amd::am {
 namespace {
@@ -26,15 +27,7 @@ using emu::MmuFaultReason;
 
 constexpr uint64_t k4K = 4096, k2M = 2ull << 20, k1G = 1ull << 30;
 
-template <class E, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 // ---- the format ----
 

@@ -8,6 +8,7 @@
 #include "amd/code_object.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq::amd {
 namespace {
@@ -186,15 +187,7 @@ TEST(Pm4Encoder, IndirectBuffer) {
 
 // Values entering from outside are checked against their field where they enter, with the
 // field's exact error (desc::checked), at each limit and one past it.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 TEST(Pm4Encoder, IndirectBufferSizeIsCheckedNeverTruncated) {
   uint32_t p[4];

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/hcq.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq {
 namespace {
@@ -157,14 +158,7 @@ void record(CopyQueue& q, int copies) {
   q.signal_at(0x8000, 1, false);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidInput& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 TEST(IndirectSplit, ARecordingAtTheQueuesLimitIsOneIndirectBufferAndOneMoreDwordSplitsIt) {
   for (size_t max : {33, 34, 35}) {

@@ -18,19 +18,12 @@
 #include "os/emulated_kernel.hpp"
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq::os {
 namespace {
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 // Records every access; reads return 0x1000 + offset.
 class Recorder final : public MmioHandler {

@@ -24,6 +24,7 @@
 #include "os/iommufd_abi.hpp"
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
+#include "common/error_of.hpp"
 
 namespace hcq::os {
 namespace {
@@ -31,15 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr uint64_t MiB = 1 << 20, GiB = 1ull << 30;
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing_support::error_of;
 
 // The real OS for reads; fails the test on anything that could touch a device.
 class ReadOnlyKernel final : public Kernel {
