@@ -192,6 +192,17 @@ TEST_F(AmSmuTest, ModelRefusesUnknownDebugMessagesAndForeignOffsets) {
             "AM SMU model: no register at byte 0x1000");
 }
 
+TEST_F(AmSmuTest, ModelRunsAMessageWrittenWithoutClearingTheResponse) {
+  // A driver that skips the clear: the model still runs the message on the message write and
+  // overwrites the stale response (0xfe from the unknown message before).
+  model.write32(kC2pMsg66, 0x55);
+  EXPECT_EQ(model.read32(kC2pMsg90), 0xfeu);
+  model.write32(kC2pMsg82, 0xabc);
+  model.write32(kC2pMsg66, smu_v13_0_0::kSetDriverDramAddrLow);
+  EXPECT_EQ(model.read32(kC2pMsg90), 0x1u);
+  EXPECT_EQ(model.driver_dram_address(), 0xabcu);
+}
+
 TEST_F(AmSmuTest, ConcurrentMessagesEachGetTheirOwnAnswerOneAtATime) {
   constexpr int kThreads = 8, kRounds = 500;
   std::vector<std::thread> threads;
