@@ -1,0 +1,69 @@
+#include "amd/am/register_io.hpp"
+
+#include <string>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace hcq::amd::am {
+
+namespace {
+
+// "100 ms" when whole milliseconds, otherwise "1500 us".
+std::string duration_text(std::chrono::microseconds d) {
+  if (d.count() % 1000 == 0) return std::to_string(d.count() / 1000) + " ms";
+  return std::to_string(d.count()) + " us";
+}
+
+}  // namespace
+
+const RegDesc& RegisterIo::describe(const Reg& r) {
+  for (const RegDesc& d : registers())
+    if (d.reg.ip == r.ip && d.reg.base_idx == r.base_idx && d.reg.offset == r.offset) return d;
+  throw InvalidInput("no AM register description for " + std::string(ip_name(r.ip)) +
+                     " segment " + std::to_string(r.base_idx) + " offset " + hex(r.offset));
+}
+
+uint64_t RegisterIo::byte_offset(const RegDesc& r) const { return absolute_dword(r, bases_) * 4; }
+
+uint32_t RegisterIo::read(const RegDesc& r) { return mmio_.read32(byte_offset(r)); }
+
+void RegisterIo::write(const RegDesc& r, uint32_t value) { mmio_.write32(byte_offset(r), value); }
+
+template <class Done>
+uint32_t RegisterIo::poll(const RegDesc& r, std::chrono::microseconds timeout, Done done,
+                          const std::string& waiting_for) {
+  const uint64_t offset = byte_offset(r);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    // Read after taking the time, so a value that arrives by the deadline still counts.
+    const bool late = std::chrono::steady_clock::now() >= deadline;
+    const uint32_t v = mmio_.read32(offset);
+    if (done(v)) return v;
+    if (late)
+      throw TimeoutError(std::string(r.name) + ": waited " + duration_text(timeout) + " for " +
+                         waiting_for + ", last read " + hex(v));
+    // Spin briefly (a register that answers within microseconds), then back off to 1 us as
+    // Linux's __smu_cmn_poll_stat does with udelay(1).
+    if (polls < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(1));
+  }
+}
+
+uint32_t RegisterIo::wait(const RegDesc& r, uint32_t mask, uint32_t value,
+                          std::chrono::microseconds timeout) {
+  return poll(
+      r, timeout, [mask, value](uint32_t v) { return (v & mask) == value; },
+      hex(value) + " (mask " + hex(mask) + ")");
+}
+
+uint32_t RegisterIo::wait_not(const RegDesc& r, uint32_t mask, uint32_t value,
+                              std::chrono::microseconds timeout) {
+  return poll(
+      r, timeout, [mask, value](uint32_t v) { return (v & mask) != value; },
+      "a value other than " + hex(value) + " (mask " + hex(mask) + ")");
+}
+
+}  // namespace hcq::amd::am
