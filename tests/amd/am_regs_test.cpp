@@ -166,6 +166,9 @@ TEST(AmRegs, SegmentBasesFromTheDiscoveryTable) {
 }
 
 TEST(AmRegs, LookupByNameAndItsErrors) {
+  EXPECT_EQ(&describe(mp_13_0_0::MP1_SMN_C2PMSG_66), &find_register("MP1_SMN_C2PMSG_66"));
+  EXPECT_EQ(error_of([] { describe(Reg{Ip::MP1, 0, 0x999}); }),
+            "no AM register description for MP1 segment 0 offset 0x999");
   EXPECT_EQ(&find_register("cp_hqd_active"), &find_register("CP_HQD_ACTIVE"));
   EXPECT_EQ(&find_register("regCP_HQD_ACTIVE"), &find_register("CP_HQD_ACTIVE"));  // Linux's name
   EXPECT_EQ(error_of([] { find_register("CP_HQD_FOO"); }),

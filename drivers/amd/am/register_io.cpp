@@ -17,12 +17,7 @@ std::string duration_text(std::chrono::microseconds d) {
 
 }  // namespace
 
-const RegDesc& RegisterIo::describe(const Reg& r) {
-  for (const RegDesc& d : registers())
-    if (d.reg.ip == r.ip && d.reg.base_idx == r.base_idx && d.reg.offset == r.offset) return d;
-  throw InvalidInput("no AM register description for " + std::string(ip_name(r.ip)) +
-                     " segment " + std::to_string(r.base_idx) + " offset " + hex(r.offset));
-}
+const RegDesc& RegisterIo::describe(const Reg& r) { return am::describe(r); }
 
 uint64_t RegisterIo::byte_offset(const RegDesc& r) const { return absolute_dword(r, bases_) * 4; }
 

@@ -115,6 +115,13 @@ const RegDesc& find_register(std::string_view name) {
                      std::to_string(t.regs.size()) + ")");
 }
 
+const RegDesc& describe(const Reg& r) {
+  for (const RegDesc& d : registers())
+    if (d.reg.ip == r.ip && d.reg.base_idx == r.base_idx && d.reg.offset == r.offset) return d;
+  throw InvalidInput("no AM register description for " + std::string(ip_name(r.ip)) +
+                     " segment " + std::to_string(r.base_idx) + " offset " + hex(r.offset));
+}
+
 IpSegmentBases segment_bases(const Discovery& d) {
   // Each Ip's hardware id (Linux soc15_hw_ip.h, as discovery.hpp names them).
   static constexpr std::pair<Ip, uint16_t> kHwIds[] = {

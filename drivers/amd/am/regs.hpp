@@ -84,6 +84,9 @@ std::span<const RegDesc> registers();
 // "unknown AM register CP_HQD_FOO (gc_11_0_0, mmhub_3_0_0, nbio_4_3_0, mp_13_0_0, osssys_6_0_0,
 // hdp_6_0_0 describe 584)".
 const RegDesc& find_register(std::string_view name);
+// The description of a register given as a compile-time `Reg` (am::gc_11_0_0::CP_HQD_ACTIVE).
+// Throws InvalidInput: "no AM register description for MP1 segment 0 offset 0x999".
+const RegDesc& describe(const Reg& r);
 // The .def files in order.
 std::span<const std::string_view> def_files();
 

@@ -19,10 +19,7 @@ constexpr uint32_t kResultUnknownCmd = 0xFE;  // PPSMC_Result_UnknownCmd
 constexpr uint32_t kDebugMsgMode1Reset = 0x2;
 
 uint64_t byte_offset(const am::Reg& r, const am::IpSegmentBases& bases) {
-  for (const am::RegDesc& d : am::registers())
-    if (d.reg.ip == r.ip && d.reg.base_idx == r.base_idx && d.reg.offset == r.offset)
-      return am::absolute_dword(d, bases) * 4;
-  throw InvalidInput("AM SMU model: register not described");
+  return am::absolute_dword(am::describe(r), bases) * 4;
 }
 
 }  // namespace
