@@ -1,0 +1,34 @@
+// Memory the AM driver's boot hands to the GPU's own engines (PSP firmware buffers and fences,
+// the TMR, IH rings, MQDs, EOP buffers, the SMU's driver table): VRAM the driver writes through
+// the VRAM BAR and the GPU reads at an MC address. On gfx11 the MC address of VRAM byte `pa`
+// is the frame buffer's base (MMMC_VM_FB_LOCATION_BASE.FB_BASE << 24) + pa (Linux
+// gmc_v11_0.c gmc_v11_0_vram_gtt_location; tinygrad am/amdev.py paddr2mc).
+//
+// Threads: implementations say; the boot itself runs on one thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace hcq::amd::am {
+
+struct VramBuffer {
+  uint64_t pa = 0;    // VRAM physical address (offset in VRAM)
+  uint64_t mc = 0;    // the GPU's MC address of it (fb_base + pa)
+  uint64_t size = 0;  // bytes
+  std::byte* cpu = nullptr;  // the CPU's mapping through the VRAM BAR (zeroed when handed out)
+  std::span<std::byte> bytes() const { return {cpu, size}; }
+};
+
+class BootMemory {
+ public:
+  virtual ~BootMemory() = default;
+  // `size` bytes aligned to `align` (a power of two, at least 4096), zeroed. Throws hcq::Error
+  // naming `what` when VRAM is exhausted.
+  virtual VramBuffer alloc(uint64_t size, uint64_t align, const char* what) = 0;
+  // The MC address of VRAM byte `pa`.
+  virtual uint64_t mc(uint64_t pa) const = 0;
+};
+
+}  // namespace hcq::amd::am
