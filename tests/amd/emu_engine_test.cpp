@@ -24,6 +24,8 @@
 namespace hcq::amd::emu {
 namespace {
 
+using hcq::emu::Memory;
+
 using namespace std::chrono_literals;
 using hcq::emu::Fault;
 

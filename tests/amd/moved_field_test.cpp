@@ -34,7 +34,7 @@ TEST(MovedField, EncoderDecoderAndEmulatorFollowTogether) {
     void fault(uint32_t, bool, uint64_t, const std::string& what) override { faults += what; }
     std::string faults;
   } events;
-  Memory mem;
+  hcq::emu::Memory mem;
   constexpr size_t kBytes = 4096;
   auto* page = static_cast<std::byte*>(std::aligned_alloc(kBytes, kBytes));
   std::memset(page, 0, kBytes);

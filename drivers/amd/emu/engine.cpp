@@ -176,7 +176,7 @@ enum class Engine::Res : uint8_t { Done, Blocked, Called };
 // ------------------------------------------------------------------------------------------
 // Engine
 
-Engine::Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz)
+Engine::Engine(Gen gen, GpuAddressSpace& memory, GpuEvents& events, uint64_t timestamp_hz)
     : gen_(gen), mem_(memory), events_(events), timestamp_hz_(timestamp_hz),
       kernels_(std::make_unique<KernelCache>()) {
   if (timestamp_hz_ == 0) throw hcq::InvalidInput("emulated GPU: timestamp frequency is 0");

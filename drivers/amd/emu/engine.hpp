@@ -22,7 +22,7 @@
 
 namespace hcq::amd::emu {
 
-using hcq::emu::Memory;
+using hcq::emu::GpuAddressSpace;
 
 // What the GPU tells its (emulated) kernel driver.
 class GpuEvents {
@@ -49,7 +49,7 @@ struct QueueDesc {
 class Engine {
  public:
   // `timestamp_hz`: frequency of the counter RELEASE_MEM/SDMA TIMESTAMP write.
-  Engine(Gen gen, Memory& memory, GpuEvents& events, uint64_t timestamp_hz = 100'000'000);
+  Engine(Gen gen, GpuAddressSpace& memory, GpuEvents& events, uint64_t timestamp_hz = 100'000'000);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -79,7 +79,7 @@ class Engine {
   void fail(Queue& q, bool memory_fault, uint64_t address, const std::string& what);
 
   Gen gen_;
-  Memory& mem_;
+  GpuAddressSpace& mem_;
   GpuEvents& events_;
   uint64_t timestamp_hz_;
   // Packet descriptions by opcode, looked up once: PM4 body sizes for this generation

@@ -124,7 +124,7 @@ class KfdState final : public GpuEvents {
   const bool host_link_;  // the GPU reaches system memory (GTT, userptr)
   const uint64_t vram_bytes_;
   uint64_t vram_used_ = 0;  // VRAM allocations not yet freed (under mu_)
-  Memory memory_;
+  hcq::emu::Memory memory_;
   std::unique_ptr<Engine> engine_;
   std::mutex mu_;
   std::condition_variable cv_;
