@@ -20,6 +20,9 @@ namespace hcq::amd::emu {
 struct AmBus {
   // VRAM from physical address 0 (the VRAM BAR's memory).
   std::span<uint8_t> vram;
+  // The doorbell BAR's memory (BAR2): the driver writes a queue's 64-bit write pointer at
+  // its doorbell's byte offset; engines read it from here.
+  std::span<uint8_t> doorbells;
   // MC address of VRAM byte 0 (MMMC_VM_FB_LOCATION_BASE.FB_BASE << 24).
   uint64_t fb_base = 0;
   // Host memory at an IOVA, as the device's DMA reaches it through the IOMMU (VFIO DMA
