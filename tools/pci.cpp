@@ -57,9 +57,14 @@ std::string class_of(uint32_t c) { return "0x" + hex_n(c, 6); }
 // Which hcq path opens the function: a driver's own, VFIO, or none and why.
 std::string open_path(const os::PciFunction& f) {
   if (!f.is_gpu()) return "not a GPU";
-  if (f.driver == "vfio-pci") return "VFIO";
   const PciSupport* s = support_of(f.vendor);
+  const std::string boot = s && s->boot_name ? s->boot_name(f.address, f.device) : "";
+  if (f.driver == "vfio-pci")
+    return boot.empty() ? "VFIO" : "VFIO: hcq boots it itself (" + boot + ")";
   if (!s) return "none: hcq has no driver for vendor " + hex_n(f.vendor, 4) + " GPUs";
+  if (f.driver.empty() && !boot.empty())
+    return "none: no driver bound; hcq boots it itself once it is on vfio-pci (hcq pci " +
+           f.address + " --bind-vfio, then " + boot + ")";
   for (auto& [driver, path] : s->paths)
     if (f.driver == driver) return path;
   return "none: " + (f.driver.empty() ? std::string("no driver bound") : "bound to " + f.driver) +

@@ -41,6 +41,11 @@ PciSupport pci_support() {
   s.paths = {{"amdgpu", "KFD (amdgpu, amd:N)"}};
   s.how = "hcq opens AMD GPUs through amdgpu's KFD or vfio-pci";
   s.register_bar = kRegisterBar;
+  // hcq's own boot (drivers/amd/am, issue 17) knows gfx1100 only.
+  s.boot_name = [](const std::string& address, uint16_t device) {
+    const Target* t = find_target_by_device_id(device);
+    return t && t->name == "gfx1100" ? "am:" + address : std::string();
+  };
   s.registers = [](uint16_t device) {
     std::vector<PciSupport::Register> out;
     const Target* t = find_target_by_device_id(device);

@@ -44,6 +44,9 @@ struct PciSupport {
   int register_bar = 0;
   // What a register value means, in a few words; empty when nothing is known.
   std::function<std::string(const std::string& name, uint32_t value)> describe;
+  // The device name under which hcq boots the function itself, without a vendor kernel driver
+  // ("am:0000:03:00.0"); empty when hcq cannot boot that device (or unset).
+  std::function<std::string(const std::string& address, uint16_t device)> boot_name;
 };
 
 struct DriverFactory {

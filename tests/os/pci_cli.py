@@ -149,7 +149,11 @@ expect("hcq pci --bind-vfio", [l for l in run(["pci", "22:00.0", "--bind-vfio"],
 expect("hcq pci --unbind", [l for l in run(["pci", "01:00.0", "--unbind"], True).splitlines()
                             if l.startswith(("driver", "hcq path"))],
        ["driver         none",
-        "hcq path       none: no driver bound; hcq opens AMD GPUs through amdgpu's KFD or vfio-pci"])
+        "hcq path       none: no driver bound; hcq boots it itself once it is on vfio-pci "
+        "(hcq pci 0000:01:00.0 --bind-vfio, then am:0000:01:00.0)"])
+expect("hcq pci --bind-vfio of a GPU hcq boots", [l for l in run(["pci", "01:00.0", "--bind-vfio"], True).splitlines()
+                                               if l.startswith(("driver", "hcq path"))],
+       ["driver         vfio-pci", "hcq path       VFIO: hcq boots it itself (am:0000:01:00.0)"])
 # --unbind and --bind-vfio take a GPU (class 0x03) or a processing accelerator (0x12) only,
 # anything else (a host bridge, the Thunderbolt bridges the eGPU hangs from) with --force.
 for addr, cls, action, opt in [("00:00.0", "0x060000", "unbind", "--unbind"),
