@@ -55,17 +55,18 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   amd.subsystem_device = 0x0e3b;
   amd.revision = 0xc8;
   amd.link = {4, 16, 4, 16};
-  amd.bars = {{0, 256 * MiB, true, true, false, {}},
-              {2, 2 * MiB, true, true, false, {}},
-              {4, 256, false, false, true, {}},
+  amd.bars = {{0, 256 * MiB, true, true, false, {}, {}},
+              {2, 2 * MiB, true, true, false, {}, {}},
+              {4, 256, false, false, true, {}, {}},
               {5, 1 * MiB, false, false, false,
-               {{amd::kGrbmStatus, kGrbmStatusBusy}, {amd::kGrbmStatus2, kGrbmStatus2Busy}}}};
+               {{amd::kGrbmStatus, kGrbmStatusBusy}, {amd::kGrbmStatus2, kGrbmStatus2Busy}},
+               {}}};
   amd.resizable_bars = {{0, 256 * MiB, sizes(256 * MiB, 32 * GiB)}};
 
   F igpu = function("0000:00:02.0", "", 0x8086, 0x9a49, 0x030000, "i915", 1);
   igpu.revision = 0x01;
   igpu.port = PciPort::RootComplexEndpoint;
-  igpu.bars = {{0, 16 * MiB, true, false, false, {}}, {2, 256 * MiB, true, true, false, {}}};
+  igpu.bars = {{0, 16 * MiB, true, false, false, {}, {}}, {2, 256 * MiB, true, true, false, {}, {}}};
 
   const nv::Target& hopper = *nv::find_target("sm_90");
   F nv = function("0000:22:00.0", "0000:21:01.0", nv::kPciVendor, hopper.device_id, 0x030200,
@@ -74,9 +75,10 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   nv.revision = 0xa1;
   nv.link = {5, 16, 1, 4};  // Gen5 x16 card behind a Gen3 x4 tunnel, trained at Gen1
   nv.bars = {{0, 16 * MiB, false, false, false,
-              {{0, nv::pmc_boot_0(hopper.architecture, hopper.implementation, 0xa1)}}},
-             {1, 256 * MiB, true, true, false, {}},
-             {3, 32 * MiB, true, true, false, {}}};
+              {{0, nv::pmc_boot_0(hopper.architecture, hopper.implementation, 0xa1)}},
+              {}},
+             {1, 256 * MiB, true, true, false, {}, {}},
+             {3, 32 * MiB, true, true, false, {}, {}}};
   nv.resizable_bars = {{1, 256 * MiB, sizes(64 * MiB, 128 * GiB)}};
 
   return {host,

@@ -22,8 +22,9 @@ namespace fs = std::filesystem;
 
 // ---- EmulatedBar ----
 
-EmulatedBar::EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_values)
-    : size_(size), reset_values_(std::move(reset_values)) {}
+EmulatedBar::EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_values,
+                         std::shared_ptr<MmioHandler> handler)
+    : size_(size), reset_values_(std::move(reset_values)), handler_(std::move(handler)) {}
 
 EmulatedBar::~EmulatedBar() {
   if (fd_ >= 0) ::close(fd_);
@@ -40,8 +41,8 @@ int EmulatedBar::fd() {
 
 void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset) {
   const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
-  if (offset < 0 || uint64_t(offset) % page || length == 0 || uint64_t(offset) > size_ ||
-      length > size_ - uint64_t(offset)) {
+  if (handler_ || offset < 0 || uint64_t(offset) % page || length == 0 ||
+      uint64_t(offset) > size_ || length > size_ - uint64_t(offset)) {
     errno = EINVAL;
     return MAP_FAILED;
   }
@@ -49,16 +50,19 @@ void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset) {
 }
 
 uint32_t EmulatedBar::read32(uint64_t offset) {
+  if (handler_) return handler_->read32(offset);
   uint32_t v = 0;
   if (::pread(fd(), &v, 4, off_t(offset)) != 4) throw OsError("emulated BAR read", errno);
   return v;
 }
 
 void EmulatedBar::write32(uint64_t offset, uint32_t value) {
+  if (handler_) return handler_->write32(offset, value);
   if (::pwrite(fd(), &value, 4, off_t(offset)) != 4) throw OsError("emulated BAR write", errno);
 }
 
 void EmulatedBar::reset() {
+  if (handler_) return;  // the model's state is the model's to reset
   // Dropping the pages zeroes the BAR without touching what is not resident.
   if (::fallocate(fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, off_t(size_)) != 0)
     throw OsError("emulated BAR reset", errno);
@@ -278,7 +282,7 @@ void EmulatedPciBus::write_function(const EmulatedPciFunction& f) {
   const std::string sys = pci_sysfs_dir(f.address);
   for (auto& b : f.bars) {
     auto& bar = bars_[{f.address, b.index}];
-    bar = std::make_unique<EmulatedBar>(b.size, b.registers);
+    bar = std::make_unique<EmulatedBar>(b.size, b.registers, b.handler);
     std::string name = "resource" + std::to_string(b.index);
     write_text(dev / name, "");
     kernel_->add_node(sys + "/" + name, std::make_shared<BarNode>(*bar));
@@ -323,6 +327,7 @@ EmulatedBar& EmulatedPciBus::bar(const std::string& address, int index) {
 }
 
 void EmulatedPciBus::reset(const std::string& address) {
+  if (const EmulatedPciFunction* f = function(address); f && f->on_reset) return f->on_reset();
   for (auto& [key, bar] : bars_)
     if (key.first == address) bar->reset();
 }

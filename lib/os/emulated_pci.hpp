@@ -6,12 +6,14 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "os/emulated_kernel.hpp"
+#include "os/mmio.hpp"
 #include "os/pci.hpp"
 
 namespace hcq::os {
@@ -19,27 +21,38 @@ namespace hcq::os {
 // Emulated MMIO behind one BAR: shared memory that every mapping of the BAR (sysfs resource
 // files, VFIO regions) sees, with the registers' reset values. Created on first use, so a
 // large VRAM BAR costs nothing until mapped.
+//
+// Or, with a handler, a BAR whose every access calls a device model (a register BAR with side
+// effects): it cannot be mapped (an emulator limit: a mapping would bypass the model), only
+// read and written a dword at a time through VFIO's pread/pwrite (VfioRegionRwMmio).
 class EmulatedBar {
  public:
-  EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_values);
+  EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_values,
+              std::shared_ptr<MmioHandler> handler = nullptr);
   ~EmulatedBar();
   EmulatedBar(const EmulatedBar&) = delete;
   EmulatedBar& operator=(const EmulatedBar&) = delete;
 
   uint64_t size() const { return size_; }
+  // Whether accesses go to a device model (then map refuses).
+  bool handled() const { return handler_ != nullptr; }
   // mmap(2) of [offset, offset + length) of the BAR: MAP_FAILED with errno EINVAL when the
-  // range is not page aligned or leaves the BAR, as the kernel's resource files refuse.
+  // range is not page aligned or leaves the BAR, as the kernel's resource files refuse, and
+  // for a handled BAR.
   void* map(void* addr, size_t length, int prot, off_t offset);
-  // What the device sees (tests and the emulated device side).
+  // What the device sees (tests and the emulated device side); a handled BAR's go to the
+  // handler.
   uint32_t read32(uint64_t offset);
   void write32(uint64_t offset, uint32_t value);
-  // A function-level reset: every register back to its reset value, the rest zero.
+  // A function-level reset: every register back to its reset value, the rest zero. A handled
+  // BAR keeps nothing itself: its model is reset through EmulatedPciFunction::on_reset.
   void reset();
 
  private:
   int fd();
   uint64_t size_;
   std::map<uint64_t, uint32_t> reset_values_;
+  std::shared_ptr<MmioHandler> handler_;
   int fd_ = -1;
 };
 
@@ -55,6 +68,8 @@ struct EmulatedPciFunction {
     uint64_t size = 0;
     bool is64 = true, prefetchable = false, io = false;
     std::map<uint64_t, uint32_t> registers;  // reset values by byte offset
+    // Set: every access calls the device model (EmulatedBar above); must be thread-safe.
+    std::shared_ptr<MmioHandler> handler;
   };
   std::vector<Bar> bars;
   std::vector<PciResizableBar> resizable_bars;
@@ -65,6 +80,10 @@ struct EmulatedPciFunction {
   int iommu_group = -1, numa_node = -1;
   // Config space as a real device returned it; empty: built from the fields above.
   std::vector<uint8_t> config;
+  // Set: a function-level reset (VFIO_DEVICE_RESET) calls it instead of resetting the BARs;
+  // the device model decides what the reset loses (a GPU keeps its VRAM: the reset does not
+  // clear memory).
+  std::function<void()> on_reset;
 };
 
 class EmulatedVfio;

@@ -139,10 +139,16 @@ class DeviceNode final : public EmulatedNode {
     if (bound_) v_.set_command(address_, v_.command(address_) & ~PCI_COMMAND_MASTER);
     if (iommufd_ >= 0) bound_ = false, iommufd_ = -1;
   }
-  // Config space (region VFIO_PCI_CONFIG_REGION_INDEX) only: the function's sysfs config
-  // bytes with the command register VFIO users wrote. Writes reach the command register
-  // alone; the others are dropped, as the kernel drops writes to read-only registers.
+  // Config space (region VFIO_PCI_CONFIG_REGION_INDEX): the function's sysfs config bytes
+  // with the command register VFIO users wrote. Writes reach the command register alone; the
+  // others are dropped, as the kernel drops writes to read-only registers.
+  // A memory BAR's region: its bytes (vfio-pci reads and writes BARs through the fd too,
+  // drivers/vfio/pci/vfio_pci_rdwr.c vfio_pci_bar_rw); a BAR with a device model takes only
+  // aligned dwords, one handler call each, EINVAL otherwise (a sketch of vfio's rule that an
+  // access be naturally aligned, vfio_pci_core_do_io_rw, narrowed to the 32-bit registers
+  // the model has).
   ssize_t pread(int, void* buf, size_t size, off_t offset) override {
+    if (EmulatedBar* bar = bar_region(offset)) return bar_rw(*bar, offset, buf, size, false);
     std::string cfg;
     if (int r = config(offset, size, cfg); r < 0) return r;
     const uint64_t at = uint64_t(offset) & kInRegion;
@@ -150,6 +156,8 @@ class DeviceNode final : public EmulatedNode {
     return ssize_t(size);
   }
   ssize_t pwrite(int, const void* buf, size_t size, off_t offset) override {
+    if (EmulatedBar* bar = bar_region(offset))
+      return bar_rw(*bar, offset, const_cast<void*>(buf), size, true);
     std::string cfg;
     if (int r = config(offset, size, cfg); r < 0) return r;
     const uint64_t at = uint64_t(offset) & kInRegion;
@@ -198,7 +206,7 @@ class DeviceNode final : public EmulatedNode {
           if (uint32_t(b.index) == r->index) {
             r->size = b.size;
             r->flags = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE |
-                       (b.io ? 0 : VFIO_REGION_INFO_FLAG_MMAP);
+                       (b.io || b.handler ? 0 : VFIO_REGION_INFO_FLAG_MMAP);
           }
         return 0;
       }
@@ -227,6 +235,48 @@ class DeviceNode final : public EmulatedNode {
 
  private:
   static constexpr uint64_t kInRegion = (1ull << kRegionShift) - 1;
+  // The memory BAR whose region `offset` lies in; null for config space, I/O BARs, other
+  // regions, or before the device is bound.
+  EmulatedBar* bar_region(off_t offset) {
+    const uint64_t index = uint64_t(offset) >> kRegionShift;
+    if (!bound_) return nullptr;
+    for (auto& b : v_.bus().function(address_)->bars)
+      if (uint64_t(b.index) == index && !b.io) return &v_.bus().bar(address_, b.index);
+    return nullptr;
+  }
+  // The bytes moved or -EINVAL (outside the BAR; not an aligned dword on a handled BAR).
+  static ssize_t bar_rw(EmulatedBar& bar, off_t offset, void* buf, size_t size, bool write) {
+    const uint64_t at = uint64_t(offset) & kInRegion;
+    if (size == 0 || at >= bar.size() || size > bar.size() - at) return -EINVAL;
+    if (bar.handled() && (size != 4 || at % 4)) return -EINVAL;
+    auto* bytes = static_cast<uint8_t*>(buf);
+    // Whole dwords where aligned, single bytes around them (a plain BAR is memory).
+    for (uint64_t i = 0; i < size;) {
+      const uint64_t a = at + i;
+      if (a % 4 == 0 && size - i >= 4) {
+        uint32_t v;
+        if (write) {
+          std::memcpy(&v, bytes + i, 4);
+          bar.write32(a, v);
+        } else {
+          v = bar.read32(a);
+          std::memcpy(bytes + i, &v, 4);
+        }
+        i += 4;
+        continue;
+      }
+      uint32_t v = bar.read32(a & ~uint64_t(3));
+      const unsigned shift = unsigned(a % 4) * 8;
+      if (write) {
+        v = (v & ~(0xffu << shift)) | uint32_t(bytes[i]) << shift;
+        bar.write32(a & ~uint64_t(3), v);
+      } else {
+        bytes[i] = uint8_t(v >> shift);
+      }
+      ++i;
+    }
+    return ssize_t(size);
+  }
   // The config space bytes for an access of `size` at device fd `offset`: 0, or -EINVAL
   // outside config space or before the device is bound.
   int config(off_t offset, size_t size, std::string& cfg) {

@@ -37,15 +37,43 @@ void Mmio::write(uint64_t offset, std::span<const uint32_t> values) {
   for (size_t i = 0; i < values.size(); ++i) do_write32(offset + 4 * i, values[i]);
 }
 
+namespace {
+void check_bar(const VfioDevice& device, int bar) {
+  if (bar < 0 || bar > 5) throw InvalidInput(device.address() + ": BAR" + std::to_string(bar) + " does not exist (0 to 5)");
+}
+}  // namespace
+
 VfioRegionMmio::VfioRegionMmio(VfioDevice& device, int bar)
     : MappedMmio("BAR" + std::to_string(bar) + " of " + device.address()), device_(device) {
-  if (bar < 0 || bar > 5) throw InvalidInput(device.address() + ": BAR" + std::to_string(bar) + " does not exist (0 to 5)");
+  check_bar(device, bar);
   // vfio-pci numbers its regions BAR0..BAR5 first (VFIO_PCI_BAR0_REGION_INDEX = 0).
   const uint64_t size = device.region(uint32_t(bar)).size;
   attach(device.map_region(uint32_t(bar)), size);
 }
 
 VfioRegionMmio::~VfioRegionMmio() { device_.unmap_region(base(), size()); }
+
+VfioRegionRwMmio::VfioRegionRwMmio(VfioDevice& device, int bar)
+    : device_(device), name_("BAR" + std::to_string(bar) + " of " + device.address()) {
+  check_bar(device, bar);
+  region_ = device.region(uint32_t(bar));
+  if (!region_.readable || !region_.writable || !region_.size)
+    throw InvalidInput(device.address() + ": VFIO region " + std::to_string(bar) + " cannot be read and written");
+}
+
+uint32_t VfioRegionRwMmio::do_read32(uint64_t offset) {
+  return device_.read_region32(region_, offset);
+}
+
+void VfioRegionRwMmio::do_write32(uint64_t offset, uint32_t value) {
+  device_.write_region32(region_, offset, value);
+}
+
+std::unique_ptr<Mmio> open_register_window(VfioDevice& device, int bar) {
+  check_bar(device, bar);
+  if (device.region(uint32_t(bar)).mappable) return std::make_unique<VfioRegionMmio>(device, bar);
+  return std::make_unique<VfioRegionRwMmio>(device, bar);
+}
 
 IndexDataLayout mm_index_layout() {
   IndexDataLayout l;

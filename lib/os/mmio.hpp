@@ -4,8 +4,10 @@
 // the window and happens exactly once, in program order, as one 32-bit access.
 //
 // Implementations: MappedMmio over a BAR mapped into the process (volatile accesses), built
-// from a sysfs resource map (PciBarMap) or a VFIO region (VfioRegionMmio); EmulatedMmio,
-// which hands each access to a device model's MmioHandler as it happens.
+// from a sysfs resource map (PciBarMap) or a VFIO region (VfioRegionMmio); VfioRegionRwMmio,
+// a VFIO region reached by pread/pwrite of the device fd (open_register_window picks it when
+// the region cannot be mapped); EmulatedMmio, which hands each access to a device model's
+// MmioHandler as it happens.
 //
 // On top of any window, IndexDataRegs reaches registers through an index/data pair:
 // MM_INDEX/MM_INDEX_HI/MM_DATA (registers beyond the BAR and VRAM), PCIE_INDEX2/PCIE_DATA2
@@ -27,6 +29,7 @@
 
 #include "os/kernel.hpp"
 #include "os/pci.hpp"
+#include "os/vfio.hpp"
 
 namespace hcq::os {
 
@@ -83,8 +86,6 @@ class MappedMmio : public Mmio {
   uint64_t size_ = 0;
 };
 
-class VfioDevice;
-
 // A BAR mapped through VFIO (VfioDevice::map_region; region index = BAR number for vfio-pci),
 // unmapped on destruction. The device must outlive the window.
 class VfioRegionMmio : public MappedMmio {
@@ -97,6 +98,31 @@ class VfioRegionMmio : public MappedMmio {
  private:
   VfioDevice& device_;
 };
+
+// A BAR read and written through the VFIO device fd, one 4-byte pread/pwrite per access
+// (drivers/vfio/pci/vfio_pci_rdwr.c serves every BAR this way): slower than a mapping (a
+// system call each), for a region VFIO will not map. The device must outlive the window.
+class VfioRegionRwMmio : public Mmio {
+ public:
+  // InvalidInput for a BAR outside 0..5 or a region that cannot be read and written:
+  // "0000:03:00.0: VFIO region 5 cannot be read and written".
+  VfioRegionRwMmio(VfioDevice& device, int bar);
+  uint64_t size() const override { return region_.size; }
+  const std::string& name() const override { return name_; }
+
+ protected:
+  uint32_t do_read32(uint64_t offset) override;
+  void do_write32(uint64_t offset, uint32_t value) override;
+
+ private:
+  VfioDevice& device_;
+  std::string name_;
+  VfioDevice::Region region_;
+};
+
+// The register window of a BAR of a function opened through VFIO: a mapping (VfioRegionMmio)
+// when VFIO offers one, else pread/pwrite (VfioRegionRwMmio).
+std::unique_ptr<Mmio> open_register_window(VfioDevice& device, int bar);
 
 // A device model's side of an emulated window: called once per access, in order, with the
 // checked byte offset.

@@ -120,6 +120,20 @@ void* VfioDevice::map_region(uint32_t index) {
 
 void VfioDevice::unmap_region(void* p, uint64_t size) { k_->munmap(p, size); }
 
+uint32_t VfioDevice::read_region32(const Region& r, uint64_t offset) {
+  uint32_t v = 0;
+  const ssize_t n = k_->pread(device_, &v, sizeof v, off_t(r.offset + offset));
+  if (n != sizeof v)
+    fail("read of VFIO region " + std::to_string(r.index) + " at " + hex(offset), n < 0 ? int(-n) : EIO);
+  return v;
+}
+
+void VfioDevice::write_region32(const Region& r, uint64_t offset, uint32_t value) {
+  const ssize_t n = k_->pwrite(device_, &value, sizeof value, off_t(r.offset + offset));
+  if (n != sizeof value)
+    fail("write of VFIO region " + std::to_string(r.index) + " at " + hex(offset), n < 0 ? int(-n) : EIO);
+}
+
 void VfioDevice::map_dma(void* host, uint64_t iova, uint64_t size) {
   const std::string what = " of " + hex(size) + " bytes at IOVA " + hex(iova);
   if (iommufd()) {

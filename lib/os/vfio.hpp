@@ -35,6 +35,12 @@ class VfioDevice {
   // Maps a whole mappable region (a memory BAR); unmap with unmap_region.
   void* map_region(uint32_t index);
   void unmap_region(void* p, uint64_t size);
+  // One 4-byte pread/pwrite at `offset` in a readable/writable region through the device fd
+  // (vfio-pci serves BARs this way too, mappable or not: drivers/vfio/pci/vfio_pci_rdwr.c).
+  // OsError naming the region and offset: "0000:03:00.0: read of VFIO region 5 at 0x10:
+  // Invalid argument (errno 22)". May be called from several threads at once.
+  uint32_t read_region32(const Region& r, uint64_t offset);
+  void write_region32(const Region& r, uint64_t offset, uint32_t value);
   // Lets the device read and write [host, host + size) at `iova` (page aligned).
   void map_dma(void* host, uint64_t iova, uint64_t size);
   void unmap_dma(uint64_t iova, uint64_t size);

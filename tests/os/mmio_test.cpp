@@ -1,11 +1,15 @@
 // os::Mmio register windows: the emulated window hands each access to its handler in order,
 // checks bounds and alignment with exact messages; the mapped windows over a sysfs BAR map and a
-// VFIO region reach the emulated PCI system's registers; the index/data pairs write the
+// VFIO region reach the emulated PCI system's registers; a BAR with a device model is read and
+// written through VFIO's pread/pwrite only (aligned dwords); the index/data pairs write the
 // sequence Linux writes (amdgpu_device_indirect_rreg/_wreg, amdgpu_device_mm_access) and keep
 // each sequence whole when several threads use one pair.
 #include "os/mmio.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/vfio.h>
+#include <sys/mman.h>
 
 #include <array>
 #include <map>
@@ -16,6 +20,7 @@
 #include "core/error.hpp"
 #include "emulated_pci.hpp"
 #include "os/emulated_kernel.hpp"
+#include "os/emulated_vfio.hpp"
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
 #include "common/error_of.hpp"
@@ -269,6 +274,116 @@ TEST_F(MappedWindows, VfioRegionIsAnMmioWindowUnmappedOnDestruction) {
             "0000:22:00.0: VFIO region 2 cannot be mapped");
   EXPECT_EQ(error_of<InvalidInput>([&] { VfioRegionMmio(dev, 7); }),
             "0000:22:00.0: BAR7 does not exist (0 to 5)");
+}
+
+
+// A function whose BAR5 is a device model (EmulatedPciFunction::Bar::handler) behind vfio-pci:
+// the region is readable and writable but not mappable, pread/pwrite of aligned dwords call
+// the model, and open_register_window picks pread/pwrite for it, a mapping for BAR0.
+class HandledBar : public ::testing::Test {
+ protected:
+  static std::vector<EmulatedPciFunction> functions(std::shared_ptr<Recorder> model, int* resets) {
+    EmulatedPciFunction f;
+    f.address = "0000:05:00.0";
+    f.vendor = 0x1002;
+    f.device = 0x744c;
+    f.class_code = 0x030000;
+    f.driver = "vfio-pci";
+    f.iommu_group = 9;
+    f.bars = {{0, 64 << 10, true, true, false, {}, {}}, {5, 0x1000, false, false, false, {}, model}};
+    f.on_reset = [resets] { ++*resets; };
+    return {f};
+  }
+  std::shared_ptr<Recorder> model = std::make_shared<Recorder>();
+  int resets = 0;
+  EmulatedPciBus bus{functions(model, &resets)};
+  std::shared_ptr<EmulatedKernel> k = bus.kernel();
+  PciFunction fn = pci_function(*k, "0000:05:00.0");
+};
+
+TEST_F(HandledBar, RegionIsReadWriteNotMappable) {
+  VfioDevice dev(k, fn);
+  VfioDevice::Region r = dev.region(5);
+  EXPECT_EQ(r.size, 0x1000u);
+  EXPECT_TRUE(r.readable);
+  EXPECT_TRUE(r.writable);
+  EXPECT_FALSE(r.mappable);
+  EXPECT_TRUE(dev.region(0).mappable);
+  EXPECT_EQ(error_of<InvalidInput>([&] { dev.map_region(5); }),
+            "0000:05:00.0: VFIO region 5 cannot be mapped");
+  // The sysfs resource file refuses too (a map would bypass the model).
+  EXPECT_EQ(error_of<OsError>([&] { PciBarMap(k, fn, 5); }),
+            "0000:05:00.0: mmap /sys/bus/pci/devices/0000:05:00.0/resource5: Invalid argument "
+            "(errno 22)");
+  EXPECT_TRUE(model->log.empty());
+}
+
+TEST_F(HandledBar, RegisterWindowGoesThroughPreadAndPwrite) {
+  VfioDevice dev(k, fn);
+  std::unique_ptr<Mmio> regs = open_register_window(dev, 5);
+  ASSERT_NE(dynamic_cast<VfioRegionRwMmio*>(regs.get()), nullptr);
+  EXPECT_EQ(regs->name(), "BAR5 of 0000:05:00.0");
+  EXPECT_EQ(regs->size(), 0x1000u);
+  EXPECT_EQ(regs->read32(0x10), 0x1010u);
+  regs->write32(0xffc, 0xabcd);
+  const std::array<uint32_t, 2> two{1, 2};
+  regs->write(0x20, two);
+  EXPECT_EQ(model->log, (Log{"r 0x10", "w 0xffc 0xabcd", "w 0x20 0x1", "w 0x24 0x2"}));
+  EXPECT_EQ(error_of<InvalidInput>([&] { regs->read32(0x1000); }),
+            "0x1000 is outside BAR5 of 0000:05:00.0 (0x1000 bytes)");
+
+  std::unique_ptr<Mmio> vram = open_register_window(dev, 0);
+  ASSERT_NE(dynamic_cast<VfioRegionMmio*>(vram.get()), nullptr);
+  vram->write32(0x40, 7);
+  EXPECT_EQ(bus.bar("0000:05:00.0", 0).read32(0x40), 7u);
+  EXPECT_EQ(error_of<InvalidInput>([&] { open_register_window(dev, 6); }),
+            "0000:05:00.0: BAR6 does not exist (0 to 5)");
+  EXPECT_EQ(error_of<InvalidInput>([&] { VfioRegionRwMmio(dev, 3); }),
+            "0000:05:00.0: VFIO region 3 cannot be read and written");
+}
+
+TEST_F(HandledBar, OnlyAlignedDwordsReachTheModel) {
+  VfioDevice dev(k, fn);
+  const VfioDevice::Region r5 = dev.region(5), r0 = dev.region(0);
+  EXPECT_EQ(error_of<OsError>([&] { dev.read_region32(r5, 2); }),
+            "0000:05:00.0: read of VFIO region 5 at 0x2: Invalid argument (errno 22)");
+  EXPECT_EQ(error_of<OsError>([&] { dev.write_region32(r5, 0x1000, 1); }),
+            "0000:05:00.0: write of VFIO region 5 at 0x1000: Invalid argument (errno 22)");
+  EXPECT_TRUE(model->log.empty());
+  // A plain memory BAR takes any alignment, as vfio_pci_bar_rw does.
+  dev.write_region32(r0, 0x102, 0x11223344);
+  EXPECT_EQ(bus.bar("0000:05:00.0", 0).read32(0x100), 0x33440000u);
+  EXPECT_EQ(bus.bar("0000:05:00.0", 0).read32(0x104), 0x1122u);
+  EXPECT_EQ(dev.read_region32(r0, 0x102), 0x11223344u);
+
+  // Other sizes through the device fd itself (the container path, as VfioDevice opens it).
+  int container = k->open("/dev/vfio/vfio", O_RDWR);
+  int group = k->open("/dev/vfio/9", O_RDWR);
+  ASSERT_GE(container, 0);
+  ASSERT_GE(group, 0);
+  ASSERT_EQ(k->ioctl(group, VFIO_GROUP_SET_CONTAINER, &container), 0);
+  ASSERT_EQ(k->ioctl(container, VFIO_SET_IOMMU, reinterpret_cast<void*>(uintptr_t(VFIO_TYPE1v2_IOMMU))), 0);
+  char name[] = "0000:05:00.0";
+  int device = k->ioctl(group, VFIO_GROUP_GET_DEVICE_FD, name);
+  ASSERT_GE(device, 0);
+  uint64_t eight = 0;
+  uint16_t two = 0;
+  EXPECT_EQ(k->pread(device, &eight, 8, off_t(r5.offset)), -EINVAL);
+  EXPECT_EQ(k->pwrite(device, &two, 2, off_t(r5.offset + 4)), -EINVAL);
+  EXPECT_EQ(k->pread(device, &eight, 0, off_t(r5.offset)), -EINVAL);
+  EXPECT_EQ(k->pread(device, &eight, 8, off_t(r0.offset + 0x100)), 8);
+  EXPECT_EQ(eight, 0x112233440000ull);
+  EXPECT_TRUE(model->log.empty());
+  for (int fd : {device, group, container}) k->close(fd);
+}
+
+TEST_F(HandledBar, ResetCallsTheModelAndKeepsMemory) {
+  VfioDevice dev(k, fn);
+  bus.bar("0000:05:00.0", 0).write32(0x40, 5);
+  dev.reset();
+  EXPECT_EQ(resets, 1);
+  EXPECT_EQ(bus.vfio().resets("0000:05:00.0"), 1);
+  EXPECT_EQ(bus.bar("0000:05:00.0", 0).read32(0x40), 5u);  // on_reset decides; it kept it
 }
 
 }  // namespace

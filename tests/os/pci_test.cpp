@@ -202,8 +202,8 @@ TEST(RealConfigSpace, AnH200ReadsAsAGen5x16Endpoint) {
   h200.subsystem_device = 0x18bf;
   h200.class_code = 0x030200;
   h200.revision = 0xa1;
-  h200.bars = {{0, 16 * MiB, true, true, false, {}}, {2, 256 * GiB, true, true, false, {}},
-               {4, 32 * MiB, true, true, false, {}}};
+  h200.bars = {{0, 16 * MiB, true, true, false, {}, {}}, {2, 256 * GiB, true, true, false, {}, {}},
+               {4, 32 * MiB, true, true, false, {}, {}}};
   h200.driver = "nvidia";
   h200.config.assign(4096, 0);
   std::memcpy(h200.config.data(), words, sizeof words);

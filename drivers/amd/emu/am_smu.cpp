@@ -49,7 +49,23 @@ uint32_t AmSmu::read32(uint64_t offset) {
 }
 
 void AmSmu::write32(uint64_t offset, uint32_t value) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  if (offset == debug_msg_) {
+    debug_msg_value_ = value;
+    if (!run_debug_message(value)) return;
+    // Mode-1 reset: the GPU's reset takes every block's lock in turn, this one's too.
+    std::function<void()> hook = mode1_reset_hook_;
+    if (hook) {
+      lock.unlock();
+      hook();
+      lock.lock();
+    } else {
+      power_on_state();
+    }
+    ++mode1_resets_;
+    debug_resp_value_ = kResultOk;
+    return;
+  }
   if (offset == msg_) {
     msg_value_ = value;
     run_message(value);
@@ -57,9 +73,6 @@ void AmSmu::write32(uint64_t offset, uint32_t value) {
     arg_value_ = value;
   } else if (offset == resp_) {
     resp_value_ = value;
-  } else if (offset == debug_msg_) {
-    debug_msg_value_ = value;
-    run_debug_message(value);
   } else if (offset == debug_arg_) {
     debug_arg_value_ = value;
   } else if (offset == debug_resp_) {
@@ -95,19 +108,25 @@ void AmSmu::run_message(uint32_t message) {
   resp_value_ = kResultOk;
 }
 
-void AmSmu::run_debug_message(uint32_t message) {
-  if (message != kDebugMsgMode1Reset) {
-    debug_resp_value_ = kResultUnknownCmd;
-    return;
-  }
+bool AmSmu::run_debug_message(uint32_t message) {
+  if (message == kDebugMsgMode1Reset) return true;
+  debug_resp_value_ = kResultUnknownCmd;
+  return false;
+}
+
+void AmSmu::reset() {
+  std::lock_guard lock(mutex_);
   power_on_state();
-  ++mode1_resets_;
-  debug_resp_value_ = kResultOk;
+}
+
+void AmSmu::set_mode1_reset_hook(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  mode1_reset_hook_ = std::move(hook);
 }
 
 void AmSmu::power_on_state() {
   msg_value_ = arg_value_ = resp_value_ = 0;
-  debug_msg_value_ = debug_arg_value_ = 0;
+  debug_msg_value_ = debug_arg_value_ = debug_resp_value_ = 0;
   features_enabled_ = false;
   driver_dram_address_ = 0;
 }

@@ -13,8 +13,10 @@
 //   EnableAllSmuFeatures (0x6)     features on
 //   SetDriverDramAddrHigh/Low (0xE/0xF)  the driver table's address, half by half
 //   any other id                   0xFE, the argument left alone
-// The debug mailbox knows Mode1Reset (2): the SMU state returns to power-on (features off,
-// address cleared, mailbox registers 0) and the reset is counted; its response is 0x1.
+// The debug mailbox knows Mode1Reset (2): the whole GPU resets (the hook AmGpu sets: every
+// block, this one included, back to power-on: features off, address cleared, mailbox
+// registers 0; without a hook only this SMU), the reset is counted, and then its response
+// reads 0x1 (tinygrad's AM_SMU.mode1_reset waits for it).
 // Other debug messages get 0xFE. The model acts on the write of the message register whatever
 // the response register holds, so a driver that skipped clearing it reads a stale non-zero
 // response only before its message is written, never after.
@@ -27,15 +29,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 
 #include "amd/am/regs.hpp"
-#include "os/mmio.hpp"
+#include "amd/emu/am_block.hpp"
 
 namespace hcq::amd::emu {
 
-class AmSmu final : public os::MmioHandler {
+class AmSmu final : public AmBlock {
  public:
   // Made up, in the SMU's program.major.minor.debug byte layout (78.74.0): no real firmware's.
   static constexpr uint32_t kVersion = 0x004e4a00;
@@ -44,11 +47,16 @@ class AmSmu final : public os::MmioHandler {
   explicit AmSmu(const am::IpSegmentBases& bases);
 
   // Whether `offset` (bytes in the register BAR) is one of the model's registers.
-  bool handles(uint64_t offset) const;
+  bool handles(uint64_t offset) const override;
   // hcq::InvalidInput for an offset handles() refuses:
   // "AM SMU model: no register at byte 0x1000".
   uint32_t read32(uint64_t offset) override;
   void write32(uint64_t offset, uint32_t value) override;
+  // Power-on state (the counters and force_response stay: they are the test's).
+  void reset() override;
+  // What a Mode1Reset message resets: called with no lock of this SMU held, before the
+  // response is written. Set once, before the first access.
+  void set_mode1_reset_hook(std::function<void()> hook);
 
   // State the messages change.
   bool features_enabled() const;
@@ -62,7 +70,8 @@ class AmSmu final : public os::MmioHandler {
 
  private:
   void run_message(uint32_t message);
-  void run_debug_message(uint32_t message);
+  // True for a Mode1Reset, which write32 finishes after unlocking (the hook resets this SMU).
+  bool run_debug_message(uint32_t message);
   void power_on_state();
 
   uint64_t msg_, arg_, resp_, debug_msg_, debug_arg_, debug_resp_;  // byte offsets
@@ -74,6 +83,7 @@ class AmSmu final : public os::MmioHandler {
   unsigned mode1_resets_ = 0;
   unsigned messages_run_ = 0;
   std::optional<uint32_t> forced_;
+  std::function<void()> mode1_reset_hook_;
 };
 
 }  // namespace hcq::amd::emu

@@ -1,0 +1,110 @@
+#include "amd/emu/am_system.hpp"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "os/emulated_vfio.hpp"
+
+namespace hcq::amd::emu {
+
+// BAR5's handler, made before the GPU it forwards to (the GPU's VRAM is BAR0's memory, which
+// exists once the bus does); set before the first access.
+class AmEmulatedSystem::RegisterBar final : public os::MmioHandler {
+ public:
+  uint32_t read32(uint64_t offset) override { return gpu->read32(offset); }
+  void write32(uint64_t offset, uint32_t value) override { gpu->write32(offset, value); }
+  AmGpu* gpu = nullptr;
+};
+
+namespace {
+
+void* map_bar(os::EmulatedBar& bar) {
+  void* p = bar.map(nullptr, bar.size(), PROT_READ | PROT_WRITE, 0);
+  if (p == MAP_FAILED) throw OsError("emulated AM GPU: mapping a BAR of " + hex(bar.size()) + " bytes", errno);
+  return p;
+}
+
+}  // namespace
+
+AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
+    : registers_(std::make_shared<RegisterBar>()), vram_bytes_(options.vram_bytes) {
+  using F = os::EmulatedPciFunction;
+  F host;
+  host.address = "0000:00:00.0";
+  host.vendor = 0x8086;
+  host.device = 0x9a14;  // Intel Tiger Lake host bridge (pci.ids), as drivers/emulated_pci.cpp
+  host.class_code = 0x060000;
+  host.port = os::PciPort::None;
+  host.iommu_group = 0;
+  F port;
+  port.address = "0000:00:01.0";
+  port.vendor = 0x8086;
+  port.device = 0x9a09;  // its PCIe root port
+  port.class_code = 0x060400;
+  port.port = os::PciPort::RootPort;
+  port.link = {4, 16, 4, 16};
+  port.driver = "pcieport";
+  port.iommu_group = 1;
+  F gpu;
+  gpu.address = kAddress;
+  gpu.parent = port.address;
+  gpu.vendor = 0x1002;  // AMD; Navi 31 RX 7900 XTX (pci.ids 744c)
+  gpu.device = 0x744c;
+  gpu.subsystem_vendor = 0x1002;
+  gpu.subsystem_device = 0x0e3b;
+  gpu.class_code = 0x030000;
+  gpu.revision = 0xc8;
+  gpu.link = {4, 16, 4, 16};
+  gpu.bars = {{0, options.vram_bytes, true, true, false, {}, {}},
+              {2, AmGpu::kDoorbellBarBytes, true, true, false, {}, {}},
+              {5, AmGpu::kRegisterBarBytes, false, false, false, {}, registers_}};
+  gpu.driver = "vfio-pci";
+  gpu.iommu_group = kIommuGroup;
+  gpu.numa_node = 0;
+  gpu.on_reset = [this] { gpu_->function_reset(); };
+  bus_ = std::make_unique<os::EmulatedPciBus>(std::vector<F>{host, port, gpu});
+
+  struct Undo {
+    AmEmulatedSystem* s;
+    ~Undo() {
+      if (!s) return;
+      if (s->vram_) ::munmap(s->vram_, s->vram_bytes_);
+      if (s->doorbells_) ::munmap(s->doorbells_, AmGpu::kDoorbellBarBytes);
+      if (!s->firmware_dir_.empty()) std::filesystem::remove_all(s->firmware_dir_);
+    }
+  } undo{this};
+  vram_ = map_bar(bus_->bar(kAddress, 0));
+  doorbells_ = map_bar(bus_->bar(kAddress, 2));
+  os::EmulatedVfio* vfio = &bus_->vfio();
+  auto dma = [vfio](uint64_t iova, uint64_t size) -> void* {
+    return vfio->bus_master(kAddress) ? vfio->translate(iova, size) : nullptr;
+  };
+  gpu_ = std::make_unique<AmGpu>(std::span(static_cast<uint8_t*>(vram_), options.vram_bytes),
+                                 std::span(static_cast<uint8_t*>(doorbells_), AmGpu::kDoorbellBarBytes),
+                                 dma);
+  registers_->gpu = gpu_.get();
+
+  std::string tmpl = (std::filesystem::temp_directory_path() / "hcq-am-firmware-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw OsError("emulated AM GPU: mkdtemp for the firmware", errno);
+  firmware_dir_ = tmpl;
+  write_gfx1100_firmware(firmware_dir_, options.firmware);
+  undo.s = nullptr;
+}
+
+AmEmulatedSystem::~AmEmulatedSystem() {
+  std::error_code ec;
+  std::filesystem::remove_all(firmware_dir_, ec);
+  gpu_.reset();
+  ::munmap(vram_, vram_bytes_);
+  ::munmap(doorbells_, AmGpu::kDoorbellBarBytes);
+}
+
+std::unique_ptr<AmEmulatedSystem> make_am_emulated_system(AmSystemOptions options) {
+  return std::make_unique<AmEmulatedSystem>(options);
+}
+
+}  // namespace hcq::amd::emu
