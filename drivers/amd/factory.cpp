@@ -1,12 +1,14 @@
 // The AMD driver's entry in the driver registry: "amd:N" opens the N-th KFD GPU of this
-// machine, "emu:<gfx target>" an emulated AMD GPU of that target (emu:gfx1100_usb: one behind
-// a USB bridge, which cannot reach host memory).
+// machine, "am:<PCI address>" a GPU on vfio-pci that hcq boots itself (am/am_driver.hpp),
+// "emu:<gfx target>" an emulated AMD GPU of that target (emu:gfx1100_usb: one behind a USB
+// bridge, which cannot reach host memory).
 #include "amd/factory.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
 
+#include "amd/am/am_driver.hpp"
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
 #include "amd/pci.hpp"
@@ -46,6 +48,12 @@ DriverFactory factory() {
       if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos)
         throw InvalidInput("bad device name '" + name + "': expected amd:<index>");
       return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
+    }
+    if (name.rfind("am:", 0) == 0) {
+      if (!am::is_pci_address(name.substr(3)))
+        throw InvalidInput("bad device name '" + name +
+                           "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
+      return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name);
     }
     if (name.rfind("emu:", 0) == 0) {
       std::string target = name.substr(4);

@@ -22,6 +22,7 @@
 #include "amd/encoders.hpp"
 #include "amd/fault_log.hpp"
 #include "amd/ib_positions.hpp"
+#include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -38,9 +39,6 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPrivateVa = 4ull << 30;
 constexpr uint64_t kHeapVa = 256ull << 30;
 constexpr uint64_t kRingBytes = 1 << 20;
-// SDMA indirect buffers run whole 8-dword units and their INDIRECT packet ends on such a
-// boundary in the ring (Linux sdma_v6_0_ring_emit_ib pads with NOPs to it).
-constexpr uint32_t kSdmaIbAlign = 8;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -103,49 +101,20 @@ std::string target_name(uint64_t version) {
 
 class KfdDriver;
 
-// A KFD user-mode queue: ring, read/write pointers and doorbell mapped into the process.
-class KfdQueue final : public HwQueue {
+// A KFD user-mode queue: ring, read/write pointers and doorbell mapped into the process;
+// KFD creates and destroys it, the ring logic is RingQueue's.
+class KfdQueue final : public RingQueue {
  public:
   KfdQueue(KfdDriver& drv, QueueKind kind);
   ~KfdQueue() override;
-  void submit(const uint32_t* words, size_t n) override;
-  void submit_indirect(uint64_t va, size_t ndwords) override;
-  // The longest command buffer one indirect packet runs, in dwords (IB_SIZE's limit: 20 bits,
-  // pm4.def / sdma.def, Mesa sid.h S_3F2_IB_SIZE). SDMA fetches IBs in 8-dword units from
-  // 32-byte-aligned addresses (Linux sdma_v5_0_ring_emit_ib; amdgpu pads SDMA IBs to 8 dwords).
-  size_t max_indirect_dwords() const override;
-  size_t indirect_granule_dwords() const override {
-    return kind_ == QueueKind::Compute ? 1 : kSdmaIbAlign;
-  }
-  uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
-  QueueKind kind() const { return kind_; }
-  // The packets around the read pointer (hang_report), empty when the queue is idle.
-  std::string report(Gen gen);
 
  private:
-  // The packets of the indirect buffer `call` runs, around where the engine is in it.
-  std::string ib_report(const DecodedPacket& call, Gen gen);
-  void wait_for_space(uint64_t needed_units);
-  void submit_locked(const uint32_t* words, size_t n);
-  void ring_doorbell();
-  void remember_start(uint64_t at);
-  // What a submission reads and writes first, together in the object's first cache line.
+  void check_faults() override;
+  const void* host_view(uint64_t va, uint64_t bytes) override;
+  // The emulated KFD publishes where each queue's engine is inside its IB (ib_positions.hpp).
+  std::optional<IbPosition> ib_position() override;
   KfdDriver& drv_;
-  QueueKind kind_;
-  uint32_t* ring_ = nullptr;
-  uint64_t* wptr_ = nullptr;
-  volatile uint64_t* doorbell_ = nullptr;
-  uint64_t put_ = 0;  // PM4: dwords, SDMA: bytes (KFD's units for each queue type)
-  uint64_t rptr_seen_ = 0;  // the read pointer as last read
-  std::mutex mu_;
-  uint64_t* rptr_ = nullptr;
-  uint64_t ring_va_ = 0;
   uint32_t queue_id_ = 0;
-  std::string name_;
-  // Where the last submissions begin (queue units), for reports: starts_[n % kStarts].
-  static constexpr size_t kStarts = 64;
-  std::array<uint64_t, kStarts> starts_{};
-  uint64_t nstarts_ = 0;
 };
 
 class KfdDriver final : public DeviceDriver {
@@ -576,17 +545,19 @@ CwsrSizes cwsr_sizes(const NodeInfo& n) {
   return {ctl, ctx, align_up((ctx + debug) * xcc, kPage)};
 }
 
-KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind) : drv_(drv), kind_(kind) {
+KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind)
+    : RingQueue(kind, drv.properties().name), drv_(drv) {
   Allocation ring = drv.private_alloc(kRingBytes, drv.shared_kind(), true);
   Allocation ptrs = drv.private_alloc(kPage, drv.shared_kind(), true);
   if (!ring.host || !ptrs.host)
     throw Error(drv.properties().name + ": the " + to_string(kind) +
                 " queue's ring is not CPU-visible (VRAM past a small BAR)");
-  ring_ = static_cast<uint32_t*>(ring.host);
-  ring_va_ = ring.va;
-  rptr_ = static_cast<uint64_t*>(ptrs.host);
-  wptr_ = rptr_ + 8;  // a cache line of its own: the GPU writes the read pointer meanwhile
-  *rptr_ = *wptr_ = 0;
+  RingMemory m;
+  m.ring = static_cast<uint32_t*>(ring.host);
+  m.ring_bytes = kRingBytes;
+  m.rptr = static_cast<uint64_t*>(ptrs.host);
+  m.wptr = m.rptr + 8;  // a cache line of its own: the GPU writes the read pointer meanwhile
+  *m.rptr = *m.wptr = 0;
   kfd_ioctl_create_queue_args q{};
   q.ring_base_address = ring.va;
   q.ring_size = uint32_t(kRingBytes);
@@ -613,8 +584,8 @@ KfdQueue::KfdQueue(KfdDriver& drv, QueueKind kind) : drv_(drv), kind_(kind) {
     throw OsError(drv.properties().name + ": AMDKFD_IOC_CREATE_QUEUE (" + to_string(kind) + ")",
                   -r);
   queue_id_ = q.queue_id;
-  doorbell_ = drv.doorbell(q.doorbell_offset);
-  name_ = std::string(to_string(kind)) + " queue " + std::to_string(queue_id_);
+  m.doorbell = drv.doorbell(q.doorbell_offset);
+  attach(m, std::string(to_string(kind)) + " queue " + std::to_string(queue_id_));
   drv.register_queue(this);
 }
 
@@ -625,171 +596,26 @@ KfdQueue::~KfdQueue() {
   drv_.kernel().ioctl(drv_.kfd_fd(), AMDKFD_IOC_DESTROY_QUEUE, &d);
 }
 
-void KfdQueue::wait_for_space(uint64_t needed) {
-  // Units as the queue counts them (dwords or bytes); the ring holds kRingBytes.
-  const uint64_t capacity = kind_ == QueueKind::Compute ? kRingBytes / 4 : kRingBytes;
-  if (needed >= capacity)
-    throw InvalidInput(drv_.properties().name + ": " + name_ + ": submission of " +
-                       std::to_string(needed) + " units does not fit a ring of " +
-                       std::to_string(capacity));
-  // The read pointer lives in memory the GPU writes: look at it only when the cached value
-  // says the ring may be full (a read is a cache miss on the submit path).
-  if (put_ + needed - rptr_seen_ <= capacity) return;
-  rptr_seen_ = read_pointer();
-  auto start = std::chrono::steady_clock::now();
-  while (put_ + needed - (rptr_seen_ = read_pointer()) > capacity) {
-    drv_.check_faults();
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-      throw TimeoutError(drv_.properties().name + ": " + name_ +
-                         ": ring full for 10 s (read pointer " + std::to_string(read_pointer()) +
-                         ", write pointer " + std::to_string(put_) + ")");
-    __builtin_ia32_pause();
+void KfdQueue::check_faults() { drv_.check_faults(); }
+
+const void* KfdQueue::host_view(uint64_t va, uint64_t bytes) { return drv_.host_view(va, bytes); }
+
+std::optional<IbPosition> KfdQueue::ib_position() {
+  // A real KFD process cannot read where the CP is inside an IB (amd/ib_positions.hpp).
+  auto lines = drv_.kernel().read_file(kEmulatorIbPositions);
+  if (!lines) return std::nullopt;
+  std::optional<IbPosition> found;
+  std::istringstream in(*lines);
+  const std::string prefix = "queue " + std::to_string(queue_id_) + ": IB ";
+  for (std::string l; std::getline(in, l);) {
+    unsigned long long ib_va = 0;
+    unsigned ib_size = 0, pos = 0;
+    if (l.rfind(prefix, 0) == 0 &&
+        std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
+                    &pos) == 3)
+      found = IbPosition{ib_va, ib_size, pos};
   }
-}
-
-void KfdQueue::remember_start(uint64_t at) { starts_[nstarts_++ % kStarts] = at; }
-
-std::string KfdQueue::report(Gen gen) {
-  std::lock_guard lk(mu_);
-  const uint64_t r = read_pointer(), w = put_;
-  if (r >= w) return "";
-  // Decode from the start of the submission the read pointer is in up to the write pointer.
-  const bool pm4 = kind_ == QueueKind::Compute;
-  const uint64_t unit = pm4 ? 1 : 4;  // queue units per dword
-  uint64_t start = r;
-  for (uint64_t i = nstarts_; i > 0 && i + kStarts > nstarts_; i--)  // newest first
-    if (starts_[(i - 1) % kStarts] <= r) {
-      start = starts_[(i - 1) % kStarts];
-      break;
-    }
-  const uint64_t ring_dw = kRingBytes / 4;
-  std::vector<uint32_t> words;
-  for (uint64_t u = start; u < w && words.size() < ring_dw; u += unit)
-    words.push_back(ring_[(u / unit) % ring_dw]);
-  auto packets = pm4 ? decode_pm4(words, gen) : decode_sdma(words, gen);
-  const uint64_t at = (r - start) / unit;  // the read pointer, in dwords into `words`
-  std::string out = drv_.properties().name + ": " + name_ + ": read pointer " + hex(r) +
-                    ", write pointer " + hex(w) + (pm4 ? " (dwords)" : " (bytes)") +
-                    "; packets from the start of the submission it is in:";
-  size_t current = packets.size();
-  for (size_t i = 0; i < packets.size(); i++)
-    if (at >= packets[i].offset && at < packets[i].offset + packets[i].dwords) current = i;
-  size_t first = current > 8 && current != packets.size() ? current - 8 : 0;
-  for (size_t i = first; i < packets.size() && i < current + 9; i++) {
-    const char* mark = i < current ? "done   " : i == current ? "HERE > " : "pending";
-    out += "\n  " + std::string(mark) + " " + to_text(packets[i]);
-  }
-  if (current < packets.size() && packets[current].ib_address) out.append("\n").append(ib_report(packets[current], gen));
-  return out;
-}
-
-std::string KfdQueue::ib_report(const DecodedPacket& call, Gen gen) {
-  // The emulated GPU says where inside the IB it waits; a real one keeps that in CP
-  // registers a KFD process cannot read (amd/ib_positions.hpp), so its IB shows from the start.
-  uint64_t va = call.ib_address, size = call.ib_dwords;
-  uint32_t at = 0;
-  bool known = false;
-  if (auto lines = drv_.kernel().read_file(kEmulatorIbPositions)) {
-    std::istringstream in(*lines);
-    const std::string prefix = "queue " + std::to_string(queue_id_) + ": IB ";
-    for (std::string l; std::getline(in, l);) {
-      unsigned long long ib_va = 0;
-      unsigned ib_size = 0, pos = 0;
-      if (l.rfind(prefix, 0) == 0 &&
-          std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
-                      &pos) == 3) {
-        va = ib_va, size = ib_size, at = pos, known = true;
-      }
-    }
-  }
-  const void* host = drv_.host_view(va, size * 4);
-  if (!host) return "    indirect buffer " + hex(va) + ", " + std::to_string(size) + " dwords: not mapped for the CPU";
-  std::span<const uint32_t> words{static_cast<const uint32_t*>(host), size_t(size)};
-  auto packets = kind_ == QueueKind::Compute ? decode_pm4(words, gen) : decode_sdma(words, gen);
-  return indirect_buffer_text(va, size, packets, known ? &at : nullptr, "    ");
-}
-
-void KfdQueue::ring_doorbell() {
-  __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
-  // Ring contents and wptr must reach memory before the doorbell. On x86 stores stay in
-  // order, and an sfence drains write-combining buffers (rings are mapped uncached/WC).
-#if defined(__x86_64__)
-  __builtin_ia32_sfence();
-#else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-  *doorbell_ = put_;
-}
-
-void KfdQueue::submit(const uint32_t* words, size_t n) {
-  std::lock_guard lk(mu_);
-  submit_locked(words, n);
-}
-
-void KfdQueue::submit_locked(const uint32_t* words, size_t n) {
-  drv_.check_faults();
-  const uint64_t ring_dw = kRingBytes / 4;
-  if (kind_ == QueueKind::Compute) {
-    // PM4 packets may wrap around the ring end; the write pointer counts dwords.
-    wait_for_space(n);
-    remember_start(put_);
-    for (size_t i = 0; i < n; i++) ring_[(put_ + i) % ring_dw] = words[i];
-    put_ += n;
-  } else {
-    // SDMA packets must not wrap: pad the tail with NOPs (zero dwords) and restart at 0.
-    uint64_t pos = (put_ / 4) % ring_dw;
-    uint64_t pad = pos + n > ring_dw ? ring_dw - pos : 0;
-    wait_for_space((pad + n) * 4);
-    for (uint64_t i = 0; i < pad; i++) ring_[pos + i] = 0;
-    put_ += pad * 4;
-    remember_start(put_);
-    pos = (put_ / 4) % ring_dw;
-    std::memcpy(ring_ + pos, words, n * 4);
-    put_ += n * 4;
-  }
-  ring_doorbell();
-}
-
-size_t KfdQueue::max_indirect_dwords() const {
-  // PM4 INDIRECT_BUFFER's IB_SIZE; SDMA INDIRECT's IB_SIZE, whole 8-dword runs only.
-  if (kind_ == QueueKind::Compute) return pm4::INDIRECT_BUFFER_IB_SIZE.mask();
-  return sdma::INDIRECT_IB_SIZE_ALL.mask() / kSdmaIbAlign * kSdmaIbAlign;
-}
-
-void KfdQueue::submit_indirect(uint64_t va, size_t ndwords) {
-  // A command buffer longer than the packet's IB_SIZE holds is refused with the field's exact
-  // error, never truncated (the CP would run its first IB_SIZE-masked dwords only).
-  const bool pm4 = kind_ == QueueKind::Compute;
-  const uint64_t run = pm4 ? ndwords : align_up(ndwords, kSdmaIbAlign);
-  if (ndwords > max_indirect_dwords()) {
-    if (pm4) desc::checked(pm4::INDIRECT_BUFFER_IB_SIZE, run, "INDIRECT_BUFFER");
-    desc::checked(sdma::INDIRECT_IB_SIZE_ALL, run, "INDIRECT");
-  }
-  uint32_t words[kSdmaIbAlign + 8] = {};
-  size_t n = 0;
-  std::lock_guard lk(mu_);
-  if (pm4) {
-    Pm4Encoder::indirect_buffer(words + n, va, uint32_t(run));
-    n += Pm4Encoder::indirect_buffer_dwords();
-  } else {
-    // An SDMA IB runs a multiple of 8 dwords (the recording's bound copy is zero-padded) and
-    // its packet must end on an 8-dword boundary in the ring: NOPs (zero dwords) before it.
-    const uint64_t ring_dw = kRingBytes / 4;
-    const uint32_t len = SdmaEncoder::indirect_dwords();
-    uint64_t pos = (put_ / 4) % ring_dw;
-    auto pad_at = [&](uint64_t start) {
-      return (kSdmaIbAlign - (start + len) % kSdmaIbAlign) % kSdmaIbAlign;
-    };
-    uint64_t pad = pad_at(pos);
-    if (pos + pad + len > ring_dw) {  // submit_locked will restart at 0
-      pos = 0;
-      pad = pad_at(0);
-    }
-    n += pad;  // zero dwords: SDMA NOPs
-    SdmaEncoder::indirect(words + n, va, uint32_t(run));
-    n += len;
-  }
-  submit_locked(words, n);
+  return found;
 }
 
 }  // namespace

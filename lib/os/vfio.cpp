@@ -132,6 +132,22 @@ void VfioDevice::write_region32(const Region& r, uint64_t offset, uint32_t value
   const ssize_t n = k_->pwrite(device_, &value, sizeof value, off_t(r.offset + offset));
   if (n != sizeof value)
     fail("write of VFIO region " + std::to_string(r.index) + " at " + hex(offset), n < 0 ? int(-n) : EIO);
+void VfioDevice::map_region_at(uint32_t index, uint64_t offset, uint64_t size, void* at) {
+  Region r = region(index);
+  if (!r.mappable || offset > r.size || size > r.size - offset)
+    throw InvalidInput(address_ + ": VFIO region " + std::to_string(index) + " cannot map [" +
+                       hex(offset) + ", +" + hex(size) + ") (" + hex(r.size) + " bytes" +
+                       (r.mappable ? "" : ", not mappable") + ")");
+  void* p = k_->mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, device_,
+                     off_t(r.offset + offset));
+  if (p == MAP_FAILED) fail("mmap of VFIO region " + std::to_string(index) + " at " +
+                            hex(reinterpret_cast<uint64_t>(at)), errno);
+  if (p != at) {  // a kernel that ignored MAP_FIXED: the range would not be where asked
+    k_->munmap(p, size);
+    throw Error(address_ + ": mmap of VFIO region " + std::to_string(index) + " landed at " +
+                hex(reinterpret_cast<uint64_t>(p)) + ", not at " +
+                hex(reinterpret_cast<uint64_t>(at)));
+  }
 }
 
 void VfioDevice::map_dma(void* host, uint64_t iova, uint64_t size) {

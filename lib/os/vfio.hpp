@@ -41,6 +41,10 @@ class VfioDevice {
   // Invalid argument (errno 22)". May be called from several threads at once.
   uint32_t read_region32(const Region& r, uint64_t offset);
   void write_region32(const Region& r, uint64_t offset, uint32_t value);
+  // Maps [offset, offset + size) of a mappable region exactly at `at` (page aligned),
+  // replacing what is mapped there (MAP_FIXED): the AM driver places VRAM pages at the
+  // address a buffer has in its reserved range. Unmap with unmap_region.
+  void map_region_at(uint32_t index, uint64_t offset, uint64_t size, void* at);
   // Lets the device read and write [host, host + size) at `iova` (page aligned).
   void map_dma(void* host, uint64_t iova, uint64_t size);
   void unmap_dma(uint64_t iova, uint64_t size);

@@ -1,0 +1,295 @@
+#include "amd/am/am_driver.hpp"
+
+#include <linux/pci_regs.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <thread>
+
+#include "amd/encoders.hpp"
+#include "amd/kfd_driver.hpp"
+#include "amd/ring_queue.hpp"
+#include "amd/targets.hpp"
+#include "core/error.hpp"
+#include "os/pci.hpp"
+
+namespace hcq::amd::am {
+namespace {
+
+// The BARs tinygrad's AMDev maps (am/amdev.py: map_bar(0) VRAM, map_bar(2) 64-bit
+// doorbells, map_bar(5) registers).
+constexpr int kVramBar = 0, kDoorbellBar = 2, kRegisterBar = 5;
+constexpr uint64_t kRingBytes = 1 << 20;
+constexpr uint64_t kEopBytes = 4096;
+// lib/core's heap, as large as the KFD driver's.
+constexpr uint64_t kHeapBytes = 256ull << 30;
+constexpr uint16_t kAmdVendor = 0x1002;
+
+}  // namespace
+
+std::string am_firmware_dir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  if (const char* env = std::getenv("HCQ_AM_FIRMWARE_DIR"); env && *env) return env;
+  return kDefaultFirmwareDir;
+}
+
+bool is_pci_address(std::string_view a) {
+  if (a.size() != 12 || a[4] != ':' || a[7] != ':' || a[10] != '.') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
+    if (!std::isxdigit(static_cast<unsigned char>(a[i]))) return false;
+  const unsigned device = unsigned(std::stoul(std::string(a.substr(8, 2)), nullptr, 16));
+  return device <= 0x1f && a[11] >= '0' && a[11] <= '7';
+}
+
+// ---- the parts over VFIO ----------------------------------------------------------------
+
+AmDriver::Bar::~Bar() {
+  if (base) device->unmap_region(base, size);
+}
+
+class AmDriver::VfioWindows final : public DeviceWindows {
+ public:
+  explicit VfioWindows(os::VfioDevice& device) : device_(device) {}
+  void map_vram(void* at, uint64_t pa, uint64_t size) override {
+    device_.map_region_at(kVramBar, pa, size, at);
+  }
+  void map_dma(void* host, uint64_t iova, uint64_t size) override {
+    device_.map_dma(host, iova, size);
+  }
+  void unmap_dma(uint64_t iova, uint64_t size) override { device_.unmap_dma(iova, size); }
+
+ private:
+  os::VfioDevice& device_;
+};
+
+// ---- queues -----------------------------------------------------------------------------
+
+// A compute (MEC HQD) or copy (SDMA) queue: ring and pointers in host memory, the EOP buffer
+// in VRAM, programmed by the hooks; the ring logic is RingQueue's.
+class AmDriver::Queue final : public RingQueue {
+ public:
+  Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks);
+  ~Queue() override;
+  uint32_t index() const { return setup_.index; }
+
+ private:
+  // Only the fault already recorded: the hubs' registers are read by AmDriver::check_faults
+  // (wait_interrupt), never under the queue's lock, whose hang report needs it.
+  void check_faults() override { drv_.fault_.check(); }
+  const void* host_view(uint64_t va, uint64_t bytes) override {
+    return drv_.memory_->host_view(va, bytes);
+  }
+  void release() noexcept;
+
+  AmDriver& drv_;
+  const AmQueueHooks& hooks_;
+  AmQueueSetup setup_;
+  bool created_ = false;
+  std::vector<Allocation> memory_;
+};
+
+AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks)
+    : RingQueue(kind, drv.props_.name), drv_(drv), hooks_(hooks) {
+  const std::string name = std::string(to_string(kind)) + " queue " + std::to_string(index);
+  try {
+    Allocation ring = drv.memory_->private_alloc(kRingBytes, MemoryKind::Host);
+    memory_.push_back(ring);
+    Allocation ptrs = drv.memory_->private_alloc(4096, MemoryKind::Host);
+    memory_.push_back(ptrs);
+    setup_.kind = kind;
+    setup_.index = index;
+    setup_.ring_va = ring.va;
+    setup_.ring_bytes = kRingBytes;
+    setup_.rptr_va = ptrs.va;
+    setup_.wptr_va = ptrs.va + 64;  // a cache line of its own: the GPU writes the read pointer
+    if (kind == QueueKind::Compute) {
+      Allocation eop = drv.memory_->private_alloc(kEopBytes, MemoryKind::Device);
+      memory_.push_back(eop);
+      setup_.eop_va = eop.va;
+      setup_.eop_bytes = kEopBytes;
+    }
+    RingMemory m;
+    m.ring = static_cast<uint32_t*>(ring.host);
+    m.ring_bytes = kRingBytes;
+    m.rptr = static_cast<uint64_t*>(ptrs.host);
+    m.wptr = m.rptr + 8;
+    *m.rptr = *m.wptr = 0;
+    const uint32_t doorbell = hooks_.create(setup_);
+    created_ = true;
+    if ((uint64_t(doorbell) + 1) * 8 > drv.doorbell_bar_.size)
+      throw Error(drv.props_.name + ": " + name + ": doorbell " + std::to_string(doorbell) +
+                  " is past the " + hex(drv.doorbell_bar_.size) + " bytes of BAR2");
+    m.doorbell = reinterpret_cast<volatile uint64_t*>(static_cast<char*>(drv.doorbell_bar_.base) +
+                                                      uint64_t(doorbell) * 8);
+    attach(m, name);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+AmDriver::Queue::~Queue() {
+  {
+    std::lock_guard lk(drv_.queues_mu_);
+    auto& q = drv_.queues_;
+    q.erase(std::remove(q.begin(), q.end(), this), q.end());
+  }
+  release();
+}
+
+void AmDriver::Queue::release() noexcept {
+  try {
+    if (created_ && hooks_.destroy) hooks_.destroy(setup_);
+  } catch (...) {
+    // Destroying: the memory goes anyway (the GPU was told to stop; nothing better to do).
+  }
+  for (const Allocation& a : memory_) {
+    try {
+      drv_.memory_->free(a);
+    } catch (...) {
+    }
+  }
+  memory_.clear();
+}
+
+// ---- driver -----------------------------------------------------------------------------
+
+AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
+                   const std::string& firmware_dir, const std::string& device_name,
+                   AmDriverHooks hooks)
+    : kernel_(std::move(kernel)), hooks_(std::move(hooks)) {
+  props_.name = device_name;
+  const os::PciFunction fn = os::pci_function(*kernel_, pci_address);
+  if (fn.vendor != kAmdVendor)
+    throw InvalidInput(device_name + ": " + fn.address + " is not an AMD device (vendor " +
+                       hex(fn.vendor) + ")");
+  vfio_ = std::make_unique<os::VfioDevice>(kernel_, fn);
+  vfio_->enable_bus_master();
+  for (auto [bar, index] : {std::pair{&vram_bar_, kVramBar}, {&doorbell_bar_, kDoorbellBar}}) {
+    bar->device = vfio_.get();
+    bar->size = vfio_->region(uint32_t(index)).size;
+    bar->base = vfio_->map_region(uint32_t(index));
+  }
+  // The register window; os::open_register_window (pread/pwrite where BAR5 cannot be mapped)
+  // replaces VfioRegionMmio here once it lands.
+  regs_ = hooks_.register_window
+              ? hooks_.register_window(*vfio_, kRegisterBar)
+              : std::make_unique<os::VfioRegionMmio>(*vfio_, kRegisterBar);
+
+  BootOptions options = hooks_.boot_options;
+  options.firmware_dir = am_firmware_dir(firmware_dir);
+  options.bus_master = [this](bool on) {
+    const uint16_t cmd = vfio_->config16(PCI_COMMAND);
+    vfio_->set_config16(PCI_COMMAND, on ? cmd | PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY
+                                        : cmd & ~PCI_COMMAND_MASTER);
+  };
+  std::span<std::byte> vram(static_cast<std::byte*>(vram_bar_.base), vram_bar_.size);
+  boot_ = std::make_unique<AmBoot>(*regs_, vram, options);
+
+  // VMID 0's page tables exist before the GMC phase points the hubs at their root.
+  vram_ = std::make_unique<MappedVram>(vram.data(), vram.size());
+  allocator_ = std::make_unique<VramAllocator>(0, boot_->allocatable_vram());
+  windows_ = std::make_unique<VfioWindows>(*vfio_);
+  memory_ = std::make_unique<GpuMemory>(kernel_, *windows_, *vram_, *allocator_, kHeapBytes,
+                                        device_name);
+  memory_->set_invalidate(hooks_.invalidate);
+  boot_->run(hooks_.boot, memory_->page_table_base());
+  mailbox_ = memory_->private_alloc(4096, MemoryKind::Host);
+
+  const Target* target = find_target("gfx1100");
+  props_.vendor = "AMD";
+  props_.arch = target->name;
+  props_.emulated = kernel_->emulated();
+  props_.description = "AMD " + target->name + " at " + fn.address + ", booted by hcq";
+  props_.timestamp_hz = 100'000'000;  // the GPU clock counter runs at 100 MHz (tinygrad, ROCr)
+  // Compute units from the GC table (tinygrad ops_amd.py _compute_props), else the target's.
+  const auto& gc = boot_->discovery().gc;
+  props_.compute_units =
+      gc && gc->num_se ? gc->num_se * gc->num_sh_per_se * gc->num_cu_per_sh : target->cu_count;
+  props_.wave_size = target->wave_size;
+  props_.device_memory_bytes = boot_->vram_size();
+  props_.caps = Capabilities{};
+}
+
+AmDriver::~AmDriver() {
+  try {
+    boot_->shutdown(hooks_.boot);
+  } catch (...) {
+    // Closing: the memory and the BARs go whatever the GPU answered.
+  }
+  memory_.reset();  // every mapping unmapped and invalidated, then the reservation
+}
+
+Allocation AmDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) {
+  return memory_->allocate(va, size, kind, executable);
+}
+
+void AmDriver::free(const Allocation& a) { memory_->free(a); }
+
+Allocation AmDriver::map_user(void* host, uint64_t size) { return memory_->map_user(host, size); }
+
+std::unique_ptr<HwQueue> AmDriver::create_queue(QueueKind kind) {
+  const AmQueueHooks& hooks = kind == QueueKind::Compute ? hooks_.compute : hooks_.copy;
+  if (!hooks.create)
+    throw Error(props_.name + ": " + to_string(kind) +
+                " queues: this AM driver has no queue set-up for them");
+  std::lock_guard lk(queues_mu_);
+  uint32_t index = 0;
+  while (std::any_of(queues_.begin(), queues_.end(),
+                     [&](Queue* q) { return q->kind() == kind && q->index() == index; }))
+    index++;
+  auto q = std::make_unique<Queue>(*this, kind, index, hooks);
+  queues_.push_back(q.get());
+  return q;
+}
+
+std::unique_ptr<Encoder> AmDriver::encoder(QueueKind kind) {
+  const InterruptTarget irq{mailbox_.va, event_id_};
+  if (kind == QueueKind::Compute) return std::make_unique<Pm4Encoder>(Gen::Gfx11, irq);
+  return std::make_unique<SdmaEncoder>(Gen::Gfx11, irq);
+}
+
+ProgramLayout AmDriver::program_layout(std::span<const std::byte> image) {
+  return amd_program_layout(props_, image);
+}
+
+void AmDriver::check_faults() {
+  fault_.check();
+  if (!hooks_.read_fault) return;
+  const std::optional<std::string> fault = hooks_.read_fault();
+  if (!fault) return;
+  fault_.raise([&] {
+    const std::string report = hang_report();
+    return props_.name + ": " + *fault + (report.empty() ? "" : "\n" + report);
+  });
+}
+
+void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
+  // A wake signal writes the event id into the mailbox (Pm4Encoder/SdmaEncoder); the IH ring
+  // takes this over later.
+  auto* mailbox = static_cast<uint64_t*>(mailbox_.host);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::chrono::microseconds step{10};
+  for (;;) {
+    check_faults();
+    if (__atomic_exchange_n(mailbox, 0, __ATOMIC_ACQ_REL) != 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(step, deadline - now));
+    step = std::min<std::chrono::microseconds>(step * 2, std::chrono::milliseconds(1));
+  }
+}
+
+std::string AmDriver::hang_report() {
+  std::lock_guard lk(queues_mu_);
+  std::string out;
+  for (Queue* q : queues_) {
+    std::string r = q->report(Gen::Gfx11);
+    if (!r.empty()) out += (out.empty() ? "" : "\n") + r;
+  }
+  return out;
+}
+
+}  // namespace hcq::amd::am

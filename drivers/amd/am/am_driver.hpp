@@ -1,0 +1,135 @@
+// The am: driver (issue 17 item 7): an AMD GPU that hcq boots itself, with no kernel GPU
+// driver, through VFIO: BAR0 (VRAM, mapped whole), BAR2 (64-bit doorbells), BAR5 (registers),
+// DMA to host memory through the IOMMU. It implements the same DeviceDriver as the KFD driver
+// and reuses its encoders (Pm4Encoder, SdmaEncoder), ring queues (RingQueue), program layout
+// and hang reports.
+//
+// Opening: the function is opened through VFIO, bus mastering enabled, the BARs mapped, the
+// GPU booted (AmBoot: discovery, reset of a previous boot, the phases), the memory set up
+// (GpuMemory: VMID 0's page tables built before the GMC phase needs their root). Closing:
+// the queues the caller still holds must be gone; the boot's shutdown hook, the memory, the
+// BARs, then the VFIO device.
+//
+// What other parts of the driver supply comes in as AmDriverHooks (the GMC's invalidation and
+// fault registers, the PSP/GMC/IH/GFX/SDMA boot phases, the HQD and SDMA queue programming);
+// an empty hook leaves that part out (a queue of a kind without hooks cannot be created).
+//
+// Threads: as DeviceDriver: allocate/free/map_user, create_queue and the queues' submissions,
+// wait_interrupt, check_faults and hang_report may be called from several threads at once.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amd/am/boot.hpp"
+#include "amd/am/gpu_memory.hpp"
+#include "core/driver.hpp"
+#include "core/fault.hpp"
+#include "os/kernel.hpp"
+#include "os/mmio.hpp"
+#include "os/vfio.hpp"
+
+namespace hcq::amd::am {
+
+// A queue as the driver laid it out, for the hook that programs the hardware queue. Addresses
+// are GPU virtual addresses in VMID 0 (the same as the CPU's).
+struct AmQueueSetup {
+  QueueKind kind = QueueKind::Compute;
+  uint32_t index = 0;  // its number among the open queues of its kind, lowest free first
+  uint64_t ring_va = 0, ring_bytes = 0;
+  uint64_t rptr_va = 0, wptr_va = 0;   // 64-bit each, host memory
+  uint64_t eop_va = 0, eop_bytes = 0;  // compute only: the end-of-pipe buffer (VRAM)
+};
+
+struct AmQueueHooks {
+  // Programs and activates the hardware queue (HQD registers / SDMA ring registers) and
+  // returns its doorbell's index among BAR2's 64-bit doorbells (tinygrad: the MEC's
+  // AMDGPU_NAVI10_DOORBELL_MEC_RING0, SDMA's sDMA_ENGINE0).
+  std::function<uint32_t(const AmQueueSetup&)> create;
+  // Stops it (dequeue, ring disabled).
+  std::function<void(const AmQueueSetup&)> destroy;
+};
+
+struct AmDriverHooks {
+  BootPhases boot;
+  AmQueueHooks compute, copy;
+  // Both hubs' TLB invalidation after an unmap (the GMC's ENG17 request/acknowledge).
+  GpuMemory::Invalidate invalidate;
+  // The fault the hubs latched since the last call, as GpuFaultError's text (address,
+  // client, kind), or nothing.
+  std::function<std::optional<std::string>()> read_fault;
+  // The register window of BAR5; empty: mapped through VFIO (os::VfioRegionMmio).
+  std::function<std::unique_ptr<os::Mmio>(os::VfioDevice&, int bar)> register_window;
+  // Boot settings (timeouts, forced reset); firmware_dir comes from the driver's argument.
+  BootOptions boot_options;
+};
+
+// `dir` when not empty, else $HCQ_AM_FIRMWARE_DIR when set and not empty, else
+// kDefaultFirmwareDir (/lib/firmware/amdgpu).
+std::string am_firmware_dir(const std::string& dir = {});
+
+// Whether `address` is a full PCI address, domain:bus:device.function in hex with 4, 2, 2
+// and 1 digits, device at most 0x1f and function at most 7 ("0000:03:00.0").
+bool is_pci_address(std::string_view address);
+
+class AmDriver final : public DeviceDriver {
+ public:
+  // Opens `pci_address` (bound to vfio-pci) and boots it; `device_name` is what it is opened
+  // by ("am:0000:03:00.0"). Throws what VFIO, the boot or the memory set-up throws.
+  AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
+           const std::string& firmware_dir, const std::string& device_name,
+           AmDriverHooks hooks = {});
+  ~AmDriver() override;
+
+  const DeviceProperties& properties() const override { return props_; }
+  uint64_t va_base() const override { return memory_->heap_base(); }
+  uint64_t va_size() const override { return memory_->heap_size(); }
+  Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
+  void free(const Allocation& a) override;
+  Allocation map_user(void* host, uint64_t size) override;
+  std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
+  std::unique_ptr<Encoder> encoder(QueueKind kind) override;
+  ProgramLayout program_layout(std::span<const std::byte> image) override;
+  // Sleep-polls the wake mailbox (IH interrupts come later) in steps of at most 1 ms.
+  void wait_interrupt(std::chrono::milliseconds timeout) override;
+  void check_faults() override;
+  std::string hang_report() override;
+
+  const BootReport& boot_report() const { return boot_->report(); }
+
+  class Queue;
+
+ private:
+  friend class Queue;
+  struct Bar {
+    os::VfioDevice* device = nullptr;
+    void* base = nullptr;
+    uint64_t size = 0;
+    ~Bar();
+  };
+  class VfioWindows;
+
+  std::shared_ptr<os::Kernel> kernel_;
+  AmDriverHooks hooks_;
+  DeviceProperties props_;
+  std::unique_ptr<os::VfioDevice> vfio_;
+  Bar vram_bar_, doorbell_bar_;
+  std::unique_ptr<os::Mmio> regs_;
+  std::unique_ptr<AmBoot> boot_;
+  std::unique_ptr<MappedVram> vram_;
+  std::unique_ptr<VramAllocator> allocator_;
+  std::unique_ptr<VfioWindows> windows_;
+  std::unique_ptr<GpuMemory> memory_;
+  Allocation mailbox_;  // where a wake signal writes its event id
+  uint32_t event_id_ = 1;
+  StickyFault fault_;
+  std::mutex queues_mu_;
+  std::vector<Queue*> queues_;  // guarded by queues_mu_
+};
+
+}  // namespace hcq::amd::am
