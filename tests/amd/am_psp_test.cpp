@@ -538,6 +538,19 @@ TEST_F(AmPspTest, CommandsFromSeveralThreadsEachGetTheirFenceAndBytes) {
   EXPECT_EQ(model.last_error(), "");
 }
 
+TEST_F(AmPspTest, TheHdpIsFlushedAfterEachVramWriteThePspReads) {
+  int flushes = 0;
+  TestBootMemory other_memory{vram};
+  Psp flushing{io, other_memory, 20ms, 0us, [&] { ++flushes; }};
+  flushing.load_bootloader(sos);
+  EXPECT_EQ(flushes, 8);  // one per component copied
+  flushing.create_ring();
+  flushing.setup_tmr(0x400000);
+  EXPECT_EQ(flushes, 9);  // the frame
+  flushing.load(fw::kRlcG, bytes_of(ip[0], "rlc_g"), "rlc");
+  EXPECT_EQ(flushes, 11);  // the firmware copy and the frame
+}
+
 TEST_F(AmPspTest, FirmwareInputsThatCannotBeSentAreExactErrorsBeforeAnyRegisterWrite) {
   EXPECT_EQ(error_of([&] { psp.load_bootloader(ip[6]); }),
             "/lib/firmware/amdgpu/smu_13_0_0.bin: a smu firmware, expected the PSP sOS file");
