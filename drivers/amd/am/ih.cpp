@@ -1,0 +1,244 @@
+#include "amd/am/ih.hpp"
+
+#include <bit>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
+
+#include "amd/am/ih_ids.hpp"
+#include "core/error.hpp"
+
+namespace hcq::amd::am {
+
+namespace {
+
+using FieldValues = std::initializer_list<std::pair<const char*, uint32_t>>;
+
+// Linux sets both rings' control through IH_RB_CNTL's field masks (REG_SET_FIELD(tmp,
+// IH_RB_CNTL, ...) on ring 1 too), so the fields come from IH_RB_CNTL whichever ring.
+uint32_t with_cntl(uint32_t value, FieldValues fields) {
+  const RegDesc& cntl = find_register("IH_RB_CNTL");
+  for (const auto& [name, v] : fields) value = cntl.field(name).set(value, v);
+  return value;
+}
+
+uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
+  for (const auto& [name, v] : fields) value = r.field(name).set(value, v);
+  return value;
+}
+
+const RegDesc& ring_reg(int ring, const std::string& name) {
+  return find_register(name + (ring == 1 ? "_RING1" : ""));
+}
+
+}  // namespace
+
+IhEntry IhEntry::decode(const std::array<uint32_t, 8>& dw) {
+  IhEntry e;
+  e.client_id = dw[0] & 0xff;
+  e.source_id = (dw[0] >> 8) & 0xff;
+  e.ring_id = (dw[0] >> 16) & 0xff;
+  e.vmid = (dw[0] >> 24) & 0xf;
+  e.vmid_src = (dw[0] >> 31) != 0;
+  e.timestamp = dw[1] | (uint64_t(dw[2] & 0xffff) << 32);
+  e.pasid = dw[3] & 0xffff;
+  for (int i = 0; i < 4; ++i) e.src_data[i] = dw[4 + i];
+  e.raw = dw;
+  return e;
+}
+
+std::string IhEntry::describe() const {
+  return std::string("client ") + hex(client_id) + " source " + hex(source_id) + " (" +
+         source_name(classify(*this)) + ") ring " + std::to_string(ring_id) + " vmid " +
+         std::to_string(vmid);
+}
+
+std::optional<IhVmFault> decode_vm_fault(const IhEntry& e) {
+  const bool mm = e.client_id == ih::kClientVmc && e.source_id == ih::kSrcVmFault;
+  const bool gc = e.client_id == ih::kClientGfx && e.source_id == ih::kSrcUtcl2Fault;
+  if (!mm && !gc) return std::nullopt;
+  IhVmFault f;
+  // gmc_v11_0_process_interrupt picks the hub by client (VMC: MM hub).
+  f.hub = mm ? Hub::Mm : Hub::Gc;
+  f.address =
+      (uint64_t(e.src_data[0]) << 12) | (uint64_t(e.src_data[1] & ih::kFaultAddrHiMask) << 44);
+  f.vmid = e.vmid;
+  f.client_id = e.client_id;
+  f.write = (e.src_data[1] & ih::kFaultWrite) != 0;
+  f.retry = (e.src_data[1] & ih::kFaultRetry) != 0;
+  return f;
+}
+
+std::string IhVmFault::describe() const {
+  return std::string(hub_name(hub)) + " page fault (IH, client " + hex(client_id) + " vmid " +
+         std::to_string(vmid) + ") at " + hex(address) + ", " + (write ? "write" : "read") +
+         (retry ? ", retry" : "");
+}
+
+IhSource classify(const IhEntry& e) {
+  if (decode_vm_fault(e)) return IhSource::VmFault;
+  if (e.client_id == ih::kClientGrbmCp) {
+    if (e.source_id == ih::kSrcCpEop) return IhSource::CpEndOfPipe;
+    if (e.source_id == ih::kSrcCpBadOpcode) return IhSource::CpBadOpcode;
+    if (e.source_id == ih::kSrcCpPrivRegFault) return IhSource::CpPrivRegFault;
+  }
+  if (e.client_id == ih::kClientGfx && e.source_id == ih::kSrcSdmaTrap) return IhSource::SdmaTrap;
+  return IhSource::Other;
+}
+
+const char* source_name(IhSource s) {
+  switch (s) {
+    case IhSource::VmFault:
+      return "VM_FAULT";
+    case IhSource::CpEndOfPipe:
+      return "CP_EOP";
+    case IhSource::SdmaTrap:
+      return "SDMA_TRAP";
+    case IhSource::CpBadOpcode:
+      return "CP_BAD_OPCODE";
+    case IhSource::CpPrivRegFault:
+      return "CP_PRIV_REG_FAULT";
+    case IhSource::Other:
+      return "OTHER";
+  }
+  return "OTHER";
+}
+
+Ih::Ih(RegisterIo& regs, BootMemory& memory, uint64_t ring_bytes)
+    : regs_(regs), ring_bytes_(ring_bytes) {
+  if (!std::has_single_bit(ring_bytes) || ring_bytes < 0x1000 || ring_bytes > 0x40000)
+    throw InvalidInput(std::string("IH ring of ") + hex(ring_bytes) +
+                       " bytes: a power of two from 0x1000 to 0x40000 expected");
+  for (int i = 0; i < 2; ++i) {
+    rings_[i] = memory.alloc(ring_bytes, 0x1000, i == 0 ? "IH ring 0" : "IH ring 1");
+    writeback_[i] =
+        memory.alloc(0x1000, 0x1000, i == 0 ? "IH ring 0 write-back" : "IH ring 1 write-back");
+  }
+}
+
+void Ih::init() {
+  std::lock_guard lock(mu_);
+  // ih_v6_0_toggle_interrupts(false): rings off, pointers 0.
+  for (int i = 0; i < 2; ++i) {
+    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 0}});
+    if (i == 0) v = with_cntl(v, {{"ENABLE_INTR", 0}});  // ring 0 only
+    regs_.write(cntl, v);
+    regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
+    regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
+  }
+  // (nbio ih_control and IH_CHICKEN's MC_SPACE_GPA_ENABLE for bus addresses are not the IH's:
+  // the first is NBIO's, the second only for rings in host memory.)
+
+  // ih_v6_0_enable_ring for each ring.
+  const uint32_t rb_size = uint32_t(std::countr_zero(ring_bytes_ / 4));
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t mc = rings_[i].mc;
+    regs_.write(ring_reg(i, "IH_RB_BASE"), uint32_t(mc >> 8));  // bits 39:8
+    regs_.write(ring_reg(i, "IH_RB_BASE_HI"), uint32_t(mc >> 40) & 0xff);
+    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    // ih_v6_0_rb_cntl: MC_SPACE 4 (an MC address; 2 is a bus address), overflow detection,
+    // the ring's size as log2(dwords), write-back of the write pointer, snooped, VMID 0.
+    uint32_t v = with_cntl(regs_.read(cntl), {{"MC_SPACE", 4},
+                                              {"WPTR_OVERFLOW_CLEAR", 1},
+                                              {"WPTR_OVERFLOW_ENABLE", 1},
+                                              {"RB_SIZE", rb_size},
+                                              {"WPTR_WRITEBACK_ENABLE", 1},
+                                              {"MC_SNOOP", 1},
+                                              {"MC_RO", 0},
+                                              {"MC_VMID", 0}});
+    // Ring 0: RPTR_REARM follows MSI, which hcq does not use (it polls). Ring 1 drains when
+    // full instead of overflowing.
+    if (i == 0) v = with_cntl(v, {{"RPTR_REARM", 0}});
+    if (i == 1) v = with_cntl(v, {{"WPTR_OVERFLOW_ENABLE", 0}, {"RB_FULL_DRAIN_ENABLE", 1}});
+    regs_.write(cntl, v);
+    if (i == 0) {
+      regs_.write(find_register("IH_RB_WPTR_ADDR_LO"), uint32_t(writeback_[0].mc));
+      regs_.write(find_register("IH_RB_WPTR_ADDR_HI"), uint32_t(writeback_[0].mc >> 32) & 0xffff);
+    }
+    regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
+    regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
+    const RegDesc& doorbell = ring_reg(i, "IH_DOORBELL_RPTR");
+    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));  // no doorbell: polled
+  }
+  // (nbio ih_doorbell_range: NBIO's.)
+
+  // Storm and flood control (ih_v6_0_irq_init; tinygrad AM_IH the same).
+  const RegDesc& storm = find_register("IH_STORM_CLIENT_LIST_CNTL");
+  regs_.write(storm, with(storm, regs_.read(storm), {{"CLIENT18_IS_STORM_CLIENT", 1}}));
+  const RegDesc& flood = find_register("IH_INT_FLOOD_CNTL");
+  regs_.write(flood, with(flood, regs_.read(flood), {{"FLOOD_CNTL_ENABLE", 1}}));
+  const RegDesc& msi_storm = find_register("IH_MSI_STORM_CTRL");
+  regs_.write(msi_storm, with(msi_storm, regs_.read(msi_storm), {{"DELAY", 3}}));
+
+  // ih_v6_0_toggle_interrupts(true): WPTR_OVERFLOW_CLEAR 0 -> 1 -> 0 with the ring on.
+  for (int i = 0; i < 2; ++i) {
+    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 1}, {"WPTR_OVERFLOW_CLEAR", 0}});
+    regs_.write(cntl, v);
+    v = with_cntl(v, {{"WPTR_OVERFLOW_CLEAR", 1}});
+    regs_.write(cntl, v);
+    v = with_cntl(v, {{"WPTR_OVERFLOW_CLEAR", 0}});
+    if (i == 0) v = with_cntl(v, {{"ENABLE_INTR", 1}});
+    regs_.write(cntl, v);
+  }
+
+  // force_update_wptr_for_self_int(threshold 0, timeout 8, enabled).
+  const RegDesc& cntl2 = find_register("IH_CNTL2");
+  const RegDesc& cntl1 = find_register("IH_RB_CNTL_RING1");
+  const uint32_t ih_cntl2 =
+      with(cntl2, regs_.read(cntl2),
+           {{"SELF_IV_FORCE_WPTR_UPDATE_TIMEOUT", 8}, {"SELF_IV_FORCE_WPTR_UPDATE_ENABLE", 1}});
+  const uint32_t ring1 = with(cntl1, regs_.read(cntl1), {{"RB_USED_INT_THRESHOLD", 0}});
+  regs_.write(cntl1, ring1);
+  regs_.write(cntl2, ih_cntl2);
+  rptr_ = 0;
+}
+
+uint32_t Ih::read_wptr_writeback() const {
+  uint32_t v;
+  std::memcpy(&v, writeback_[0].cpu, 4);  // little-endian, as the GPU writes it
+  return v;
+}
+
+std::vector<IhEntry> Ih::drain() {
+  std::lock_guard lock(mu_);
+  const uint32_t mask = uint32_t(ring_bytes_ - 1);
+  const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
+  const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
+  uint32_t wptr = read_wptr_writeback();
+  const uint32_t rptr_before = rptr_;
+  bool moved = false;
+  // ih_v6_0_get_wptr: the write-back copy first; on its overflow flag the register decides.
+  if (overflow.get(wptr)) {
+    wptr = regs_.read(wptr_reg);
+    if (overflow.get(wptr)) {
+      wptr = overflow.set(wptr, 0);
+      ++overflows_;
+      rptr_ = (wptr + kEntryBytes) & mask;  // the oldest entry not overwritten
+      moved = true;
+      const RegDesc& cntl = find_register("IH_RB_CNTL");
+      uint32_t v = with(cntl, regs_.read(cntl), {{"WPTR_OVERFLOW_CLEAR", 1}});
+      regs_.write(cntl, v);
+      regs_.write(cntl, with(cntl, v, {{"WPTR_OVERFLOW_CLEAR", 0}}));
+    }
+  }
+  wptr &= mask;
+  std::vector<IhEntry> out;
+  while (rptr_ != wptr) {
+    std::array<uint32_t, 8> dw;
+    std::memcpy(dw.data(), rings_[0].cpu + rptr_, sizeof dw);
+    out.push_back(IhEntry::decode(dw));
+    rptr_ = (rptr_ + kEntryBytes) & mask;
+  }
+  // ih_v6_0_set_rptr without a doorbell: the register, in bytes.
+  if (moved || rptr_ != rptr_before) regs_.write(find_register("IH_RB_RPTR"), rptr_);
+  return out;
+}
+
+uint64_t Ih::overflows() const {
+  std::lock_guard lock(mu_);
+  return overflows_;
+}
+
+}  // namespace hcq::amd::am
