@@ -513,7 +513,8 @@ Engine::Res Engine::exec_pm4(Queue& q, const uint32_t* p, uint32_t len) {
                                ? timestamp()
                                : addr64(RELEASE_MEM_DATA_LO.get(p), RELEASE_MEM_DATA_HI.get(p)));
       }
-      if (release_mem_interrupts(int_sel)) events_.interrupt(RELEASE_MEM_INT_CTXID.get(p));
+      if (release_mem_interrupts(int_sel))
+        events_.queue_interrupt(q.d.id, RELEASE_MEM_INT_CTXID.get(p));
       return Res::Done;
     }
 
@@ -773,7 +774,7 @@ Engine::Res Engine::exec_sdma(Queue& q, const uint32_t* p, uint32_t len) {
     }
 
     case TRAP:
-      events_.interrupt(TRAP_INT_CONTEXT_ALL.get(p));
+      events_.queue_interrupt(q.d.id, TRAP_INT_CONTEXT_ALL.get(p));
       return Res::Done;
 
     case POLL_REGMEM: {

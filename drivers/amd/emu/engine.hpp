@@ -30,6 +30,11 @@ class GpuEvents {
   virtual ~GpuEvents() = default;
   // An interrupt with a context id (PM4 RELEASE_MEM INT_CTXID, SDMA TRAP INT_CONTEXT).
   virtual void interrupt(uint32_t context_id) = 0;
+  // The same interrupt with the queue that raised it; a model that routes interrupts by
+  // queue (the register-level AM GPU: CP EOP vs SDMA trap IH entries) overrides this.
+  virtual void queue_interrupt(uint32_t /*queue_id*/, uint32_t context_id) {
+    interrupt(context_id);
+  }
   // A queue stopped on a fault: a memory fault (bad address) or a bad packet.
   virtual void fault(uint32_t queue_id, bool memory_fault, uint64_t address,
                      const std::string& what) = 0;
