@@ -39,14 +39,14 @@ int EmulatedBar::fd() {
   return fd_;
 }
 
-void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset) {
+void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset, int flags) {
   const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
   if (handler_ || offset < 0 || uint64_t(offset) % page || length == 0 ||
       uint64_t(offset) > size_ || length > size_ - uint64_t(offset)) {
     errno = EINVAL;
     return MAP_FAILED;
   }
-  return ::mmap(addr, length, prot, MAP_SHARED, fd(), offset);
+  return ::mmap(addr, length, prot, MAP_SHARED | (flags & MAP_FIXED), fd(), offset);
 }
 
 uint32_t EmulatedBar::read32(uint64_t offset) {
@@ -78,8 +78,8 @@ class BarNode final : public EmulatedNode {
  public:
   explicit BarNode(EmulatedBar& bar) : bar_(bar) {}
   int ioctl(int, unsigned long, void*) override { return -ENOTTY; }
-  void* mmap(void* addr, size_t length, int prot, int, int, off_t offset) override {
-    return bar_.map(addr, length, prot, offset);
+  void* mmap(void* addr, size_t length, int prot, int flags, int, off_t offset) override {
+    return bar_.map(addr, length, prot, offset, flags);
   }
   int munmap(void* addr, size_t length) override {
     return ::munmap(addr, length) < 0 ? -errno : 0;

@@ -39,7 +39,9 @@ class EmulatedBar {
   // mmap(2) of [offset, offset + length) of the BAR: MAP_FAILED with errno EINVAL when the
   // range is not page aligned or leaves the BAR, as the kernel's resource files refuse, and
   // for a handled BAR.
-  void* map(void* addr, size_t length, int prot, off_t offset);
+  // MAP_FIXED in `flags` places the map exactly at `addr`, as mmap(2) does; other flags are
+  // ignored (the map is always shared).
+  void* map(void* addr, size_t length, int prot, off_t offset, int flags = 0);
   // What the device sees (tests and the emulated device side); a handled BAR's go to the
   // handler.
   uint32_t read32(uint64_t offset);

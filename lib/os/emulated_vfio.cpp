@@ -217,7 +217,7 @@ class DeviceNode final : public EmulatedNode {
       default: return -ENOTTY;
     }
   }
-  void* mmap(void* addr, size_t length, int prot, int, int, off_t offset) override {
+  void* mmap(void* addr, size_t length, int prot, int flags, int, off_t offset) override {
     if (!bound_) {
       errno = EINVAL;
       return MAP_FAILED;
@@ -225,7 +225,7 @@ class DeviceNode final : public EmulatedNode {
     const int index = int(uint64_t(offset) >> kRegionShift);
     const off_t in_region = off_t(uint64_t(offset) & ((1ull << kRegionShift) - 1));
     for (auto& b : v_.bus().function(address_)->bars)
-      if (b.index == index && !b.io) return v_.bus().bar(address_, index).map(addr, length, prot, in_region);
+      if (b.index == index && !b.io) return v_.bus().bar(address_, index).map(addr, length, prot, in_region, flags);
     errno = EINVAL;
     return MAP_FAILED;
   }

@@ -132,6 +132,8 @@ void VfioDevice::write_region32(const Region& r, uint64_t offset, uint32_t value
   const ssize_t n = k_->pwrite(device_, &value, sizeof value, off_t(r.offset + offset));
   if (n != sizeof value)
     fail("write of VFIO region " + std::to_string(r.index) + " at " + hex(offset), n < 0 ? int(-n) : EIO);
+}
+
 void VfioDevice::map_region_at(uint32_t index, uint64_t offset, uint64_t size, void* at) {
   Region r = region(index);
   if (!r.mappable || offset > r.size || size > r.size - offset)
