@@ -250,6 +250,28 @@ TEST(AmGpu, InterruptsGoToTheHookOnceSet) {
   EXPECT_EQ(gpu.bus().doorbells.size(), 2 * MiB);
 }
 
+// Several threads on the register window at once: each sees its own registers, and the SMU's
+// messages (under am::Smu's lock) keep answering.
+TEST(AmGpu, RegisterAccessesFromSeveralThreads) {
+  Opened o;
+  am::RegisterIo io(*o.regs, o.bases());
+  am::Smu smu(io, 1s);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 200; ++i) {
+        const uint64_t reg = 0x80000 + 0x100 * t;
+        o.regs->write32(reg, t << 16 | i);
+        if (o.regs->read32(reg) != (t << 16 | i)) ++wrong;
+        if (t == 0 && i % 20 == 0 && smu.version() != AmSmu::kVersion) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
 // ---- AmAddressSpace ----
 
 // The system's VRAM as the page-table builder writes it (the driver would go through BAR0).
