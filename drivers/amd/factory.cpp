@@ -9,6 +9,8 @@
 #include <iterator>
 
 #include "amd/am/am_driver.hpp"
+#include "amd/am/gfx1100.hpp"
+#include "amd/emu/am_system.hpp"
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
 #include "amd/pci.hpp"
@@ -21,6 +23,8 @@ namespace {
 // Emulated GPUs behind a USB bridge: the target's GPU with no io_link to the CPU, so it
 // reaches only its own memory ("emu:gfx1100_usb").
 constexpr const char* kUsbSuffix = "_usb";
+// The register-level emulated gfx1100 that hcq boots itself ("emu:gfx1100_am").
+constexpr const char* kAmSuffix = "_am";
 const char* const kUsbTargets[] = {"gfx1100"};
 
 }  // namespace
@@ -40,6 +44,9 @@ DriverFactory factory() {
                      find_target(name)->marketing_name + ", over USB: no host memory access",
                      true});
     }
+    out.push_back({std::string("emu:gfx1100") + kAmSuffix,
+                   find_target("gfx1100")->marketing_name + ", booted by hcq over emulated vfio-pci",
+                   true});
     return out;
   };
   f.open = [](const std::string& name) -> std::unique_ptr<DeviceDriver> {
@@ -53,7 +60,18 @@ DriverFactory factory() {
       if (!am::is_pci_address(name.substr(3)))
         throw InvalidInput("bad device name '" + name +
                            "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
-      return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name);
+      return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name,
+                                            am::gfx1100_hooks());
+    }
+    if (name == std::string("emu:gfx1100") + kAmSuffix) {
+      // The register-level emulated RX 7900 XTX on an emulated vfio-pci, booted by the am:
+      // driver with the system's synthesized firmware. The driver's kernel keeps the whole
+      // system alive.
+      std::shared_ptr<emu::AmEmulatedSystem> system = emu::make_am_emulated_system();
+      std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
+      const std::string address = emu::AmEmulatedSystem::kAddress, dir = system->firmware_dir();
+      return std::make_unique<am::AmDriver>(std::move(kernel), address, dir, name,
+                                            am::gfx1100_hooks());
     }
     if (name.rfind("emu:", 0) == 0) {
       std::string target = name.substr(4);

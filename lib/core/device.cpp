@@ -157,7 +157,9 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
     throw InvalidInput(driver_->properties().name + ": at least one copy queue is needed");
   compute_queue_ = driver_->create_queue(QueueKind::Compute);
   // Without a copy engine there are no copy queues: copies are host copies (UMA) or kernels.
-  for (uint32_t i = 0; copy_engine && i < opt.copy_queues; i++)
+  const uint32_t max_copy = driver_->properties().caps.max_copy_queues;
+  const uint32_t copies = max_copy ? std::min(opt.copy_queues, max_copy) : opt.copy_queues;
+  for (uint32_t i = 0; copy_engine && i < copies; i++)
     copy_queues_.push_back(driver_->create_queue(QueueKind::Copy));
   for (auto k : {QueueKind::Compute, QueueKind::Copy}) {
     encoders_[int(k)] = driver_->encoder(k);

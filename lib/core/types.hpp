@@ -29,6 +29,9 @@ struct Capabilities {
   bool host_reachable = true;  // can reach host memory at all (USB-attached GPUs cannot)
   bool indirect_buffers = true;  // queues can run command buffers bound in device memory
   bool map_host = true;  // can map the process's own memory (Device::map_host; msm DRM cannot)
+  // The most copy queues the driver can create (0: no limit); a device opened with more in
+  // its options gets this many.
+  uint32_t max_copy_queues = 0;
 };
 
 struct DeviceProperties {

@@ -171,11 +171,10 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
     bar->size = vfio_->region(uint32_t(index)).size;
     bar->base = vfio_->map_region(uint32_t(index));
   }
-  // The register window; os::open_register_window (pread/pwrite where BAR5 cannot be mapped)
-  // replaces VfioRegionMmio here once it lands.
+  // The register window: mapped where VFIO lets BAR5 be mapped, else pread/pwrite.
   regs_ = hooks_.register_window
               ? hooks_.register_window(*vfio_, kRegisterBar)
-              : std::make_unique<os::VfioRegionMmio>(*vfio_, kRegisterBar);
+              : os::open_register_window(*vfio_, kRegisterBar);
 
   BootOptions options = hooks_.boot_options;
   options.firmware_dir = am_firmware_dir(firmware_dir);
@@ -210,6 +209,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   props_.wave_size = target->wave_size;
   props_.device_memory_bytes = boot_->vram_size();
   props_.caps = Capabilities{};
+  props_.caps.max_copy_queues = 1;  // SDMA0 queue 0 only (gfx1100.hpp)
 }
 
 AmDriver::~AmDriver() {

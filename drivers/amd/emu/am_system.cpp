@@ -1,5 +1,7 @@
 #include "amd/emu/am_system.hpp"
 
+#include "amd/am/psp_gfx_if.hpp"
+
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -87,6 +89,7 @@ AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
                                  std::span(static_cast<uint8_t*>(doorbells_), AmGpu::kDoorbellBarBytes),
                                  dma);
   registers_->gpu = gpu_.get();
+  assemble();
 
   std::string tmpl = (std::filesystem::temp_directory_path() / "hcq-am-firmware-XXXXXX").string();
   if (!::mkdtemp(tmpl.data())) throw OsError("emulated AM GPU: mkdtemp for the firmware", errno);
@@ -95,10 +98,52 @@ AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
   undo.s = nullptr;
 }
 
+// The IP blocks of gfx1100 on the GPU: each owns its registers; the PSP model says when the
+// MEC and SDMA firmware are loaded and the RLC autoload has run, which the queue model needs;
+// the engines read memory through the GC hub's MMU, whose faults the GMC model latches; every
+// block's interrupts go into the IH ring.
+void AmEmulatedSystem::assemble() {
+  AmGpu& g = *gpu_;
+  psp_ = std::make_shared<AmPsp>(g.bases(), g.bus());
+  gmc_ = std::make_shared<AmGmc>(g.bases(), g.bus());
+  ih_ = std::make_shared<AmIh>(g.bases(), g.bus());
+  AmGmc* gmc = gmc_.get();
+  engine_memory_ = std::make_unique<AmAddressSpace>(
+      gmc->gfx_mmu(), g.bus(), kClientCpc,
+      [gmc](const MmuFault& f) { gmc->report_fault(AmGmc::Hub::Gfx, f); });
+  AmPsp* psp = psp_.get();
+  namespace fw = am::psp::fw;
+  AmGfxHooks hooks;
+  hooks.rlc_autoload_done = [psp] { return psp->rlc_autoload_done(); };
+  hooks.mec_firmware_ready = [psp] { return psp->loaded(fw::kRs64Mec) || psp->loaded(fw::kCpMec); };
+  hooks.sdma_firmware_ready = [psp] { return psp->loaded(fw::kSdmaUcodeTh0); };
+  // A queue stopped on a bad packet raises the CP's bad-opcode interrupt (client GRBM_CP,
+  // source GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR 183, Linux irqsrcs_gfx_11_0_0.h); a memory
+  // fault has already been latched by the GMC, which raised its own entry.
+  AmBus* bus = &g.bus();
+  hooks.fault = [bus](const std::string&, bool memory_fault, uint64_t, const std::string&) {
+    if (memory_fault || !bus->interrupt) return;
+    constexpr uint32_t kSrcCpBadOpcode = 183;
+    bus->interrupt({AmGfx::kClientGrbmCp | kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
+  };
+  gfx_ = std::make_shared<AmGfx>(g.bases(), g.bus(), *engine_memory_, hooks);
+  for (std::shared_ptr<AmBlock> b : {std::shared_ptr<AmBlock>(psp_), std::shared_ptr<AmBlock>(gmc_),
+                                     std::shared_ptr<AmBlock>(ih_), std::shared_ptr<AmBlock>(gfx_)})
+    g.add_block(std::move(b));
+  AmIh* ih = ih_.get();
+  g.set_interrupt([ih](const std::array<uint32_t, 8>& e) { ih->push(e); });
+}
+
 AmEmulatedSystem::~AmEmulatedSystem() {
   std::error_code ec;
   std::filesystem::remove_all(firmware_dir_, ec);
+  // The engines stop first (they read memory through the GMC's MMU and the VFIO mappings).
   gpu_.reset();
+  gfx_.reset();
+  engine_memory_.reset();
+  ih_.reset();
+  gmc_.reset();
+  psp_.reset();
   ::munmap(vram_, vram_bytes_);
   ::munmap(doorbells_, AmGpu::kDoorbellBarBytes);
 }

@@ -24,7 +24,11 @@
 #include <string>
 
 #include "amd/emu/am_firmware_writer.hpp"
+#include "amd/emu/am_gfx.hpp"
+#include "amd/emu/am_gmc.hpp"
 #include "amd/emu/am_gpu.hpp"
+#include "amd/emu/am_ih.hpp"
+#include "amd/emu/am_psp.hpp"
 #include "os/emulated_pci.hpp"
 
 namespace hcq::amd::emu {
@@ -48,17 +52,28 @@ class AmEmulatedSystem {
   // The kernel the driver uses (os::Kernel calls: sysfs, /dev/vfio, the BARs).
   const std::shared_ptr<os::EmulatedKernel>& kernel() const { return bus_->kernel(); }
   AmGpu& gpu() { return *gpu_; }
+  // The IP blocks on it (also routed to through gpu()).
+  AmPsp& psp() { return *psp_; }
+  AmGmc& gmc() { return *gmc_; }
+  AmIh& ih() { return *ih_; }
+  AmGfx& gfx() { return *gfx_; }
   // A directory holding every file of am::gfx1100_firmware_names().
   const std::string& firmware_dir() const { return firmware_dir_; }
 
  private:
   class RegisterBar;
+  void assemble();
   std::shared_ptr<RegisterBar> registers_;
   std::unique_ptr<os::EmulatedPciBus> bus_;
   void* vram_ = nullptr;
   void* doorbells_ = nullptr;
   uint64_t vram_bytes_ = 0;
   std::unique_ptr<AmGpu> gpu_;
+  std::shared_ptr<AmPsp> psp_;
+  std::shared_ptr<AmGmc> gmc_;
+  std::shared_ptr<AmIh> ih_;
+  std::unique_ptr<AmAddressSpace> engine_memory_;  // the engines' view: the GC hub's MMU
+  std::shared_ptr<AmGfx> gfx_;
   std::string firmware_dir_;
 };
 
