@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -182,16 +184,29 @@ class AmGfxTest : public ::testing::Test {
   std::atomic<bool> rlc_done{true}, mec_fw{true}, sdma_fw{true};
   std::mutex ih_mutex;
   std::vector<std::array<uint32_t, 8>> ih;
+  struct Fault {
+    std::string queue;
+    bool memory;
+    uint64_t address;
+  };
+  std::vector<Fault> faults;  // under ih_mutex
   emu::AmBus bus = make_bus();
   emu::AmGfx model{bases, bus, memory,
                    emu::AmGfxHooks{[this] { return rlc_done.load(); },
                                    [this] { return mec_fw.load(); },
-                                   [this] { return sdma_fw.load(); }, nullptr}};
+                                   [this] { return sdma_fw.load(); },
+                                   [this](const std::string& queue, bool mem, uint64_t address,
+                                          const std::string&) {
+                                     std::lock_guard lock(ih_mutex);
+                                     faults.push_back({queue, mem, address});
+                                   }}};
   Router router{model};
   os::EmulatedMmio mmio{"BAR5", 1 << 20, router};
   RegisterIo io{mmio, bases};
   TestBootMemory vram;
+  std::array<TestBootMemory, 4> thread_vram;  // BootMemory is used from one thread each
   Firmware mec = make_mec();
+  TestBootMemory& vram_for(uint32_t i) { return thread_vram[i]; }
 
   emu::AmBus make_bus() {
     emu::AmBus b;
@@ -410,6 +425,52 @@ TEST_F(AmGfxTest, ActivationRefusedWhileMecHalted) {
   EXPECT_TRUE(model.compute_queue_running(1, 0, 0));
   gfx.enable_mec(false);
   EXPECT_FALSE(model.compute_queue_running(1, 0, 0));
+}
+
+TEST_F(AmGfxTest, QueueFaultReachesTheHookWithItsHqd) {
+  Gfx gfx(io);
+  gfx.init(mec, kMecRangeFirst, kMecRangeLast);
+  QueueBuffers b(memory);
+  ComputeQueue q(gfx, vram, b.compute(2, 5));
+  const std::vector<uint32_t> p = release_mem(0x1000, 1, 0);  // nothing mapped there
+  std::memcpy(b.ring.u32(), p.data(), p.size() * 4);
+  ring_doorbell(kMecDoorbellDword, p.size());
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(ih_mutex);
+    return !faults.empty();
+  }));
+  std::lock_guard lock(ih_mutex);
+  EXPECT_EQ(faults[0].queue, "compute queue ME 1 pipe 2 queue 5");
+  EXPECT_TRUE(faults[0].memory);
+  EXPECT_EQ(faults[0].address, 0x1000u);
+}
+
+// Gfx serialises GRBM_GFX_CNTL selections: queues on four pipes created and destroyed from
+// four threads at once all come up with their own registers and run.
+TEST_F(AmGfxTest, QueuesCreatedFromSeveralThreads) {
+  Gfx gfx(io);
+  gfx.init(mec, kMecRangeFirst, kMecRangeLast);
+  std::vector<std::unique_ptr<QueueBuffers>> bufs;
+  for (int i = 0; i < 4; ++i) bufs.push_back(std::make_unique<QueueBuffers>(memory));
+  std::vector<std::thread> threads;
+  std::atomic<int> ran{0};
+  for (uint32_t pipe = 0; pipe < 4; ++pipe)
+    threads.emplace_back([&, pipe] {
+      QueueBuffers& b = *bufs[pipe];
+      ComputeQueueConfig c = b.compute(pipe, pipe + 1);
+      c.doorbell_dword = kMecDoorbellDword + 2 * pipe;
+      ComputeQueue q(gfx, vram_for(pipe), c);
+      const std::vector<uint32_t> p = release_mem(b.data.va(), 0x100 + pipe, 0);
+      std::memcpy(b.ring.u32(), p.data(), p.size() * 4);
+      ring_doorbell(c.doorbell_dword, p.size());
+      if (eventually([&] { return load(b.data.u32()) == 0x100 + pipe; })) ++ran;
+      q.destroy();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ran.load(), 4);
+  for (uint32_t pipe = 0; pipe < 4; ++pipe)
+    EXPECT_FALSE(model.compute_queue_running(1, pipe, pipe + 1));
+  EXPECT_EQ(io.read(gc::GRBM_GFX_CNTL), 0x0u);
 }
 
 TEST_F(AmGfxTest, ComputeQueueConfigErrors) {
