@@ -7,5 +7,7 @@
 namespace hcq::amd {
 
 inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kfd/hcq_emulator_faults";
+// The same for the register-level GPU hcq boots itself (emu:gfx1100_am), which has no KFD.
+inline constexpr const char* kAmEmulatorFaultLog = "/sys/kernel/debug/dri/hcq_am_emulator_faults";
 
 }  // namespace hcq::amd

@@ -9,5 +9,8 @@
 namespace hcq::amd {
 
 inline constexpr const char* kEmulatorIbPositions = "/sys/kernel/debug/kfd/hcq_emulator_ib_positions";
+// The same for the register-level GPU hcq boots itself (emu:gfx1100_am), one line per hardware
+// queue: "compute queue ME 1 pipe 0 queue 0: IB 0x<va> <dwords> dwords, at dword <n>".
+inline constexpr const char* kAmEmulatorIbPositions = "/sys/kernel/debug/dri/hcq_am_emulator_ib_positions";
 
 }  // namespace hcq::amd

@@ -286,7 +286,7 @@ TEST_F(AmMemory, PrivateMemoryAndErrors) {
             "test:am: user memory [0x1234, +0x1000) is not page aligned");
   // VRAM running out leaves nothing mapped.
   EXPECT_EQ(error_of<Error>([&] { memory_.allocate(heap, 128 * kMiB, MemoryKind::Device, false); }),
-            "VRAM: out of memory: 0x8000000 bytes aligned to 0x200000 requested, 0x3fff000 bytes "
+            "test:am: 134217728 bytes of device memory: VRAM: out of memory: 0x8000000 bytes aligned to 0x200000 requested, 0x3fff000 bytes "
             "free, largest free range 0x3fff000 bytes");
   EXPECT_EQ(memory_.live_allocations(), 0u);
   Allocation again = memory_.allocate(heap, 4096, MemoryKind::Device, false);

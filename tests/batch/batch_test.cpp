@@ -643,8 +643,10 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
     uint32_t distance = (to + 3 - from) % 3;
     EXPECT_EQ(c.queue, QueueKind::Copy);
     // Without a copy engine, one host queue per device copies for every distance.
-    const bool copy_engine = c.device->queue_count(QueueKind::Copy) > 0;
-    EXPECT_EQ(c.queue_index, copy_engine ? distance - 1 : 0) << c.name << " " << from << " -> " << to;
+    // A device with fewer copy queues than distances (emu:gfx1100_am: one) shares its last.
+    const uint32_t copy_queues = c.device->queue_count(QueueKind::Copy);
+    EXPECT_EQ(c.queue_index, copy_queues ? std::min(distance - 1, copy_queues - 1) : 0)
+        << c.name << " " << from << " -> " << to;
   }
   EXPECT_EQ(relayed, relays);
   Executable one = s.compile({.copy_queues = 1});  // everything on the first copy queue
@@ -812,7 +814,7 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,
                          ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
-                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "gfx1100_usb", "gfx1100_am", "sm_80", "sm_90", "sm_100", "a660",
                                            "a740", "a740_msm"),
                          [](const auto& info) { return info.param; });
 INSTANTIATE_TEST_SUITE_P(Hardware, Batch,

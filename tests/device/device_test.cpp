@@ -123,6 +123,20 @@ const Vendor& vendor_of(std::string target) {
   if (target.rfind("sm_", 0) == 0) return nv;
   if (target.rfind("amd:", 0) == 0) return amd;
   if (target.ends_with("_msm")) return qcom_msm;
+  // The GPU hcq boots itself (emu:gfx1100_am, am:<BDF>): faults come from the hubs' fault
+  // registers and the IH ring (CP_BAD_OPCODE is IH source 183), not from KFD's events; one
+  // copy queue (SDMA0 queue 0).
+  static const Vendor amd_am = [] {
+    Vendor v = amd;
+    v.bad_submission_says[0] = "client 0x14 source 0xb7 (CP_BAD_OPCODE)";
+    // The engine names its queue by HQD (ME 1 pipe 0 queue 0 is 32), not by KFD queue id.
+    v.bad_submission_says[1] = "\nemulated GPU: compute queue 32: unknown PM4 opcode 0x99 at ring offset 0x0";
+    for (auto& [a, b] : v.hang_lines)
+      if (a == "copy queue 1: read pointer") a = "copy queue 0: read pointer";
+    v.memory_fault_says = "gfxhub page fault at 0xdead0000";
+    return v;
+  }();
+  if (target.ends_with("_am") || target.rfind("am:", 0) == 0) return amd_am;
   return target.rfind("a", 0) == 0 || target.rfind("qcom:", 0) == 0 ? qcom : amd;
 }
 
@@ -170,8 +184,10 @@ TEST_P(EmulatedDevice, ReportsItsProperties) {
   const std::string name = device_name(GetParam());
   const bool emulated = name.starts_with("emu:");
   if (emulated) {
-    // The chip, not the kernel driver (_msm) or the bus (_usb).
-    EXPECT_EQ(p.arch, name.substr(4, std::min(name.find("_msm"), name.find("_usb")) - 4));
+    // The chip, not the kernel driver (_msm), the bus (_usb) or hcq's own boot (_am).
+    EXPECT_EQ(p.arch, name.substr(4, std::min({name.find("_msm"), name.find("_usb"),
+                                               name.find("_am")}) -
+                                         4));
   }
   EXPECT_EQ(p.vendor, vendor_of(GetParam()).name);
   EXPECT_EQ(p.emulated, emulated);
@@ -872,7 +888,7 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,
                          ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
-                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "gfx1100_usb", "gfx1100_am", "sm_80", "sm_90", "sm_100", "a660",
                                            "a740", "a660_msm", "a740_msm"),
                          [](const auto& info) { return info.param; });
 

@@ -191,7 +191,7 @@ TEST_P(FileLoad, AShortReadInALoadOfSeveralSlotsEndsTheLoad) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, FileLoad,
                          ::testing::Values("gfx90a", "gfx942", "gfx1030", "gfx1100", "gfx1201",
-                                           "gfx1100_usb", "sm_80", "sm_90", "sm_100", "a660",
+                                           "gfx1100_usb", "gfx1100_am", "sm_80", "sm_90", "sm_100", "a660",
                                            "a740", "a660_msm", "a740_msm"),
                          [](const auto& info) { return info.param; });
 

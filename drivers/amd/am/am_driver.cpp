@@ -3,11 +3,15 @@
 #include <linux/pci_regs.h>
 
 #include <algorithm>
+#include <sstream>
+#include <cstdio>
 #include <cctype>
 #include <cstdlib>
 #include <thread>
 
 #include "amd/encoders.hpp"
+#include "amd/fault_log.hpp"
+#include "amd/ib_positions.hpp"
 #include "amd/kfd_driver.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
@@ -80,6 +84,7 @@ class AmDriver::Queue final : public RingQueue {
   const void* host_view(uint64_t va, uint64_t bytes) override {
     return drv_.memory_->host_view(va, bytes);
   }
+  std::optional<IbPosition> ib_position() override;
   void release() noexcept;
 
   AmDriver& drv_;
@@ -88,6 +93,26 @@ class AmDriver::Queue final : public RingQueue {
   bool created_ = false;
   std::vector<Allocation> memory_;
 };
+
+// Where the engine is inside an indirect buffer: the emulated GPU publishes it per hardware
+// queue (amd/ib_positions.hpp). On a GPU it is in the HQD's CP_IB1_BASE_LO/HI and CP_IB1_BUFSZ,
+// which hcq does not read yet: unknown there.
+std::optional<IbPosition> AmDriver::Queue::ib_position() {
+  if (!hooks_.hardware_name) return std::nullopt;
+  auto lines = drv_.kernel_->read_file(kAmEmulatorIbPositions);
+  if (!lines) return std::nullopt;
+  const std::string prefix = hooks_.hardware_name(setup_) + ": IB ";
+  std::istringstream in(*lines);
+  for (std::string l; std::getline(in, l);) {
+    unsigned long long ib_va = 0;
+    unsigned ib_size = 0, pos = 0;
+    if (l.rfind(prefix, 0) == 0 &&
+        std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
+                    &pos) == 3)
+      return IbPosition{ib_va, ib_size, pos};
+  }
+  return std::nullopt;
+}
 
 AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks)
     : RingQueue(kind, drv.props_.name), drv_(drv), hooks_(hooks) {
@@ -259,10 +284,8 @@ void AmDriver::check_faults() {
   if (!hooks_.read_fault) return;
   const std::optional<std::string> fault = hooks_.read_fault();
   if (!fault) return;
-  fault_.raise([&] {
-    const std::string report = hang_report();
-    return props_.name + ": " + *fault + (report.empty() ? "" : "\n" + report);
-  });
+  fault_.raise(
+      [&] { return fault_message(*kernel_, kAmEmulatorFaultLog, props_.name, *fault, hang_report()); });
 }
 
 void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {

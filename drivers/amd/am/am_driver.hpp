@@ -53,6 +53,9 @@ struct AmQueueHooks {
   std::function<uint32_t(const AmQueueSetup&)> create;
   // Stops it (dequeue, ring disabled).
   std::function<void(const AmQueueSetup&)> destroy;
+  // The hardware queue's name ("compute queue ME 1 pipe 0 queue 0"): the emulated GPU names
+  // its queues so in the indirect-buffer positions it publishes (amd/ib_positions.hpp).
+  std::function<std::string(const AmQueueSetup&)> hardware_name;
 };
 
 struct AmDriverHooks {

@@ -143,6 +143,11 @@ AmDriverHooks gfx1100_hooks() {
     }
     gone->destroy();
   };
+  h.compute.hardware_name = [](const AmQueueSetup& q) {
+    return "compute queue ME 1 pipe " + std::to_string(q.index % 4) + " queue " +
+           std::to_string(q.index / 4);
+  };
+  h.copy.hardware_name = [](const AmQueueSetup&) { return std::string("SDMA0 queue 0"); };
   h.copy.create = [s](const AmQueueSetup& q) -> uint32_t {
     std::lock_guard lk(s->mu);
     if (!s->io) throw Error("AM gfx1100: the GMC phase has not run");

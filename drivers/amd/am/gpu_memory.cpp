@@ -129,7 +129,11 @@ Allocation GpuMemory::back(uint64_t va, uint64_t size, MemoryKind kind, bool exe
   r.priv = priv;
   if (kind == MemoryKind::Device) {
     // 2 MiB-aligned VRAM where the buffer can take 2 MiB pages.
-    r.pa = allocator_.alloc(size, size >= kBigPage && va % kBigPage == 0 ? kBigPage : kPage);
+    try {
+      r.pa = allocator_.alloc(size, size >= kBigPage && va % kBigPage == 0 ? kBigPage : kPage);
+    } catch (const Error& e) {
+      throw Error(name_ + ": " + std::to_string(size) + " bytes of device memory: " + e.what());
+    }
     try {
       device_.map_vram(ptr(va), r.pa, size);
       MapFlags f;

@@ -1,6 +1,8 @@
 #include "amd/emu/am_gfx.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <sstream>
 #include <utility>
 
 #include "core/error.hpp"
@@ -93,6 +95,19 @@ uint32_t AmGfx::selected_bank() const {
   const uint32_t pipe = field(gc::GRBM_GFX_CNTL, "PIPEID").get(grbm_gfx_cntl_);
   const uint32_t queue = field(gc::GRBM_GFX_CNTL, "QUEUEID").get(grbm_gfx_cntl_);
   return (me * kPipes + pipe) * kQueues + queue;
+}
+
+std::string AmGfx::ib_positions() const {
+  std::istringstream in(engine_->ib_positions());
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    unsigned id = 0;
+    int used = 0;
+    if (std::sscanf(line.c_str(), "queue %u: %n", &id, &used) != 1 || used == 0) continue;
+    out += (id == kSdmaQueueId ? std::string("SDMA0 queue 0") : compute_name(id)) + ": " +
+           line.substr(size_t(used)) + "\n";
+  }
+  return out;
 }
 
 std::string AmGfx::compute_name(uint32_t bank) {

@@ -89,6 +89,10 @@ class AmGfx final : public AmBlock, private GpuEvents {
   // Why the last activation was refused ("" when none was): "compute queue ME 1 pipe 0 queue
   // 0: activation refused: no MEC firmware loaded".
   std::string last_error() const;
+  // Where each queue waiting inside an indirect buffer is, one line per queue, named by its
+  // hardware queue: "compute queue ME 1 pipe 0 queue 0: IB 0x<va> <n> dwords, at dword <m>"
+  // (the engine's ib_positions; a real GPU keeps this in CP_IB1_BASE_LO/HI and CP_IB1_BUFSZ).
+  std::string ib_positions() const;
   bool compute_queue_running(uint32_t me, uint32_t pipe, uint32_t queue) const;
   bool sdma_queue_running() const;
 

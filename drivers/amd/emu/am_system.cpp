@@ -1,6 +1,8 @@
 #include "amd/emu/am_system.hpp"
 
 #include "amd/am/psp_gfx_if.hpp"
+#include "amd/fault_log.hpp"
+#include "amd/ib_positions.hpp"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -121,7 +123,12 @@ void AmEmulatedSystem::assemble() {
   // source GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR 183, Linux irqsrcs_gfx_11_0_0.h); a memory
   // fault has already been latched by the GMC, which raised its own entry.
   AmBus* bus = &g.bus();
-  hooks.fault = [bus](const std::string&, bool memory_fault, uint64_t, const std::string&) {
+  hooks.fault = [this, bus](const std::string&, bool memory_fault, uint64_t,
+                            const std::string& what) {
+    {
+      std::lock_guard lk(fault_log_mu_);
+      fault_log_ += what + "\n";  // the engine's message names the queue
+    }
     if (memory_fault || !bus->interrupt) return;
     constexpr uint32_t kSrcCpBadOpcode = 183;
     bus->interrupt({AmGfx::kClientGrbmCp | kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
@@ -130,6 +137,14 @@ void AmEmulatedSystem::assemble() {
   for (std::shared_ptr<AmBlock> b : {std::shared_ptr<AmBlock>(psp_), std::shared_ptr<AmBlock>(gmc_),
                                      std::shared_ptr<AmBlock>(ih_), std::shared_ptr<AmBlock>(gfx_)})
     g.add_block(std::move(b));
+  // The emulated GPU's own words about each fault, in a debugfs-style file only the emulated
+  // kernel has (amd/fault_log.hpp); the driver adds them to its fault errors.
+  bus_->kernel()->add_generated_file(kAmEmulatorFaultLog, [this] {
+    std::lock_guard lk(fault_log_mu_);
+    return fault_log_;
+  });
+  AmGfx* gfx = gfx_.get();
+  bus_->kernel()->add_generated_file(kAmEmulatorIbPositions, [gfx] { return gfx->ib_positions(); });
   AmIh* ih = ih_.get();
   g.set_interrupt([ih](const std::array<uint32_t, 8>& e) { ih->push(e); });
 }

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "amd/emu/am_firmware_writer.hpp"
@@ -75,6 +76,8 @@ class AmEmulatedSystem {
   std::unique_ptr<AmAddressSpace> engine_memory_;  // the engines' view: the GC hub's MMU
   std::shared_ptr<AmGfx> gfx_;
   std::string firmware_dir_;
+  std::mutex fault_log_mu_;
+  std::string fault_log_;  // what the engines said about each fault
 };
 
 std::unique_ptr<AmEmulatedSystem> make_am_emulated_system(AmSystemOptions options = {});

@@ -592,7 +592,15 @@ void Engine::dispatch(Queue& q, const uint32_t* p) {
   if (it == cache.end()) {
     KernelCache::Entry e{};
     auto* image = static_cast<const std::byte*>(mem_.translate(base, size));
-    if (!find_kernel_at(image, size, entry - base, e.name, e.kd))
+    bool found = find_kernel_at(image, size, entry - base, e.name, e.kd);
+    // A GPU that knows only page tables (the register-level AM GPU) gives a run of mapped
+    // pages that may start in a buffer before the code object: try each page-aligned ELF
+    // header at or below the entry's page.
+    constexpr uint64_t kPage = 4096;
+    for (uint64_t at = (entry - base) & ~(kPage - 1); !found && at > 0; at -= kPage)
+      if (std::memcmp(image + at, "\x7f" "ELF", 4) == 0)
+        found = find_kernel_at(image + at, size - at, entry - base - at, e.name, e.kd);
+    if (!found)
       bad(strf("DISPATCH_DIRECT %s: no kernel at 0x%llx (no kernel descriptor in the code "
                "object mapped at [0x%llx, 0x%llx) points there)",
                q.where().c_str(), ull(entry), ull(base), ull(base + size)));
