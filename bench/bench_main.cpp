@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "amd/am/am_driver.hpp"
+#include "amd/am/gfx1100.hpp"
 #include "amd/am/page_tables.hpp"
+#include "amd/emu/am_system.hpp"
 #include "amd/code_object.hpp"
 #include "amd/encoders.hpp"
 #include "core/capture.hpp"
@@ -141,6 +144,13 @@ void BM_EmulatedEmptyLaunchRoundTrip(benchmark::State& state) {
   empty_launch_round_trips(state, false);
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTrip)->UseRealTime();
+
+// The same on the register-level gfx1100 hcq boots itself (issue 17), beside emu:gfx1100 in
+// the same run: its queues are MEC HQDs and its memory goes through the emulated MMU.
+void BM_EmulatedEmptyLaunchRoundTripAm(benchmark::State& state) {
+  empty_launch_round_trips(state, false, "emu:gfx1100_am");
+}
+BENCHMARK(BM_EmulatedEmptyLaunchRoundTripAm)->UseRealTime();
 
 void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
   empty_launch_round_trips(state, true);
@@ -337,6 +347,29 @@ void BM_AmMap1GiB(benchmark::State& state) {
   state.counters["table_pages"] = double(table_pages);
 }
 BENCHMARK(BM_AmMap1GiB)->Arg(4 << 10)->Arg(2 << 20)->Unit(benchmark::kMicrosecond);
+
+// Booting the emulated gfx1100 (emu:gfx1100_am) cold: a fresh emulated system each time (not
+// timed), then the am: driver's open, with each boot phase's milliseconds as a counter (the
+// mean over the iterations). The PSP's 20 ms handshake waits (psp_v13_0.c) are real sleeps.
+void BM_AmBootEmulated(benchmark::State& state) {
+  std::map<std::string, double> phase_ms;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::shared_ptr<amd::emu::AmEmulatedSystem> sys = amd::emu::make_am_emulated_system();
+    std::shared_ptr<os::Kernel> kernel(sys, sys->kernel().get());
+    state.ResumeTiming();
+    auto drv = std::make_unique<amd::am::AmDriver>(kernel, amd::emu::AmEmulatedSystem::kAddress,
+                                                   sys->firmware_dir(), "emu:gfx1100_am",
+                                                   amd::am::gfx1100_hooks());
+    state.PauseTiming();
+    for (auto& p : drv->boot_report().phases) phase_ms[p.name] += p.ms;
+    drv.reset();  // the shutdown is not timed
+    state.ResumeTiming();
+  }
+  for (auto& [name, ms] : phase_ms)
+    state.counters[name + "_ms"] = ms / double(state.iterations());
+}
+BENCHMARK(BM_AmBootEmulated)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(10);
 
 // Many empty launches back to back, then one wait: the launch rate the queue sustains.
 void empty_launch_throughput(benchmark::State& state, const std::string& device) {

@@ -22,6 +22,8 @@
 
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
+#include "amd/am/am_driver.hpp"
+#include "amd/factory.hpp"
 #include "dump.hpp"
 #include "json.hpp"
 #include "kernels.hpp"
@@ -264,8 +266,21 @@ int cmd_trace(const std::string& name, const std::string& path) {
   return 0;
 }
 
+// hcq boot DEVICE [--reset]: boots the GPU, prints what the boot found and each phase's
+// time, then shuts it down again.
+int cmd_boot(const std::string& device, bool reset) {
+  std::unique_ptr<hcq::amd::am::AmDriver> drv = hcq::amd::open_am_driver(device, reset);
+  if (!drv)
+    throw hcq::tools::UsageError("boot: " + device +
+                                 " is not a GPU hcq boots itself (am:<PCI address> or "
+                                 "emu:gfx1100_am)");
+  std::printf("%s", drv->boot_report().text().c_str());
+  return 0;
+}
+
 constexpr const char* kDevices =
-    "DEVICE: amd:N (a KFD GPU), nv:N, qcom:N, emu:gfx90a|gfx942|gfx1030|gfx1100|gfx1201|gfx1100_usb|\n"
+    "DEVICE: amd:N (a KFD GPU), am:<PCI address> (a GPU on vfio-pci hcq boots itself), nv:N,\n"
+    "        qcom:N, emu:gfx90a|gfx942|gfx1030|gfx1100|gfx1201|gfx1100_usb|gfx1100_am|\n"
     "        sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated), auto (the default: the\n"
     "        best device, an emulated AMD GPU when no GPU is present); for pci and reg a PCI\n"
     "        address (0000:03:00.0 or 03:00.0). HCQ_EMULATED_PCI=1 runs pci and reg on an\n"
@@ -280,7 +295,8 @@ struct Command {
   CLI::App* dump = nullptr;
   CLI::App* pci = nullptr;
   CLI::App* reg = nullptr;
-  bool all = false, json = false;
+  CLI::App* boot = nullptr;
+  bool all = false, json = false, reset = false;
   std::string device = "auto", trace_file = "hcq-trace.json";
   uint32_t size = 1 << 20;
   hcq::tools::DumpArgs dump_args;
@@ -382,6 +398,10 @@ void define(CLI::App& app, Command& c) {
   c.reg->add_flag("--json", r.json, "read's dwords as JSON Lines: {address, bar, offset, name,\n"
                                     "value, fields}");
   c.reg->add_flag("--force", r.force, "needed to write");
+  c.boot = sub("boot", "boot a GPU hcq drives without a kernel GPU driver (am:) and report");
+  c.boot->add_option("DEVICE", c.device, "am:<PCI address> (on vfio-pci) or emu:gfx1100_am")
+      ->required();
+  c.boot->add_flag("--reset", c.reset, "mode-1 reset first, whatever state the GPU is in");
 }
 
 int run_command(const Command& c) {
@@ -392,6 +412,7 @@ int run_command(const Command& c) {
   if (*c.dump) return hcq::tools::cmd_dump(c.dump_args);
   if (*c.pci) return hcq::tools::cmd_pci(c.pci_args);
   if (*c.reg) return hcq::tools::cmd_reg(c.reg_args);
+  if (*c.boot) return cmd_boot(c.device, c.reset);
   return 2;  // unreachable: CLI11 requires one subcommand
 }
 
@@ -432,7 +453,7 @@ int main(int argc, char** argv) {
                              app.get_subcommands().empty()))
         message = extra[0].rfind('-', 0) == 0 ? "unknown option " + extra[0]
                   : app.get_subcommands().empty()
-                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg)"
+                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, boot)"
                       : "unexpected argument " + extra[0];
       rc = usage_error(app, message);
     } catch (const hcq::tools::UsageError& e) {

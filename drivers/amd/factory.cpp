@@ -29,6 +29,29 @@ const char* const kUsbTargets[] = {"gfx1100"};
 
 }  // namespace
 
+std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force_reset) {
+  am::AmDriverHooks hooks = am::gfx1100_hooks();
+  hooks.boot_options.force_reset = force_reset;
+  if (name.rfind("am:", 0) == 0) {
+    if (!am::is_pci_address(name.substr(3)))
+      throw InvalidInput("bad device name '" + name +
+                         "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
+    return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name,
+                                          std::move(hooks));
+  }
+  if (name == std::string("emu:gfx1100") + kAmSuffix) {
+    // The register-level emulated RX 7900 XTX on an emulated vfio-pci, booted by the am:
+    // driver with the system's synthesized firmware. The driver's kernel keeps the whole
+    // system alive.
+    std::shared_ptr<emu::AmEmulatedSystem> system = emu::make_am_emulated_system();
+    std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
+    const std::string address = emu::AmEmulatedSystem::kAddress, dir = system->firmware_dir();
+    return std::make_unique<am::AmDriver>(std::move(kernel), address, dir, name,
+                                          std::move(hooks));
+  }
+  return nullptr;
+}
+
 DriverFactory factory() {
   DriverFactory f;
   f.name = "amd";
@@ -56,23 +79,7 @@ DriverFactory factory() {
         throw InvalidInput("bad device name '" + name + "': expected amd:<index>");
       return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
     }
-    if (name.rfind("am:", 0) == 0) {
-      if (!am::is_pci_address(name.substr(3)))
-        throw InvalidInput("bad device name '" + name +
-                           "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
-      return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name,
-                                            am::gfx1100_hooks());
-    }
-    if (name == std::string("emu:gfx1100") + kAmSuffix) {
-      // The register-level emulated RX 7900 XTX on an emulated vfio-pci, booted by the am:
-      // driver with the system's synthesized firmware. The driver's kernel keeps the whole
-      // system alive.
-      std::shared_ptr<emu::AmEmulatedSystem> system = emu::make_am_emulated_system();
-      std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
-      const std::string address = emu::AmEmulatedSystem::kAddress, dir = system->firmware_dir();
-      return std::make_unique<am::AmDriver>(std::move(kernel), address, dir, name,
-                                            am::gfx1100_hooks());
-    }
+    if (auto am = open_am_driver(name)) return am;
     if (name.rfind("emu:", 0) == 0) {
       std::string target = name.substr(4);
       emu::SystemOptions o;

@@ -73,7 +73,7 @@ expect("hcq --version", (p.stdout, p.stderr), (f"hcq {VERSION}\n", ""))
 # ---- usage errors: one line saying what, one saying where the usage is; status 2 ----
 for args, want in [
         ([], usage("A subcommand is required")),
-        (["frob"], usage("unknown subcommand frob (ls, info, run, trace, dump, pci, reg)")),
+        (["frob"], usage("unknown subcommand frob (ls, info, run, trace, dump, pci, reg, boot)")),
         (["--frob"], usage("unknown option --frob")),
         (["--frob", "ls"], usage("unknown option --frob", "ls")),
         (["ls", "--bogus"], usage("unknown option --bogus", "ls")),
@@ -203,6 +203,24 @@ with tempfile.TemporaryDirectory() as tmp:
                                p.stderr.startswith("trace    ") and p.stderr.endswith("-> standard output\n"),
                                os.path.exists(os.path.join(tmp, "-"))),
            (0, True, True, False))
+
+# hcq boot: the register-level emulated gfx1100 booted by hcq itself; what the boot found, the
+# IP versions from its discovery table, the phases (times vary, names do not).
+out = run(["boot", "emu:gfx1100_am"]).stdout.splitlines()
+expect("hcq boot emu:gfx1100_am", [l.split(":")[0] for l in out],
+       ["VRAM", "found", "IP versions", "firmware", "SMU firmware", "phases"])
+expect("hcq boot: VRAM and state", out[:2], ["VRAM: 24576 MiB, frame buffer at MC 0x8000000000",
+                                             "found: cold (sOS not running, no boot marker), SMU answering"])
+expect("hcq boot: phases run", [p.split()[0] for p in out[-1][len("phases: "):].split(", ") if "not run" not in p],
+       ["discovery", "firmware", "soc", "gmc", "ih", "psp", "smu", "gfx"])
+expect("hcq boot --reset", run(["boot", "emu:gfx1100_am", "--reset"]).stdout.splitlines()[1],
+       "found: cold (sOS not running, no boot marker), SMU answering: mode-1 reset")
+p = run(["boot", "emu:gfx1100"], status=2)
+expect("hcq boot of a KFD device", p.stderr,
+       usage("boot: emu:gfx1100 is not a GPU hcq boots itself (am:<PCI address> or emu:gfx1100_am)", "boot"))
+p = run(["boot", "am:03:00.0"], status=1)
+expect("hcq boot of a short PCI address", p.stderr,
+       "hcq: bad device name 'am:03:00.0': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0\n")
 
 if failures:
     print("\n\n".join(failures))

@@ -1,0 +1,108 @@
+// The am: driver booting the register-level emulated RX 7900 XTX (emu:gfx1100_am) end to end:
+// a cold boot, a boot over a previous boot (the mode-1 reset path), a boot after one that died
+// half way, and the work the booted GPU then runs, verified.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amd/am/am_driver.hpp"
+#include "amd/am/gfx1100.hpp"
+#include "amd/emu/am_system.hpp"
+#include "common/error_of.hpp"
+#include "core/hcq.hpp"
+
+namespace hcq::amd::am {
+namespace {
+
+using emu::AmEmulatedSystem;
+using testing_support::error_of;
+
+// One emulated system several drivers open in turn, as processes would one after another.
+struct System {
+  std::shared_ptr<AmEmulatedSystem> sys = emu::make_am_emulated_system();
+  std::unique_ptr<AmDriver> open(AmDriverHooks hooks = gfx1100_hooks()) {
+    hooks.boot_options.reset_settle = std::chrono::milliseconds(1);
+    std::shared_ptr<os::Kernel> kernel(sys, sys->kernel().get());
+    return std::make_unique<AmDriver>(kernel, AmEmulatedSystem::kAddress, sys->firmware_dir(),
+                                      "emu:gfx1100_am", std::move(hooks));
+  }
+};
+
+std::vector<std::string> phases_run(const BootReport& r) {
+  std::vector<std::string> out;
+  for (auto& p : r.phases)
+    if (p.run) out.push_back(p.name);
+  return out;
+}
+
+// A device over the driver runs a copy in and out through the copy queue and a signal on the
+// compute queue: the booted GPU works.
+void expect_working(std::unique_ptr<AmDriver> drv) {
+  auto dev = std::make_unique<Device>(std::move(drv), Device::Options{});
+  std::vector<uint8_t> in(1 << 20), out(in.size());
+  for (size_t i = 0; i < in.size(); i++) in[i] = uint8_t(i * 7 + 3);
+  Buffer b = dev->allocate(in.size());
+  dev->copy_in(b, 0, in.data(), in.size());
+  dev->copy_out(out.data(), b, 0, out.size());
+  EXPECT_EQ(out, in);
+  Signal s = dev->new_signal();
+  hcq::ComputeQueue q(*dev);
+  q.signal(s, 5);
+  q.submit();
+  s.wait(5, std::chrono::seconds(5));
+}
+
+TEST(AmSystem, ColdBootRunsEveryPhaseAndTheGpuWorks) {
+  System s;
+  auto drv = s.open();
+  const BootReport& r = drv->boot_report();
+  EXPECT_EQ(r.previous.describe(), "cold (sOS not running, no boot marker), SMU answering");
+  EXPECT_FALSE(r.reset);
+  EXPECT_EQ(phases_run(r), (std::vector<std::string>{"discovery", "firmware", "soc", "gmc", "ih",
+                                                      "psp", "smu", "gfx"}));
+  EXPECT_EQ(r.vram_size, 24ull << 30);
+  EXPECT_TRUE(s.sys->psp().sos_alive());
+  EXPECT_TRUE(s.sys->psp().rlc_autoload_done());
+  EXPECT_EQ(s.sys->gpu().mode1_resets(), 0u);
+  expect_working(std::move(drv));
+}
+
+TEST(AmSystem, ABootOverAPreviousBootResetsTheGpuFirst) {
+  System s;
+  s.open().reset();  // booted, then closed: the sOS keeps running, the marker stays
+  auto drv = s.open();
+  const BootReport& r = drv->boot_report();
+  EXPECT_EQ(r.previous.describe(), "booted by hcq (SCRATCH_REG7 0x68637101), SMU answering");
+  EXPECT_TRUE(r.reset);
+  EXPECT_EQ(s.sys->gpu().mode1_resets(), 1u);
+  expect_working(std::move(drv));
+}
+
+TEST(AmSystem, AProcessThatDiedMidBootLeavesAGpuTheNextOpenRecovers) {
+  System s;
+  // The first boot dies after the PSP has started the sOS and loaded the firmware, before the
+  // GFX phase: what a process killed there leaves (nothing of it shuts down).
+  AmDriverHooks dying = gfx1100_hooks();
+  dying.boot.gfx = [](BootContext&) { throw Error("killed"); };
+  EXPECT_EQ(error_of<Error>([&] { s.open(std::move(dying)); }), "killed");
+  EXPECT_TRUE(s.sys->psp().sos_alive());
+  auto drv = s.open();
+  EXPECT_EQ(drv->boot_report().previous.describe(),
+            "booted by another driver (sOS running), SMU answering");
+  EXPECT_TRUE(drv->boot_report().reset);
+  expect_working(std::move(drv));
+}
+
+TEST(AmSystem, AMissingFirmwareFileIsAnErrorNamingIt) {
+  System s;
+  const std::string mec = s.sys->firmware_dir() + "/gc_11_0_0_mec.bin";
+  ASSERT_EQ(std::remove(mec.c_str()), 0);
+  const std::string msg = error_of<Error>([&] { s.open(); });
+  EXPECT_NE(msg.find(mec), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace hcq::amd::am
