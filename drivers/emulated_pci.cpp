@@ -1,5 +1,10 @@
 #include "emulated_pci.hpp"
 
+#include <cstring>
+#include <map>
+
+#include "amd/am/discovery.hpp"
+#include "amd/emu/am_discovery_writer.hpp"
 #include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "nv/pci.hpp"
@@ -63,6 +68,31 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
                {}}};
   amd.resizable_bars = {{0, 256 * MiB, sizes(256 * MiB, 32 * GiB)}};
 
+  // A second RX 7900 XTX, on vfio-pci for hcq to boot itself, its BAR0 resized over all of its
+  // 24 GiB of VRAM: the registers say so (RCC_CONFIG_MEMSIZE, MiB) and the IP discovery table
+  // sits 64 KiB below the end of VRAM (the real card's table, am_discovery_writer.hpp), so
+  // `hcq reg` places the AM registers from it. Every other register reads 0.
+  constexpr uint64_t kAmVram = 24 * GiB;
+  F bootable = function("0000:03:00.0", "0000:00:06.0", amd::kPciVendor,
+                        uint16_t(navi.device_id), 0x030000, "vfio-pci", 8);
+  bootable.subsystem_device = 0x0e3b;
+  bootable.revision = 0xc8;
+  bootable.link = {4, 16, 4, 16};
+  std::map<uint64_t, uint32_t> table;
+  {
+    const std::vector<std::byte> bytes = amd::emu::gfx1100_discovery_table();
+    const uint64_t at = amd::am::discovery_table_offset(kAmVram);
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      uint32_t w = 0;
+      std::memcpy(&w, bytes.data() + i, 4);
+      if (w) table[at + i] = w;
+    }
+  }
+  bootable.bars = {{0, 32 * GiB, true, true, false, table, {}},
+                   {2, 2 * MiB, true, true, false, {}, {}},
+                   {5, 1 * MiB, false, false, false, {{0xde3 * 4, uint32_t(kAmVram >> 20)}}, {}}};
+  bootable.resizable_bars = {{0, 32 * GiB, sizes(256 * MiB, 32 * GiB)}};
+
   F igpu = function("0000:00:02.0", "", 0x8086, 0x9a49, 0x030000, "i915", 1);
   igpu.revision = 0x01;
   igpu.port = PciPort::RootComplexEndpoint;
@@ -85,6 +115,8 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
           bridge("0000:00:01.0", "", 0x9a09, PciPort::RootPort, 4, 16, false, 3),
           amd,
           igpu,
+          bridge("0000:00:06.0", "", 0x9a09, PciPort::RootPort, 4, 16, false, 9),
+          bootable,
           bridge("0000:00:07.0", "", 0x9a23, PciPort::RootPort, 3, 4, true, 4),
           bridge("0000:20:00.0", "0000:00:07.0", 0x15ef, PciPort::UpstreamPort, 3, 4, true, 5),
           bridge("0000:21:01.0", "0000:20:00.0", 0x15ef, PciPort::DownstreamPort, 3, 4, true, 6),

@@ -368,8 +368,21 @@ int cmd_reg(const RegArgs& args) {
     throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
                        "); hcq reg maps GPU register BARs only");
   const PciSupport* s = support_of(f.vendor);
-  const std::vector<Register> known =
-      s && s->registers ? s->registers(f.device) : std::vector<Register>();
+  std::vector<Register> known = s && s->registers ? s->registers(f.device) : std::vector<Register>();
+  // Registers the GPU's own tables place (AMD's IP discovery) replace the same names.
+  std::string undiscovered;  // why those could not be read
+  if (s && s->discovered_registers) {
+    try {
+      for (Register& r : s->discovered_registers(bus.kernel, f)) {
+        auto same = std::find_if(known.begin(), known.end(),
+                                 [&](const Register& k) { return k.name == r.name; });
+        if (same != known.end()) *same = std::move(r);
+        else known.push_back(std::move(r));
+      }
+    } catch (const Error& e) {
+      undiscovered = e.what();
+    }
+  }
   if (list) return list_registers(f, known, target);
 
   // A name (any case) picks its register's BAR; an offset goes to --bar, else the vendor's
@@ -394,7 +407,11 @@ int cmd_reg(const RegArgs& args) {
                                             " GPUs: give an offset)"
                                       : (close.empty() ? "" : " (close: " + close + ")") +
                                             "; 'hcq reg " + f.address + " list' lists the " +
-                                            std::to_string(known.size()) + " known"));
+                                            std::to_string(known.size()) + " known") +
+                       (undiscovered.empty()
+                            ? ""
+                            : "; the registers the GPU's IP discovery table places were not read: " +
+                                  undiscovered));
     }
     // Offsets are hex by convention (datasheets, headers, this command's own output), so a
     // bare 140 is refused rather than read as decimal; one digit reads the same either way.

@@ -16,6 +16,7 @@
 #include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
+#include "os/pci.hpp"
 
 namespace hcq::amd {
 namespace {
@@ -61,6 +62,22 @@ DriverFactory factory() {
     auto nodes = kfd_gpu_nodes(*os::real_kernel());
     for (size_t i = 0; i < nodes.size(); i++)
       out.push_back({"amd:" + std::to_string(i), "AMD " + nodes[i].target + " (KFD)", false});
+    // GPUs on vfio-pci that hcq boots itself (am:<PCI address>); a machine whose PCI bus
+    // cannot be read lists none.
+    std::vector<os::PciFunction> functions;
+    try {
+      functions = os::pci_functions(*os::real_kernel());
+    } catch (const Error&) {
+    }
+    for (const os::PciFunction& fn : functions) {
+      const std::string boot = fn.driver == "vfio-pci" && fn.vendor == kPciVendor
+                                   ? pci_support().boot_name(fn.address, fn.device)
+                                   : std::string();
+      if (!boot.empty())
+        out.push_back({boot, "AMD " + find_target_by_device_id(fn.device)->name +
+                                 " on vfio-pci, booted by hcq",
+                       false});
+    }
     for (auto& t : targets()) out.push_back({"emu:" + t.name, t.marketing_name, true});
     for (const char* name : kUsbTargets) {
       out.push_back({"emu:" + std::string(name) + kUsbSuffix,

@@ -4,8 +4,12 @@
 #include <cstdio>
 #include <string_view>
 
+#include "amd/am/discovery.hpp"
+#include "amd/am/regs.hpp"
 #include "amd/packets.hpp"
 #include "amd/targets.hpp"
+#include "core/error.hpp"
+#include "os/pci_bar.hpp"
 
 namespace hcq::amd {
 namespace {
@@ -41,6 +45,38 @@ PciSupport pci_support() {
   s.paths = {{"amdgpu", "KFD (amdgpu, amd:N)"}};
   s.how = "hcq opens AMD GPUs through amdgpu's KFD or vfio-pci";
   s.register_bar = kRegisterBar;
+  // gfx1100's registers as the AM boot describes them (am/*.def), at the offsets the GPU's own
+  // IP discovery table gives (read through BAR0, or MM_INDEX/MM_DATA when BAR0 is smaller than
+  // VRAM). A register past the register BAR is named but refused: hcq reaches it through the
+  // SMN index/data pair, which `hcq reg` does not.
+  s.discovered_registers = [](std::shared_ptr<os::Kernel> k, const os::PciFunction& f) {
+    std::vector<PciSupport::Register> out;
+    const Target* t = find_target_by_device_id(f.device);
+    if (!t || t->name != "gfx1100") return out;
+    os::PciBarMap regs(k, f, kRegisterBar);
+    std::unique_ptr<os::PciBarMap> vram;
+    for (const os::PciBar& b : f.bars)
+      if (b.index == 0 && !b.io) vram = std::make_unique<os::PciBarMap>(k, f, 0);
+    // MM_INDEX/MM_DATA only where no kernel GPU driver uses them (amdgpu does, under its lock).
+    const bool own_index = f.driver.empty() || f.driver == "vfio-pci";
+    const am::IpSegmentBases bases =
+        am::segment_bases(am::read_discovery(regs, vram.get(), own_index));
+    for (const am::RegDesc& r : am::registers()) {
+      PciSupport::Register reg{std::string(r.name), kRegisterBar, 0, {}, {}};
+      try {
+        reg.offset = am::absolute_dword(r, bases) * 4;
+        if (reg.offset + 4 > regs.size())
+          reg.refused = "at byte " + hex(reg.offset) + ", past the register BAR (" +
+                        hex(regs.size()) + " bytes): reached through the SMN index/data pair";
+      } catch (const InvalidInput& e) {
+        reg.refused = e.what();
+      }
+      for (const am::RegField& fl : r.fields)
+        reg.fields.push_back({std::string(fl.name), fl.lo, fl.width});
+      out.push_back(std::move(reg));
+    }
+    return out;
+  };
   // hcq's own boot (drivers/amd/am, issue 17) knows gfx1100 only.
   s.boot_name = [](const std::string& address, uint16_t device) {
     const Target* t = find_target_by_device_id(device);

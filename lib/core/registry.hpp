@@ -40,6 +40,10 @@ struct PciSupport {
   // The registers hcq knows on the vendor's GPU with PCI device ID `device`, in BAR order
   // of offset where readable.
   std::function<std::vector<Register>(uint16_t device)> registers;
+  // Registers whose offsets the GPU itself tells (AMD: its IP discovery table), read through
+  // its BARs; throws Error saying why they cannot be read. Unset: none.
+  std::function<std::vector<Register>(std::shared_ptr<os::Kernel>, const os::PciFunction&)>
+      discovered_registers;
   // The BAR a bare offset goes to without --bar.
   int register_bar = 0;
   // What a register value means, in a few words; empty when nothing is known.

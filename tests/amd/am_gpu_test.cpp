@@ -419,5 +419,18 @@ TEST(AmAddressSpace, TranslatesWhileTheDriverWritesRegisters) {
   EXPECT_TRUE(s.faults.empty());
 }
 
+// read_discovery as `hcq reg` uses it: through the VRAM BAR when it reaches the table, else
+// through MM_INDEX/MM_DATA, and not that way when a kernel driver owns the pair.
+TEST(AmGpu, ReadDiscoveryThroughTheVramBarOrMmIndex) {
+  Opened o;
+  const am::IpSegmentBases want = o.bases();
+  EXPECT_EQ(am::segment_bases(am::read_discovery(*o.regs, &o.vram, false)).dwords, want.dwords);
+  EXPECT_EQ(am::segment_bases(am::read_discovery(*o.regs, nullptr, true)).dwords, want.dwords);
+  EXPECT_EQ(want[am::Ip::GC].front(), 0x1260u);  // the real table's GC segment 0
+  EXPECT_EQ(error_of<Error>([&] { am::read_discovery(*o.regs, nullptr, false); }),
+            "BAR5 of 0000:03:00.0: the IP discovery table at VRAM 0x3ff0000 is beyond the VRAM "
+            "BAR, and MM_INDEX/MM_DATA belong to the kernel driver bound to the GPU");
+}
+
 }  // namespace
 }  // namespace hcq::amd::emu

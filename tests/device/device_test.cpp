@@ -903,8 +903,9 @@ TEST(Devices, ListShowsEmulatedTargetsAndUnknownNamesAreClearErrors) {
     if (l.emulated) emulated.push_back(l.name);
   EXPECT_EQ(emulated, (std::vector<std::string>{"emu:gfx90a", "emu:gfx942", "emu:gfx1030",
                                                 "emu:gfx1100", "emu:gfx1201", "emu:gfx1100_usb",
-                                                "emu:sm_80", "emu:sm_90", "emu:sm_100", "emu:a660",
-                                                "emu:a740", "emu:a660_msm", "emu:a740_msm"}));
+                                                "emu:gfx1100_am", "emu:sm_80", "emu:sm_90",
+                                                "emu:sm_100", "emu:a660", "emu:a740",
+                                                "emu:a660_msm", "emu:a740_msm"}));
   try {
     Device::open("emu:gfx000");
     FAIL();

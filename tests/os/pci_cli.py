@@ -87,8 +87,10 @@ NV_PATH = "none: bound to nouveau; hcq opens NVIDIA GPUs through the open nvidia
 EMULATED = [("0000:00:00.0", 0x8086, 0x9a14, "0x060000", "-", "not a GPU"),
             ("0000:00:01.0", 0x8086, 0x9a09, "0x060400", "pcieport", "not a GPU"),
             ("0000:00:02.0", 0x8086, 0x9a49, "0x030000", "i915", "none: hcq has no driver for vendor 8086 GPUs"),
+            ("0000:00:06.0", 0x8086, 0x9a09, "0x060400", "pcieport", "not a GPU"),
             ("0000:00:07.0", 0x8086, 0x9a23, "0x060400", "pcieport", "not a GPU"),
             ("0000:01:00.0", 0x1002, 0x744c, "0x030000", "amdgpu", "KFD (amdgpu, amd:N)"),
+            ("0000:03:00.0", 0x1002, 0x744c, "0x030000", "vfio-pci", "VFIO: hcq boots it itself (am:0000:03:00.0)"),
             ("0000:20:00.0", 0x8086, 0x15ef, "0x060400", "pcieport", "not a GPU"),
             ("0000:21:01.0", 0x8086, 0x15ef, "0x060400", "pcieport", "not a GPU"),
             ("0000:22:00.0", 0x10de, 0x2330, "0x030200", "nouveau", NV_PATH)]
@@ -102,18 +104,19 @@ if IDS:  # Debian 12's pci.ids (2023.04) has these: the names come from the data
 out = run(["ls"], True)
 expect("emulated hcq ls keeps the openable devices", "emu:sm_90        NVIDIA H100 80GB HBM3 (emulated)  [emulated]" in out, True)
 expect("emulated hcq ls lists GPUs only", [r.split()[0] for r in pci_section(out)],
-       ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
+       ["0000:00:02.0", "0000:01:00.0", "0000:03:00.0", "0000:22:00.0"])
 
 j = json.loads(run(["ls", "--all", "--json"], True))
 expect("emulated hcq ls --all --json", [(f["address"], f["vendor"], f["device"], f["class"], f["gpu"],
-                                         f["driver"]) for f in j["pci"]][:5],
+                                         f["driver"]) for f in j["pci"]][:6],
        [("0000:00:00.0", "0x8086", "0x9a14", "0x060000", False, None),
         ("0000:00:01.0", "0x8086", "0x9a09", "0x060400", False, "pcieport"),
         ("0000:00:02.0", "0x8086", "0x9a49", "0x030000", True, "i915"),
+        ("0000:00:06.0", "0x8086", "0x9a09", "0x060400", False, "pcieport"),
         ("0000:00:07.0", "0x8086", "0x9a23", "0x060400", False, "pcieport"),
         ("0000:01:00.0", "0x1002", "0x744c", "0x030000", True, "amdgpu")])
 expect("emulated hcq ls --json: GPUs only", [f["address"] for f in json.loads(run(["ls", "--json"], True))["pci"]],
-       ["0000:00:02.0", "0000:01:00.0", "0000:22:00.0"])
+       ["0000:00:02.0", "0000:01:00.0", "0000:03:00.0", "0000:22:00.0"])
 
 NV_NAME = (f"{IDS[(0x10de, None)][0]} {device_name(0x10de, 0x2330)}" if IDS
            else "unknown (the PCI ID database, pci.ids, is not installed)")
@@ -254,7 +257,20 @@ expect("hcq reg write of a register not established on the generation",
        f"hcq: refusing COMPUTE_PGM_LO on 0000:01:00.0: {GFX11_REFUSAL}; hcq does not poke a guessed address\n")
 expect("hcq reg unknown AMD name", run(["reg", "01:00.0", "read", "GRBM_STAT"], True, ok=False, status=2),
        "hcq: unknown register GRBM_STAT for 0000:01:00.0 (close: GRBM_STATUS2, GRBM_STATUS); "
-       "'hcq reg 0000:01:00.0 list' lists the 35 known\nRun 'hcq reg --help' for usage.\n")
+       "'hcq reg 0000:01:00.0 list' lists the 35 known; the registers the GPU's IP discovery table "
+       "places were not read: BAR5 of 0000:01:00.0: RCC_CONFIG_MEMSIZE reads 0x0, not a VRAM size "
+       "in MiB: the GPU does not answer (in reset or powered down)\nRun 'hcq reg --help' for usage.\n")
+# The RX 7900 XTX on vfio-pci answers RCC_CONFIG_MEMSIZE (24 GiB) and holds its IP discovery
+# table 64 KiB below the end of VRAM, inside its resized BAR0: hcq reg places the AM registers
+# (drivers/amd/am/*.def) from it. CP_HQD_ACTIVE is GC segment 0 (0x1260 in the real table)
+# + 0x1fab (gc_11_0_0_offset.h) = dword 0x320b, byte 0xc82c.
+expect("hcq reg of an AM register placed by IP discovery", run(["reg", "03:00.0", "read", "CP_HQD_ACTIVE"], True),
+       "0000:03:00.0 BAR5+0xc82c CP_HQD_ACTIVE = 0x0\n  ACTIVE = 0\n  BUSY_GATE = 0\n")
+expect("hcq reg of an AM register past the register BAR",
+       run(["reg", "03:00.0", "read", "RCC_DEV0_EPF2_STRAP2"], True, ok=False, status=1),
+       "hcq: refusing RCC_DEV0_EPF2_STRAP2 on 0000:03:00.0: at byte 0x10134408, past the register BAR "
+       "(0x100000 bytes): reached through the SMN index/data pair; hcq does not poke a guessed address\n")
+expect("hcq reg list of the AM registers", len(run(["reg", "03:00.0", "list"], True).splitlines()) > 500, True)
 expect("hcq reg --count past the BAR", run(["reg", "01:00.0", "read", "0xffff0", "--count", "5"], True, ok=False, status=1),
        "hcq: --count 5 from 0xffff0 reads past the end of BAR5 of 0000:01:00.0 (0x100000 bytes: at most 4 dwords "
        "from there)\n")

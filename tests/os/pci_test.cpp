@@ -125,7 +125,8 @@ TEST_F(EmulatedPci, EnumeratesTheGpusBridgesAndLinks) {
   std::vector<std::string> addrs;
   for (auto& f : fns) addrs.push_back(f.address);
   EXPECT_EQ(addrs, (std::vector<std::string>{"0000:00:00.0", "0000:00:01.0", "0000:00:02.0",
-                                              "0000:00:07.0", "0000:01:00.0", "0000:20:00.0",
+                                              "0000:00:06.0", "0000:00:07.0", "0000:01:00.0",
+                                              "0000:03:00.0", "0000:20:00.0",
                                               "0000:21:01.0", "0000:22:00.0"}));
   PciFunction nv = fn("22:00.0");
   EXPECT_EQ(nv.vendor, 0x10de);
@@ -393,9 +394,10 @@ TEST_P(EmulatedVfioTest, BusMasteringIsOffUntilEnabledAndOffAgainAfterClose) {
 
 TEST_F(EmulatedPci, AVfioCdevAnswersOnlyOnceBoundToAnIommufd) {
   pci_bind_vfio(*k, fn("22:00.0"));
+  // vfio0 is the RX 7900 XTX at 03:00.0, on vfio-pci from the start.
   EXPECT_EQ(k->list_dir("/sys/bus/pci/devices/0000:22:00.0/vfio-dev"),
-            std::vector<std::string>{"vfio0"});
-  int dev = k->open("/dev/vfio/devices/vfio0", O_RDWR);
+            std::vector<std::string>{"vfio1"});
+  int dev = k->open("/dev/vfio/devices/vfio1", O_RDWR);
   ASSERT_GE(dev, 0);
   vfio_device_info info{};
   info.argsz = sizeof info;

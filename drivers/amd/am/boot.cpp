@@ -128,12 +128,7 @@ AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
     : regs_(regs), vram_(vram), options_(std::move(options)) {
   timed("discovery", true, [&] {
     // RCC_CONFIG_MEMSIZE sits at a fixed dword: readable before any segment base is known.
-    RegisterIo fixed(regs_, {});
-    const uint32_t mib = fixed.read(nbio_4_3_0::RCC_CONFIG_MEMSIZE);
-    if (mib == 0 || mib == 0xffffffff)
-      throw Error(regs_.name() + ": RCC_CONFIG_MEMSIZE reads " + hex(mib) +
-                  ", not a VRAM size in MiB: the GPU does not answer (in reset or powered down)");
-    vram_size_ = uint64_t(mib) << 20;
+    vram_size_ = read_vram_size(regs_);
     if (vram_.size() < vram_size_)
       throw Error(regs_.name() + ": the VRAM BAR maps " + hex(vram_.size()) + " of the " +
                   hex(vram_size_) +

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "os/mmio.hpp"
 
 namespace hcq::amd::am {
 namespace {
@@ -373,6 +374,31 @@ Discovery parse_discovery(std::span<const std::byte> bytes) {
   if (tables[kHarvest].offset) parse_harvest_table(b, tables[kHarvest], d);
   if (tables[kVcn].offset) parse_vcn_table(b, tables[kVcn], d);
   return d;
+}
+
+uint64_t read_vram_size(os::Mmio& regs) {
+  constexpr uint64_t kMemsize = 0xde3 * 4;  // RCC_CONFIG_MEMSIZE (nbio_4_3_0.def, AM_ABS_REG)
+  const uint32_t mib = regs.read32(kMemsize);
+  if (mib == 0 || mib == 0xffffffff)
+    throw Error(regs.name() + ": RCC_CONFIG_MEMSIZE reads " + hex(mib) +
+                ", not a VRAM size in MiB: the GPU does not answer (in reset or powered down)");
+  return uint64_t(mib) << 20;
+}
+
+Discovery read_discovery(os::Mmio& regs, os::Mmio* vram, bool may_use_mm_index) {
+  const uint64_t at = discovery_table_offset(read_vram_size(regs));
+  std::vector<uint32_t> words(kDiscoveryTmrSize / 4);
+  if (vram && vram->size() >= at + kDiscoveryTmrSize) {
+    vram->read(at, words);
+  } else if (!may_use_mm_index) {
+    throw Error(regs.name() + ": the IP discovery table at VRAM " + hex(at) + " is beyond " +
+                (vram ? vram->name() + " (" + hex(vram->size()) + " bytes)" : "the VRAM BAR") +
+                ", and MM_INDEX/MM_DATA belong to the kernel driver bound to the GPU");
+  } else {
+    os::IndexDataRegs mm(regs, os::mm_index_layout());
+    for (size_t i = 0; i < words.size(); i++) words[i] = mm.read_vram32(at + 4 * i);
+  }
+  return parse_discovery(std::as_bytes(std::span<const uint32_t>(words)));
 }
 
 }  // namespace hcq::amd::am

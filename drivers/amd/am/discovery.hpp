@@ -53,6 +53,24 @@ inline constexpr uint64_t kDiscoveryTmrSize = 10 << 10;
 // InvalidInput when VRAM is smaller than 64 KiB.
 uint64_t discovery_table_offset(uint64_t vram_size);
 
+}  // namespace hcq::amd::am
+namespace hcq::os {
+class Mmio;
+}
+namespace hcq::amd::am {
+
+// A live GPU's VRAM size: RCC_CONFIG_MEMSIZE (the fixed dword 0xde3 of the register BAR, in
+// MiB; Linux amdgpu_discovery.c, tinygrad amdev.py). Throws hcq::Error when it reads 0 or all
+// ones: "BAR5 of 0000:03:00.0: RCC_CONFIG_MEMSIZE reads 0x0, not a VRAM size in MiB: the GPU
+// does not answer (in reset or powered down)".
+uint64_t read_vram_size(os::Mmio& regs);
+// A live GPU's discovery table (its DISCOVERY_TMR_SIZE bytes, parsed): through `vram` (the
+// VRAM BAR) when that reaches the table, else through MM_INDEX/MM_DATA of `regs` as Linux's
+// amdgpu_device_vram_access does for VRAM beyond a small BAR — only when `may_use_mm_index`
+// (a kernel driver bound to the GPU uses that pair under its own lock): otherwise hcq::Error.
+struct Discovery;
+Discovery read_discovery(os::Mmio& regs, os::Mmio* vram, bool may_use_mm_index);
+
 inline constexpr uint32_t kBinarySignature = 0x28211407;        // BINARY_SIGNATURE
 inline constexpr uint32_t kIpDiscoverySignature = 0x53445049;   // DISCOVERY_TABLE_SIGNATURE
 inline constexpr uint32_t kGcTableId = 0x4347;                  // GC_TABLE_ID

@@ -1,15 +1,14 @@
 #include "amd/emu/am_system.hpp"
 
-#include "amd/am/psp_gfx_if.hpp"
-#include "amd/fault_log.hpp"
-#include "amd/ib_positions.hpp"
-
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <filesystem>
 
+#include "amd/am/psp_gfx_if.hpp"
+#include "amd/fault_log.hpp"
+#include "amd/ib_positions.hpp"
 #include "core/error.hpp"
 #include "os/emulated_vfio.hpp"
 
