@@ -604,18 +604,7 @@ std::optional<IbPosition> KfdQueue::ib_position() {
   // A real KFD process cannot read where the CP is inside an IB (amd/ib_positions.hpp).
   auto lines = drv_.kernel().read_file(kEmulatorIbPositions);
   if (!lines) return std::nullopt;
-  std::optional<IbPosition> found;
-  std::istringstream in(*lines);
-  const std::string prefix = "queue " + std::to_string(queue_id_) + ": IB ";
-  for (std::string l; std::getline(in, l);) {
-    unsigned long long ib_va = 0;
-    unsigned ib_size = 0, pos = 0;
-    if (l.rfind(prefix, 0) == 0 &&
-        std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
-                    &pos) == 3)
-      found = IbPosition{ib_va, ib_size, pos};
-  }
-  return found;
+  return find_ib_position(*lines, "queue " + std::to_string(queue_id_));
 }
 
 }  // namespace

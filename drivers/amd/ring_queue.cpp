@@ -1,7 +1,9 @@
 #include "amd/ring_queue.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <vector>
 
 #include "amd/decode.hpp"
@@ -9,6 +11,21 @@
 #include "core/error.hpp"
 
 namespace hcq::amd {
+
+std::optional<IbPosition> find_ib_position(const std::string& lines, const std::string& queue) {
+  const std::string prefix = queue + ": IB ";
+  std::optional<IbPosition> found;
+  std::istringstream in(lines);
+  for (std::string l; std::getline(in, l);) {
+    unsigned long long ib_va = 0;
+    unsigned ib_size = 0, pos = 0;
+    if (l.rfind(prefix, 0) == 0 &&
+        std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
+                    &pos) == 3)
+      found = IbPosition{ib_va, ib_size, pos};
+  }
+  return found;
+}
 namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }

@@ -40,6 +40,11 @@ struct IbPosition {
   uint32_t at = 0;
 };
 
+// Where the queue named `queue` ("queue 3", "compute queue ME 1 pipe 0 queue 0") waits inside
+// an indirect buffer, from an emulated GPU's published positions (amd/ib_positions.hpp: lines
+// "<queue>: IB 0x<va> <dwords> dwords, at dword <n>"): the last line for it, or nothing.
+std::optional<IbPosition> find_ib_position(const std::string& lines, const std::string& queue);
+
 class RingQueue : public HwQueue {
  public:
   // SDMA indirect buffers run whole 8-dword units and their INDIRECT packet ends on such a

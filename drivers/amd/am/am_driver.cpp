@@ -101,17 +101,7 @@ std::optional<IbPosition> AmDriver::Queue::ib_position() {
   if (!hooks_.hardware_name) return std::nullopt;
   auto lines = drv_.kernel_->read_file(kAmEmulatorIbPositions);
   if (!lines) return std::nullopt;
-  const std::string prefix = hooks_.hardware_name(setup_) + ": IB ";
-  std::istringstream in(*lines);
-  for (std::string l; std::getline(in, l);) {
-    unsigned long long ib_va = 0;
-    unsigned ib_size = 0, pos = 0;
-    if (l.rfind(prefix, 0) == 0 &&
-        std::sscanf(l.c_str() + prefix.size(), "%llx %u dwords, at dword %u", &ib_va, &ib_size,
-                    &pos) == 3)
-      return IbPosition{ib_va, ib_size, pos};
-  }
-  return std::nullopt;
+  return find_ib_position(*lines, hooks_.hardware_name(setup_));
 }
 
 AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks)
