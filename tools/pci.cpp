@@ -71,20 +71,14 @@ std::string open_path(const os::PciFunction& f) {
          "; " + s->how;
 }
 
-std::string bytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, u++;
-  return std::to_string(b) + " " + units[u];
-}
-
 std::string link_text(unsigned speed, unsigned width) {
   return os::pcie_speed(speed) + " x" + std::to_string(width);
 }
 
 std::string bar_text(const os::PciBar& b) {
-  if (b.io) return "I/O ports at 0x" + hex_n(b.base, 4) + ", " + bytes(b.size);
-  return "0x" + hex_n(b.base, 12) + ", " + bytes(b.size) + ", " + (b.is64 ? "64-bit" : "32-bit") +
+  if (b.io) return "I/O ports at 0x" + hex_n(b.base, 4) + ", " + os::byte_size(b.size);
+  return "0x" + hex_n(b.base, 12) + ", " + os::byte_size(b.size) + ", " +
+         (b.is64 ? "64-bit" : "32-bit") +
          ", " + (b.prefetchable ? "prefetchable" : "non-prefetchable");
 }
 
@@ -172,9 +166,9 @@ void print_pci(const os::PciFunction& f, const std::map<std::string, os::PciFunc
   for (auto& b : f.bars) std::printf("BAR%d           %s\n", b.index, bar_text(b).c_str());
   if (f.bars.empty()) std::printf("BARs           none\n");
   for (auto& r : f.resizable_bars)
-    std::printf("resizable BAR  BAR%d at %s; supports %s to %s\n", r.bar, bytes(r.current).c_str(),
-                r.supported.empty() ? "?" : bytes(r.supported.front()).c_str(),
-                r.supported.empty() ? "?" : bytes(r.supported.back()).c_str());
+    std::printf("resizable BAR  BAR%d at %s; supports %s to %s\n", r.bar, os::byte_size(r.current).c_str(),
+                r.supported.empty() ? "?" : os::byte_size(r.supported.front()).c_str(),
+                r.supported.empty() ? "?" : os::byte_size(r.supported.back()).c_str());
   std::printf("PCIe           %s%s\n", os::pci_port_name(f.port), f.thunderbolt ? ", Thunderbolt" : "");
   if (f.link) {
     const auto& l = *f.link;

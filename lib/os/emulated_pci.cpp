@@ -120,12 +120,10 @@ unsigned bus_of(const std::string& address) {
   throw InvalidInput("emulated PCI bus: '" + address + "' is not a PCI address (0000:03:00.0)");
 }
 
-// Config space (PCI Local Bus Specification 3.0 chapter 6, PCI-to-PCI Bridge Architecture
-// Specification 1.2 chapter 3, PCIe Base Specification chapter 7; offsets from Linux
-// include/uapi/linux/pci_regs.h): the header, a PCIe capability at 0x40 and the extended
-// capabilities (Resizable BAR, Thunderbolt VSEC) from 0x100.
-std::vector<uint8_t> config_space(const EmulatedPciFunction& f, unsigned secondary,
-                                  unsigned subordinate) {
+}  // namespace
+
+std::vector<uint8_t> emulated_config_space(const EmulatedPciFunction& f, unsigned secondary,
+                                           unsigned subordinate) {
   if (!f.config.empty()) return f.config;
   const bool pcie = f.port != PciPort::None;
   std::vector<uint8_t> c(pcie ? 4096 : 256, 0);
@@ -185,6 +183,8 @@ std::vector<uint8_t> config_space(const EmulatedPciFunction& f, unsigned seconda
   }
   return c;
 }
+
+namespace {
 
 // A sysfs `resource` line per BAR and the ROM (drivers/pci/pci-sysfs.c resource_show:
 // start, end, flags), plus the four bridge windows on bridges; addresses are invented.
@@ -265,7 +265,7 @@ void EmulatedPciBus::write_function(const EmulatedPciFunction& f) {
       break;
     }
   }
-  auto cfg = config_space(f, secondary, subordinate);
+  auto cfg = emulated_config_space(f, secondary, subordinate);
   std::ofstream(dev / "config", std::ios::binary)
       .write(reinterpret_cast<const char*>(cfg.data()), std::streamsize(cfg.size()));
   write_text(dev / "vendor", hex_attr(f.vendor, 4));

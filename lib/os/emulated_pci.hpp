@@ -88,6 +88,15 @@ struct EmulatedPciFunction {
   std::function<void()> on_reset;
 };
 
+// A function's config space as the emulated bus serves it (PCI Local Bus Specification 3.0
+// chapter 6, PCI-to-PCI Bridge Architecture Specification 1.2 chapter 3, PCIe Base
+// Specification chapter 7; offsets from Linux include/uapi/linux/pci_regs.h): the header with
+// memory decode and bus mastering on, a PCIe capability at 0x40 and the extended capabilities
+// (Resizable BAR, Thunderbolt VSEC) from 0x100; a bridge's secondary and subordinate bus
+// numbers as given. The BAR registers read 0. `f.config`, when set, is returned as it is.
+std::vector<uint8_t> emulated_config_space(const EmulatedPciFunction& f, unsigned secondary,
+                                           unsigned subordinate);
+
 class EmulatedVfio;
 
 class EmulatedPciBus {

@@ -53,25 +53,12 @@ std::string address_of(const pci_dev* d) {
   return buf;
 }
 
-PciPort port_of(unsigned type) {
-  switch (type) {
-    case PCI_EXP_TYPE_ENDPOINT: return PciPort::Endpoint;
-    case PCI_EXP_TYPE_LEG_END: return PciPort::LegacyEndpoint;
-    case PCI_EXP_TYPE_ROOT_PORT: return PciPort::RootPort;
-    case PCI_EXP_TYPE_UPSTREAM: return PciPort::UpstreamPort;
-    case PCI_EXP_TYPE_DOWNSTREAM: return PciPort::DownstreamPort;
-    case PCI_EXP_TYPE_PCI_BRIDGE: return PciPort::PcieToPciBridge;
-    case PCI_EXP_TYPE_RC_END: return PciPort::RootComplexEndpoint;
-    default: return PciPort::Other;
-  }
-}
-
 // The PCIe capability (PCI Express Base Specification 7.5.3; Linux pci_regs.h PCI_EXP_*):
 // port type from the Capabilities register, link from Link Capabilities / Link Status.
 void read_pcie(pci_dev* d, PciFunction& f) {
   pci_cap* cap = pci_find_cap(d, PCI_CAP_ID_EXP, PCI_CAP_NORMAL);
   if (!cap) return;
-  f.port = port_of((pci_read_word(d, int(cap->addr) + PCI_EXP_FLAGS) & PCI_EXP_FLAGS_TYPE) >> 4);
+  f.port = pci_port_of((pci_read_word(d, int(cap->addr) + PCI_EXP_FLAGS) & PCI_EXP_FLAGS_TYPE) >> 4);
   if (f.port == PciPort::RootComplexEndpoint) return;  // integrated: no link
   uint32_t lnkcap = pci_read_long(d, int(cap->addr) + PCI_EXP_LNKCAP);
   uint16_t lnksta = pci_read_word(d, int(cap->addr) + PCI_EXP_LNKSTA);
@@ -168,6 +155,26 @@ unsigned PciLink::capable_width() const {
 std::string pcie_speed(unsigned g) {
   static const char* names[] = {"2.5 GT/s", "5 GT/s", "8 GT/s", "16 GT/s", "32 GT/s", "64 GT/s"};
   return g >= 1 && g <= 6 ? names[g - 1] : "unknown";
+}
+
+PciPort pci_port_of(unsigned type) {
+  switch (type) {
+    case PCI_EXP_TYPE_ENDPOINT: return PciPort::Endpoint;
+    case PCI_EXP_TYPE_LEG_END: return PciPort::LegacyEndpoint;
+    case PCI_EXP_TYPE_ROOT_PORT: return PciPort::RootPort;
+    case PCI_EXP_TYPE_UPSTREAM: return PciPort::UpstreamPort;
+    case PCI_EXP_TYPE_DOWNSTREAM: return PciPort::DownstreamPort;
+    case PCI_EXP_TYPE_PCI_BRIDGE: return PciPort::PcieToPciBridge;
+    case PCI_EXP_TYPE_RC_END: return PciPort::RootComplexEndpoint;
+    default: return PciPort::Other;
+  }
+}
+
+std::string byte_size(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (u < 5 && bytes >= 1024 && bytes % 1024 == 0) bytes /= 1024, u++;
+  return std::to_string(bytes) + " " + units[u];
 }
 
 const char* pci_port_name(PciPort p) {

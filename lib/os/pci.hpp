@@ -40,6 +40,10 @@ struct PciLink {
   bool degraded() const { return speed < capable_speed() || width < capable_width(); }
 };
 
+// "256 MiB", "2 MiB", "256 B": a BAR's or window's size in the largest binary unit that
+// divides it exactly.
+std::string byte_size(uint64_t bytes);
+
 // "16 GT/s" for generation 4; "unknown" outside 1..6.
 std::string pcie_speed(unsigned generation);
 
@@ -47,6 +51,8 @@ std::string pcie_speed(unsigned generation);
 enum class PciPort { None, Endpoint, LegacyEndpoint, RootPort, UpstreamPort, DownstreamPort,
                      PcieToPciBridge, RootComplexEndpoint, Other };
 const char* pci_port_name(PciPort p);
+// The port of a PCIe Capabilities register's Device/Port Type field (bits 7:4).
+PciPort pci_port_of(unsigned type);
 
 struct PciFunction {
   std::string address;  // "0000:03:00.0"
