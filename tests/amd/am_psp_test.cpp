@@ -139,7 +139,7 @@ class AmPspTest : public ::testing::Test {
   }
   IpSegmentBases bases = test::gfx1100_bases();
   std::vector<uint8_t> vram = std::vector<uint8_t>(kVramBytes);
-  emu::AmBus bus{vram, {}, kFbBase, {}, {}};
+  emu::AmBus bus{vram, {}, kFbBase, {}, {}, {}};  // no HDP: nothing checks for flushes
   emu::AmPsp model{bases, bus};
   test::Router router{bases};
   os::EmulatedMmio bar{"BAR5 of 0000:03:00.0", 0x100000, router};
@@ -509,6 +509,41 @@ TEST_F(AmPspTest, TheHdpIsFlushedAfterEachVramWriteThePspReads) {
   EXPECT_EQ(flushes, 9);  // the frame
   flushing.load(fw::kRlcG, bytes_of(ip[0], "rlc_g"), "rlc");
   EXPECT_EQ(flushes, 11);  // the firmware copy and the frame
+}
+
+// With the HDP modelled (AmBus::hdp_flushes), a component or a frame the CPU wrote with no
+// HDP flush since the PSP's last command is stale: the bootloader answers error 0x4, the
+// frames are dropped and the fence never comes.
+TEST_F(AmPspTest, WithTheHdpModelledWhatThePspReadsMustBeFlushedFirst) {
+  uint64_t flushes = 0;
+  bool flush_on = false;
+  bus.hdp_flushes = [&] { return flushes; };
+  TestBootMemory other_memory{vram};
+  Psp driver{io, other_memory, 20ms, 0us, [&] {
+               if (flush_on) ++flushes;
+             }};
+  EXPECT_EQ(error_of<Error>([&] { driver.load_bootloader(sos); }),
+            "PSP bootloader LOAD_KEY_DATABASE (0x80000) with psp_13_0_0_sos.bin part 'kdb': "
+            "MP0_SMN_C2PMSG_35 reads 0x80000004, error 0x4 in bits 7:0");
+  EXPECT_EQ(model.last_error(),
+            "bootloader: LOAD_KEY_DATABASE: no HDP flush since the last command (the component "
+            "may still sit in the HDP)");
+  flush_on = true;
+  driver.load_bootloader(sos);
+  driver.create_ring();
+  driver.setup_tmr(0x400000);
+  EXPECT_EQ(model.commands_run(), 1u);
+  flush_on = false;
+  EXPECT_EQ(error_of<TimeoutError>([&] { driver.autoload_rlc(); }),
+            "PSP command AUTOLOAD_RLC (0x21): no fence: waited 20 ms for fence value 0x2 at MC "
+            "0x8000101000, last read 0x1");
+  EXPECT_EQ(model.last_error(),
+            "write pointer 0x20: no HDP flush since the last command (the frame may still sit "
+            "in the HDP); frames dropped");
+  flush_on = true;
+  driver.load(fw::kRlcG, bytes_of(ip[0], "rlc_g"), "rlc");
+  EXPECT_EQ(model.commands_run(), 2u);
+  EXPECT_TRUE(model.loaded(fw::kRlcG));
 }
 
 TEST_F(AmPspTest, FirmwareInputsThatCannotBeSentAreExactErrorsBeforeAnyRegisterWrite) {
