@@ -131,6 +131,7 @@ void RingQueue::ring_doorbell() {
 #else
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
+  before_doorbell();
   *doorbell_ = put_;
 }
 

@@ -84,6 +84,9 @@ class RingQueue : public HwQueue {
   // Where the engine is inside the indirect buffer it runs, when the device says (the
   // emulated GPUs do; a real one keeps it in CP registers, ib_positions.hpp). Default: unknown.
   virtual std::optional<IbPosition> ib_position() { return std::nullopt; }
+  // Runs after the ring and write pointer are stored, before the doorbell (an AM queue
+  // flushes the HDP there). Default: nothing.
+  virtual void before_doorbell() {}
 
  private:
   // The packets of the indirect buffer `call` runs, around where the engine is in it.

@@ -1,6 +1,7 @@
-// What the AM block tests (GMC, IH) share: the emulated RX 7900 XTX's segment bases, a router
-// that sends a register access to the block model that handles it and keeps every other
-// register as plain storage (recording the writes by register name), and VRAM as a host array
+// What the AM block tests (GMC, IH, PSP, GFX, HDP, SMU) share: the emulated RX 7900 XTX's
+// segment bases, a router that sends a register access to the block model that handles it and
+// keeps every other register as plain storage (recording the writes, by register name and as
+// byte offset and value), and VRAM as a host array
 // that is at once the driver's BootMemory, its page-table memory and the models' AmBus VRAM,
 // with fb_base 0x8000000000 (the geometry the AM pieces agree on).
 #pragma once
@@ -9,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amd/am/boot_memory.hpp"
@@ -50,7 +52,10 @@ class Router final : public os::MmioHandler {
   void write32(uint64_t offset, uint32_t value) override {
     {
       std::lock_guard lock(mu_);
-      if (recording_) writes_.push_back(name(offset) + "=" + hex(value));
+      if (recording_) {
+        writes_.push_back(name(offset) + "=" + hex(value));
+        raw_writes_.emplace_back(offset, value);
+      }
     }
     if (emu::AmBlock* b = owner(offset)) return b->write32(offset, value);
     std::lock_guard lock(mu_);
@@ -77,9 +82,17 @@ class Router final : public os::MmioHandler {
     std::lock_guard lock(mu_);
     recording_ = on;
   }
+  // The writes since the last take, as "NAME=0x..." (an offset no .def names: "0x7f000=...").
   std::vector<std::string> take_writes() {
     std::lock_guard lock(mu_);
+    raw_writes_.clear();
     return std::exchange(writes_, {});
+  }
+  // The same writes as (byte offset, value).
+  std::vector<std::pair<uint64_t, uint32_t>> take_raw_writes() {
+    std::lock_guard lock(mu_);
+    writes_.clear();
+    return std::exchange(raw_writes_, {});
   }
 
  private:
@@ -98,6 +111,7 @@ class Router final : public os::MmioHandler {
   std::map<uint64_t, uint32_t> plain_;
   bool recording_ = false;
   std::vector<std::string> writes_;
+  std::vector<std::pair<uint64_t, uint32_t>> raw_writes_;
 };
 
 // VRAM [0, bytes) as a host array: BootMemory for the driver's boot buffers, VramAccess for its

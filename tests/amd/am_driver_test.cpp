@@ -413,6 +413,9 @@ TEST_F(AmBootTest, ColdBootRunsItsOwnPhasesAndSkipsTheMissingOnes) {
   // soc: the strap cleared through the SMN pair, the doorbell aperture on.
   EXPECT_EQ(regs_.smn(nbio_4_3_0::RCC_DEV0_EPF2_STRAP2), 0x01u);
   EXPECT_EQ(regs_.reg(nbio_4_3_0::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN), 1u);
+  // and the HDP flush registers remapped into the MMIO hole at 0x7f000 (Linux soc21.c).
+  EXPECT_EQ(regs_.reg(nbio_4_3_0::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL), 0x7f000u);
+  EXPECT_EQ(regs_.reg(nbio_4_3_0::BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL), 0x7f004u);
   // smu: the driver table in boot memory (its first buffer), every feature on.
   EXPECT_EQ(r.smu_version, emu::AmSmu::kVersion);
   EXPECT_TRUE(regs_.smu().features_enabled());

@@ -21,6 +21,7 @@
 #include "amd/am/discovery.hpp"
 #include "amd/am/register_io.hpp"
 #include "amd/am/sdma.hpp"
+#include "amd/am_block_harness.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_gfx.hpp"
 #include "amd/packets.hpp"
@@ -35,44 +36,6 @@ namespace {
 using namespace std::chrono_literals;
 using testing_support::error_of;
 namespace gc = gc_11_0_0;
-
-IpSegmentBases gfx1100_bases() {
-  std::vector<std::byte> vram_tail(kDiscoveryTmrSize);
-  const std::vector<std::byte> t = emu::gfx1100_discovery_table();
-  std::copy(t.begin(), t.end(), vram_tail.begin());
-  return segment_bases(parse_discovery(vram_tail));
-}
-
-// Sends the model's registers to the model, keeps every other register as plain storage, and
-// records the writes (byte offset, value) in order.
-class Router final : public os::MmioHandler {
- public:
-  explicit Router(emu::AmBlock& block) : block_(block) {}
-  uint32_t read32(uint64_t offset) override {
-    if (block_.handles(offset)) return block_.read32(offset);
-    std::lock_guard lock(mutex_);
-    return plain_[offset];
-  }
-  void write32(uint64_t offset, uint32_t value) override {
-    {
-      std::lock_guard lock(mutex_);
-      writes_.push_back({offset, value});
-    }
-    if (block_.handles(offset)) return block_.write32(offset, value);
-    std::lock_guard lock(mutex_);
-    plain_[offset] = value;
-  }
-  std::vector<std::pair<uint64_t, uint32_t>> take_writes() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(writes_, {});
-  }
-
- private:
-  emu::AmBlock& block_;
-  std::mutex mutex_;
-  std::map<uint64_t, uint32_t> plain_;
-  std::vector<std::pair<uint64_t, uint32_t>> writes_;
-};
 
 // VRAM for the MQD: a host buffer, MC addresses from the emulated fb_base.
 class TestBootMemory final : public BootMemory {
@@ -178,7 +141,11 @@ constexpr uint32_t kMecRangeFirst = 0, kMecRangeLast = 0x8a * 8;
 
 class AmGfxTest : public ::testing::Test {
  protected:
-  IpSegmentBases bases = gfx1100_bases();
+  AmGfxTest() {
+    router.add(model);
+    router.record(true);
+  }
+  IpSegmentBases bases = test::gfx1100_bases();
   hcq::emu::Memory memory;
   std::vector<uint64_t> doorbells = std::vector<uint64_t>(0x1000);  // 32 KiB of the BAR
   std::atomic<bool> rlc_done{true}, mec_fw{true}, sdma_fw{true};
@@ -200,7 +167,7 @@ class AmGfxTest : public ::testing::Test {
                                      std::lock_guard lock(ih_mutex);
                                      faults.push_back({queue, mem, address});
                                    }}};
-  Router router{model};
+  test::Router router{bases};
   os::EmulatedMmio mmio{"BAR5", 1 << 20, router};
   RegisterIo io{mmio, bases};
   TestBootMemory vram;
@@ -321,12 +288,12 @@ TEST_F(AmGfxTest, ComputeQueueRunsReleaseMemAfterDoorbell) {
   Gfx gfx(io);
   gfx.init(mec, kMecRangeFirst, kMecRangeLast);
   QueueBuffers b(memory);
-  router.take_writes();
+  router.take_raw_writes();
   ComputeQueue q(gfx, vram, b.compute(1, 2));
 
   // The HQD registers in gfx_v11_0_kiq_init_register's order, between the selections.
   std::vector<std::string> names;
-  for (const auto& w : router.take_writes()) names.push_back(name_of(w.first));
+  for (const auto& w : router.take_raw_writes()) names.push_back(name_of(w.first));
   EXPECT_EQ(names, (std::vector<std::string>{
                        "GRBM_GFX_CNTL", "CP_HQD_EOP_BASE_ADDR", "CP_HQD_EOP_BASE_ADDR_HI",
                        "CP_HQD_EOP_CONTROL", "CP_HQD_PQ_DOORBELL_CONTROL", "CP_MQD_BASE_ADDR",
@@ -496,10 +463,10 @@ TEST_F(AmGfxTest, SdmaQueueCopies) {
   QueueBuffers b(memory);
   Buf src(memory, 4096), dst(memory, 4096);
   for (uint32_t i = 0; i < 64; ++i) src.u32()[i] = 0xa5a50000u + i;
-  router.take_writes();
+  router.take_raw_writes();
   SdmaQueue q(io, b.copy());
   std::vector<std::string> names;
-  for (const auto& w : router.take_writes()) names.push_back(name_of(w.first));
+  for (const auto& w : router.take_raw_writes()) names.push_back(name_of(w.first));
   EXPECT_EQ(names, (std::vector<std::string>{
                        "SDMA0_QUEUE0_RB_CNTL", "SDMA0_QUEUE0_RB_RPTR", "SDMA0_QUEUE0_RB_RPTR_HI",
                        "SDMA0_QUEUE0_RB_WPTR", "SDMA0_QUEUE0_RB_WPTR_HI",

@@ -21,6 +21,7 @@
 
 #include "amd/am/discovery.hpp"
 #include "amd/am/register_io.hpp"
+#include "amd/am_block_harness.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_psp.hpp"
 #include "common/error_of.hpp"
@@ -41,46 +42,8 @@ constexpr uint64_t kC2pMsg35 = 0x5818c, kC2pMsg36 = 0x58190, kC2pMsg64 = 0x58200
 constexpr uint64_t kFbBase = 0x8000000000;
 constexpr uint64_t kVramBytes = 8 << 20;
 
-struct Write {
-  uint64_t offset;
-  uint32_t value;
-  bool operator==(const Write&) const = default;
-};
-std::ostream& operator<<(std::ostream& os, const Write& w) {
-  return os << hex(w.offset) << "=" << hex(w.value);
-}
-
-// PSP registers to the model, every other register plain storage; writes to the PSP's
-// registers recorded in order.
-class Router final : public os::MmioHandler {
- public:
-  explicit Router(emu::AmPsp& psp) : psp_(psp) {}
-  uint32_t read32(uint64_t offset) override {
-    if (psp_.handles(offset)) return psp_.read32(offset);
-    std::lock_guard lock(mutex_);
-    return storage_[offset];
-  }
-  void write32(uint64_t offset, uint32_t value) override {
-    if (psp_.handles(offset)) {
-      psp_.write32(offset, value);
-      std::lock_guard lock(mutex_);
-      writes_.push_back({offset, value});
-      return;
-    }
-    std::lock_guard lock(mutex_);
-    storage_[offset] = value;
-  }
-  std::vector<Write> take() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(writes_, {});
-  }
-
- private:
-  emu::AmPsp& psp_;
-  std::mutex mutex_;
-  std::map<uint64_t, uint32_t> storage_;
-  std::vector<Write> writes_;
-};
+// A register write: (byte offset, value).
+using Write = std::pair<uint64_t, uint32_t>;
 
 // VRAM handed out bottom-up from a host array.
 class TestBootMemory final : public BootMemory {
@@ -99,13 +62,6 @@ class TestBootMemory final : public BootMemory {
   std::vector<uint8_t>& vram_;
   uint64_t next_ = 0;
 };
-
-IpSegmentBases gfx1100_bases() {
-  std::vector<std::byte> vram_tail(kDiscoveryTmrSize);
-  const std::vector<std::byte> t = emu::gfx1100_discovery_table();
-  std::copy(t.begin(), t.end(), vram_tail.begin());
-  return segment_bases(parse_discovery(vram_tail));
-}
 
 // A Firmware value with one part per (name, type, size), each filled with its own byte.
 Firmware make_firmware(FirmwareKind kind, const std::string& file,
@@ -177,11 +133,15 @@ std::vector<uint8_t> bytes_of(const Firmware& f, const std::string& part) {
 
 class AmPspTest : public ::testing::Test {
  protected:
-  IpSegmentBases bases = gfx1100_bases();
+  AmPspTest() {
+    router.add(model);
+    router.record(true);
+  }
+  IpSegmentBases bases = test::gfx1100_bases();
   std::vector<uint8_t> vram = std::vector<uint8_t>(kVramBytes);
-  emu::AmBus bus{vram, {}, kFbBase, {}, {}};
+  emu::AmBus bus{vram, {}, kFbBase, {}, {}, {}};  // no HDP: nothing checks for flushes
   emu::AmPsp model{bases, bus};
-  Router router{model};
+  test::Router router{bases};
   os::EmulatedMmio bar{"BAR5 of 0000:03:00.0", 0x100000, router};
   RegisterIo io{bar, bases};
   TestBootMemory memory{vram};
@@ -192,7 +152,7 @@ class AmPspTest : public ::testing::Test {
   void up_to_ring() {
     psp.load_bootloader(sos);
     psp.create_ring();
-    router.take();
+    router.take_raw_writes();
   }
 };
 
@@ -226,7 +186,7 @@ TEST_F(AmPspTest, BootloaderSendsEachComponentInLinuxsOrderThenTheSos) {
     expected.push_back({kC2pMsg36, mc_mb});
     expected.push_back({kC2pMsg35, cmd});
   }
-  EXPECT_EQ(router.take(), expected);
+  EXPECT_EQ(router.take_raw_writes(), expected);
   // What the bootloader found at C2PMSG_36 << 20 each time: the component (the SPL step
   // sends the KDB again, as psp_v13_0_bootloader_load_spl does).
   const char* parts[] = {"kdb", "kdb", "sys_drv", "soc_drv", "intf_drv", "dbg_drv", "ras_drv",
@@ -241,7 +201,7 @@ TEST_F(AmPspTest, BootloaderSendsEachComponentInLinuxsOrderThenTheSos) {
   }
   // A running sOS: nothing is sent again (psp_v13_0_bootloader_load_component).
   psp.load_bootloader(sos);
-  EXPECT_EQ(router.take(), std::vector<Write>{});
+  EXPECT_EQ(router.take_raw_writes(), std::vector<Write>{});
 }
 
 TEST_F(AmPspTest, TheFirmwareBufferIsClearedBeforeEachComponent) {
@@ -256,16 +216,16 @@ TEST_F(AmPspTest, TheFirmwareBufferIsClearedBeforeEachComponent) {
 
 TEST_F(AmPspTest, RingCreateWritesAddressSizeAndTheKmRingCommand) {
   psp.load_bootloader(sos);
-  router.take();
+  router.take_raw_writes();
   psp.create_ring();
-  EXPECT_EQ(router.take(), (std::vector<Write>{{kC2pMsg69, 0x00102000},
+  EXPECT_EQ(router.take_raw_writes(), (std::vector<Write>{{kC2pMsg69, 0x00102000},
                                                {kC2pMsg70, 0x80},
                                                {kC2pMsg71, 0x1000},
                                                {kC2pMsg64, 0x20000}}));
   EXPECT_TRUE(model.ring_created());
   // A second create finds C2PMSG_71 set (a ring an earlier boot left) and destroys it first.
   psp.create_ring();
-  EXPECT_EQ(router.take(), (std::vector<Write>{{kC2pMsg64, 0x30000},
+  EXPECT_EQ(router.take_raw_writes(), (std::vector<Write>{{kC2pMsg64, 0x30000},
                                                {kC2pMsg69, 0x00102000},
                                                {kC2pMsg70, 0x80},
                                                {kC2pMsg71, 0x1000},
@@ -337,7 +297,7 @@ TEST_F(AmPspTest, FramesAndCommandBuffersHoldTheFieldsOfPspGfxIf) {
   EXPECT_EQ(u32(0x102000 + 12), 0x00101000u);  // fence_addr_lo
   EXPECT_EQ(u32(0x102000 + 16), 0x80u);        // fence_addr_hi
   EXPECT_EQ(u32(0x102000 + 20), 1u);           // fence_value
-  EXPECT_EQ(router.take(), (std::vector<Write>{{kC2pMsg67, 16}}));
+  EXPECT_EQ(router.take_raw_writes(), (std::vector<Write>{{kC2pMsg67, 16}}));
   EXPECT_EQ(u32(0x101000), 1u);  // the fence the PSP wrote
   // psp_gfx_cmd_resp: SETUP_TMR with MC address, size, virt_phy_addr and the VRAM address.
   const uint64_t tmr_pa = psp.tmr()->pa;
@@ -473,7 +433,7 @@ TEST_F(AmPspTest, ASilentBootloaderTimesOutNamingTheStep) {
   EXPECT_EQ(error_of<TimeoutError>([&] { psp.load_bootloader(sos); }),
             "PSP bootloader not ready for LOAD_KEY_DATABASE (0x80000): MP0_SMN_C2PMSG_35: "
             "waited 20 ms for 0x80000000 (mask 0x80000000), last read 0x0");
-  EXPECT_EQ(router.take(), std::vector<Write>{});
+  EXPECT_EQ(router.take_raw_writes(), std::vector<Write>{});
 }
 
 TEST_F(AmPspTest, ASilentPspLeavesTheFenceUnwritten) {
@@ -495,7 +455,7 @@ TEST_F(AmPspTest, ASilentPspLeavesTheFenceUnwritten) {
 TEST_F(AmPspTest, DestroyRingForShutdownThenCreateAgain) {
   up_to_ring();
   psp.destroy_ring();
-  EXPECT_EQ(router.take(), (std::vector<Write>{{kC2pMsg64, 0x30000}}));
+  EXPECT_EQ(router.take_raw_writes(), (std::vector<Write>{{kC2pMsg64, 0x30000}}));
   EXPECT_FALSE(model.ring_created());
   EXPECT_EQ(error_of<Error>([&] { psp.autoload_rlc(); }),
             "PSP command AUTOLOAD_RLC (0x21): no KM ring (create_ring first)");
@@ -551,6 +511,41 @@ TEST_F(AmPspTest, TheHdpIsFlushedAfterEachVramWriteThePspReads) {
   EXPECT_EQ(flushes, 11);  // the firmware copy and the frame
 }
 
+// With the HDP modelled (AmBus::hdp_flushes), a component or a frame the CPU wrote with no
+// HDP flush since the PSP's last command is stale: the bootloader answers error 0x4, the
+// frames are dropped and the fence never comes.
+TEST_F(AmPspTest, WithTheHdpModelledWhatThePspReadsMustBeFlushedFirst) {
+  uint64_t flushes = 0;
+  bool flush_on = false;
+  bus.hdp_flushes = [&] { return flushes; };
+  TestBootMemory other_memory{vram};
+  Psp driver{io, other_memory, 20ms, 0us, [&] {
+               if (flush_on) ++flushes;
+             }};
+  EXPECT_EQ(error_of<Error>([&] { driver.load_bootloader(sos); }),
+            "PSP bootloader LOAD_KEY_DATABASE (0x80000) with psp_13_0_0_sos.bin part 'kdb': "
+            "MP0_SMN_C2PMSG_35 reads 0x80000004, error 0x4 in bits 7:0");
+  EXPECT_EQ(model.last_error(),
+            "bootloader: LOAD_KEY_DATABASE: no HDP flush since the last command (the component "
+            "may still sit in the HDP)");
+  flush_on = true;
+  driver.load_bootloader(sos);
+  driver.create_ring();
+  driver.setup_tmr(0x400000);
+  EXPECT_EQ(model.commands_run(), 1u);
+  flush_on = false;
+  EXPECT_EQ(error_of<TimeoutError>([&] { driver.autoload_rlc(); }),
+            "PSP command AUTOLOAD_RLC (0x21): no fence: waited 20 ms for fence value 0x2 at MC "
+            "0x8000101000, last read 0x1");
+  EXPECT_EQ(model.last_error(),
+            "write pointer 0x20: no HDP flush since the last command (the frame may still sit "
+            "in the HDP); frames dropped");
+  flush_on = true;
+  driver.load(fw::kRlcG, bytes_of(ip[0], "rlc_g"), "rlc");
+  EXPECT_EQ(model.commands_run(), 2u);
+  EXPECT_TRUE(model.loaded(fw::kRlcG));
+}
+
 TEST_F(AmPspTest, FirmwareInputsThatCannotBeSentAreExactErrorsBeforeAnyRegisterWrite) {
   EXPECT_EQ(error_of([&] { psp.load_bootloader(ip[6]); }),
             "/lib/firmware/amdgpu/smu_13_0_0.bin: a smu firmware, expected the PSP sOS file");
@@ -568,7 +563,7 @@ TEST_F(AmPspTest, FirmwareInputsThatCannotBeSentAreExactErrorsBeforeAnyRegisterW
   EXPECT_EQ(error_of([&] { psp.load_bootloader(huge); }),
             "PSP: psp_13_0_0_sos.bin part 'sos' is 0x100010 bytes, more than the 1 MiB buffer "
             "the PSP reads it from");
-  EXPECT_EQ(router.take(), std::vector<Write>{});
+  EXPECT_EQ(router.take_raw_writes(), std::vector<Write>{});
   EXPECT_FALSE(model.sos_alive());
 
   auto no_rlc = ip;
@@ -591,7 +586,7 @@ TEST_F(AmPspTest, FirmwareInputsThatCannotBeSentAreExactErrorsBeforeAnyRegisterW
   // boot() checks the list before touching the PSP.
   EXPECT_EQ(error_of([&] { psp.boot(sos, no_rlc); }),
             "PSP firmware: no rlc firmware among the 6 given");
-  EXPECT_EQ(router.take(), std::vector<Write>{});
+  EXPECT_EQ(router.take_raw_writes(), std::vector<Write>{});
   std::vector<uint8_t> too_big(0x100001);
   up_to_ring();
   EXPECT_EQ(error_of([&] { psp.load(fw::kSmu, too_big, "smu_13_0_0.bin part 'smc'"); }),

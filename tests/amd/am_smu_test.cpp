@@ -15,6 +15,7 @@
 
 #include "amd/am/discovery.hpp"
 #include "amd/am/register_io.hpp"
+#include "amd/am_block_harness.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_smu.hpp"
 #include "common/error_of.hpp"
@@ -68,16 +69,9 @@ class Recorder final : public os::MmioHandler {
   std::vector<Access> log_;
 };
 
-IpSegmentBases gfx1100_bases() {
-  std::vector<std::byte> vram_tail(kDiscoveryTmrSize);
-  const std::vector<std::byte> t = emu::gfx1100_discovery_table();
-  std::copy(t.begin(), t.end(), vram_tail.begin());
-  return segment_bases(parse_discovery(vram_tail));
-}
-
 class AmSmuTest : public ::testing::Test {
  protected:
-  IpSegmentBases bases = gfx1100_bases();
+  IpSegmentBases bases = test::gfx1100_bases();
   emu::AmSmu model{bases};
   Recorder recorder{model};
   // BAR5 of a Navi 31 is 1 MiB.

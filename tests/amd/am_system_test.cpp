@@ -10,6 +10,7 @@
 
 #include "amd/am/am_driver.hpp"
 #include "amd/am/gfx1100.hpp"
+#include "amd/emu/am_gpu.hpp"
 #include "amd/emu/am_system.hpp"
 #include "common/error_of.hpp"
 #include "core/hcq.hpp"
@@ -68,6 +69,43 @@ TEST(AmSystem, ColdBootRunsEveryPhaseAndTheGpuWorks) {
   EXPECT_TRUE(s.sys->psp().rlc_autoload_done());
   EXPECT_EQ(s.sys->gpu().mode1_resets(), 0u);
   expect_working(std::move(drv));
+}
+
+// The HDP: flushed by the boot, after every page-table change, after an MQD, before every
+// doorbell (one counted write of the remapped HDP_MEM_FLUSH_CNTL each).
+TEST(AmSystem, TheHdpIsFlushedAfterPageTablesAndMqdsAndBeforeEveryDoorbell) {
+  System s;
+  auto drv = s.open();
+  const emu::AmGpu& gpu = s.sys->gpu();
+  const uint64_t booted = gpu.hdp_mem_flushes();
+  EXPECT_GT(booted, 0u);
+  const Allocation a = drv->allocate(drv->va_base(), 2 << 20, MemoryKind::Device, false);
+  EXPECT_EQ(gpu.hdp_mem_flushes(), booted + 1);  // the map
+  drv->free(a);
+  EXPECT_EQ(gpu.hdp_mem_flushes(), booted + 2);  // the unmap, before its invalidation
+  auto q = drv->create_queue(QueueKind::Compute);
+  EXPECT_EQ(gpu.hdp_mem_flushes(), booted + 6);  // ring, pointers, EOP buffer; the MQD
+  const uint32_t nop[2] = {0xc0001000, 0};       // PM4 NOP, one body dword
+  q->submit(nop, 2);
+  EXPECT_EQ(gpu.hdp_mem_flushes(), booted + 7);  // before the doorbell
+}
+
+// A PSP phase that does not flush: the emulated PSP takes the second bootloader component
+// (the soc phase's flush covered the first) as stale, and the boot fails naming it.
+TEST(AmSystem, APspPhaseWithoutHdpFlushesFails) {
+  System s;
+  AmDriverHooks hooks = gfx1100_hooks();
+  hooks.boot.psp = [psp = hooks.boot.psp](BootContext& c) {
+    BootContext no_flush = c;
+    no_flush.hdp = nullptr;
+    psp(no_flush);
+  };
+  EXPECT_EQ(error_of<Error>([&] { s.open(hooks); }),
+            "PSP bootloader LOAD_TOS_SPL_TABLE (0x10000000) with psp_13_0_0_sos.bin part 'kdb': "
+            "MP0_SMN_C2PMSG_35 reads 0x80000004, error 0x4 in bits 7:0");
+  EXPECT_EQ(s.sys->psp().last_error(),
+            "bootloader: LOAD_TOS_SPL_TABLE: no HDP flush since the last command (the component "
+            "may still sit in the HDP)");
 }
 
 TEST(AmSystem, ABootOverAPreviousBootResetsTheGpuFirst) {

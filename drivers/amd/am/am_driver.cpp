@@ -85,6 +85,11 @@ class AmDriver::Queue final : public RingQueue {
     return drv_.memory_->host_view(va, bytes);
   }
   std::optional<IbPosition> ib_position() override;
+  // What the CPU wrote to VRAM for this submission (kernel arguments, buffers the caller
+  // filled through its mapping) must leave the HDP before the engine reads it: tinygrad
+  // flushes before every AM doorbell (ops_amd.py signal_doorbell). The ring and its pointers
+  // are host memory and need no flush; the write alone is enough (hdp.hpp post_flush).
+  void before_doorbell() override { drv_.boot_->hdp().post_flush(); }
   void release() noexcept;
 
   AmDriver& drv_;
@@ -94,10 +99,11 @@ class AmDriver::Queue final : public RingQueue {
   std::vector<Allocation> memory_;
 };
 
-// Where the engine is inside an indirect buffer: the emulated GPU publishes it per hardware
-// queue (amd/ib_positions.hpp). On a GPU it is in the HQD's CP_IB1_BASE_LO/HI and CP_IB1_BUFSZ,
-// which hcq does not read yet: unknown there.
+// Where the engine is inside an indirect buffer: from the queue's registers where the hooks
+// read them (compute: CP_HQD_IB_*, on a GPU and on the emulated one alike); else the position
+// the emulated GPU publishes per hardware queue (amd/ib_positions.hpp), unknown on a GPU.
 std::optional<IbPosition> AmDriver::Queue::ib_position() {
+  if (hooks_.ib_position) return hooks_.ib_position(setup_);
   if (!hooks_.hardware_name) return std::nullopt;
   auto lines = drv_.kernel_->read_file(kAmEmulatorIbPositions);
   if (!lines) return std::nullopt;
@@ -209,6 +215,8 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
                                         device_name);
   memory_->set_invalidate(hooks_.invalidate);
   boot_->run(hooks_.boot, memory_->page_table_base());
+  // From now on every page-table write is flushed (the soc phase flushed what came before).
+  memory_->set_flush_tables([this] { boot_->hdp().flush(); });
   mailbox_ = memory_->private_alloc(4096, MemoryKind::Host);
 
   const Target* target = find_target("gfx1100");

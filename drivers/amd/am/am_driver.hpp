@@ -28,6 +28,7 @@
 
 #include "amd/am/boot.hpp"
 #include "amd/am/gpu_memory.hpp"
+#include "amd/ring_queue.hpp"
 #include "core/driver.hpp"
 #include "core/fault.hpp"
 #include "os/kernel.hpp"
@@ -53,8 +54,12 @@ struct AmQueueHooks {
   std::function<uint32_t(const AmQueueSetup&)> create;
   // Stops it (dequeue, ring disabled).
   std::function<void(const AmQueueSetup&)> destroy;
-  // The hardware queue's name ("compute queue ME 1 pipe 0 queue 0"): the emulated GPU names
-  // its queues so in the indirect-buffer positions it publishes (amd/ib_positions.hpp).
+  // Where the hardware queue is inside an indirect buffer, from its registers (a compute
+  // queue's CP_HQD_IB_*), for hang reports; nothing when it is not in one.
+  std::function<std::optional<IbPosition>(const AmQueueSetup&)> ib_position;
+  // The hardware queue's name ("SDMA0 queue 0") where no ib_position hook reads registers:
+  // the emulated GPU names its queues so in the indirect-buffer positions it publishes
+  // (amd/ib_positions.hpp), which a real GPU lacks.
   std::function<std::string(const AmQueueSetup&)> hardware_name;
 };
 

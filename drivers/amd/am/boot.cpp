@@ -155,6 +155,7 @@ AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
     const RegDesc& fb = describe(mmhub_3_0_0::MMMC_VM_FB_LOCATION_BASE);
     fb_base_ = uint64_t(fb.field("FB_BASE").get(io_->read(fb))) << 24;
     smu_ = std::make_unique<Smu>(*io_);
+    hdp_ = std::make_unique<Hdp>(*io_, regs_);
     const uint64_t boot_end = vram_size_ - kReservedTopBytes;
     memory_ = std::make_unique<VramBootMemory>(vram_, boot_end - kBootMemoryBytes, boot_end,
                                                fb_base_);
@@ -173,8 +174,8 @@ AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
 }
 
 BootContext AmBoot::context(uint64_t page_table_base) {
-  return BootContext{*io_,      *memory_, *smu_,          discovery_,
-                     firmware_, vram_size_, fb_base_, page_table_base, options_.timeout};
+  return BootContext{*io_,      *memory_,   *smu_,    discovery_,      firmware_,
+                     vram_size_, fb_base_, page_table_base, options_.timeout, hdp_.get()};
 }
 
 PreviousState AmBoot::inspect() {
@@ -227,6 +228,11 @@ void AmBoot::soc_init() {
   write_any(strap, strap.field("STRAP_NO_SOFT_RESET_DEV0_F2").set(read_any(strap), 0));
   const RegDesc& aper = describe(nbio_4_3_0::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN);
   io_->write(aper, aper.field("BIF_DOORBELL_APER_EN").set(0, 1));
+  // Linux soc21_common_hw_init: the HDP flush registers into the register BAR's remap page
+  // before anything writes VRAM for the GPU to read.
+  hdp_->remap();
+  // What was written before the remap (VMID 0's page-table root) is flushed now.
+  hdp_->flush();
 }
 
 void AmBoot::smu_init() {

@@ -10,7 +10,8 @@
 //      off, DEBUGSMC_MSG_Mode1Reset, tinygrad's 500 ms, then RCC_CONFIG_MEMSIZE readable again
 //      (Linux amdgpu_device_mode1_reset waits for that) and the sOS gone, bus mastering on.
 //   3. The phases: soc (NBIO: function 2's no-soft-reset strap cleared, the doorbell aperture
-//      on; tinygrad AM_SOC.init_hw, Linux nbio_v4_3.c), gmc, ih, psp, smu (driver table
+//      on; tinygrad AM_SOC.init_hw, Linux nbio_v4_3.c; the HDP flush registers remapped into
+//      the register BAR, Linux soc21_common_hw_init), gmc, ih, psp, smu (driver table
 //      address, all features; tinygrad AM_SMU.init_hw), gfx, sdma. The GMC, IH, PSP, GFX and
 //      SDMA phases belong to other parts of the driver and come in as BootPhases; an empty one
 //      is skipped and reported as not run.
@@ -41,6 +42,7 @@
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/discovery.hpp"
 #include "amd/am/firmware.hpp"
+#include "amd/am/hdp.hpp"
 #include "amd/am/register_io.hpp"
 #include "amd/am/smu.hpp"
 #include "os/mmio.hpp"
@@ -88,6 +90,9 @@ struct BootContext {
   uint64_t fb_base = 0;          // MC address of VRAM byte 0
   uint64_t page_table_base = 0;  // VMID 0's root as VM_CONTEXT0_PAGE_TABLE_BASE_ADDR holds it
   std::chrono::microseconds timeout{0};
+  // The HDP flush, remapped by the soc phase (hdp.hpp); flush it after writing VRAM an engine
+  // or the PSP reads.
+  Hdp* hdp = nullptr;
 };
 
 // The phases other parts of the driver own; empty ones are skipped.
@@ -159,6 +164,7 @@ class AmBoot {
   RegisterIo& io() { return *io_; }
   Smu& smu() { return *smu_; }
   BootMemory& memory() { return *memory_; }
+  Hdp& hdp() { return *hdp_; }
   // VRAM [0, allocatable_vram()) is the driver's to allocate (below the boot memory).
   uint64_t allocatable_vram() const { return memory_->begin(); }
 
@@ -189,6 +195,7 @@ class AmBoot {
   Discovery discovery_;
   std::unique_ptr<RegisterIo> io_;
   std::unique_ptr<Smu> smu_;
+  std::unique_ptr<Hdp> hdp_;
   std::unique_ptr<VramBootMemory> memory_;
   std::unique_ptr<os::IndexDataRegs> smn_;  // registers beyond the window (RSMU pair)
   std::vector<Firmware> firmware_;

@@ -264,6 +264,35 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
   active_ = true;
 }
 
+std::optional<IbPosition> decode_hqd_ib(const HqdIbRegisters& r) {
+  if (!field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").get(r.control)) return std::nullopt;
+  const RegField& lo = field(gc::CP_HQD_IB_BASE_ADDR, "IB_BASE_ADDR");
+  const RegField& hi = field(gc::CP_HQD_IB_BASE_ADDR_HI, "IB_BASE_ADDR_HI");
+  IbPosition p;
+  p.va = uint64_t(hi.get(r.base_hi)) << 32 | uint64_t(lo.get(r.base_lo)) << 2;
+  p.dwords = field(gc::CP_HQD_IB_CONTROL, "IB_SIZE").get(r.control);
+  p.at = field(gc::CP_HQD_IB_RPTR, "CONSUMED_OFFSET").get(r.rptr);
+  return p;
+}
+
+HqdIbRegisters ComputeQueue::read_ib() {
+  RegisterIo& io = gfx_.io();
+  std::lock_guard lock(gfx_.select_mutex());
+  gfx_.select(config_.me, config_.pipe, config_.queue, 0);
+  HqdIbRegisters r;
+  try {
+    r.base_lo = io.read(gc::CP_HQD_IB_BASE_ADDR);
+    r.base_hi = io.read(gc::CP_HQD_IB_BASE_ADDR_HI);
+    r.rptr = io.read(gc::CP_HQD_IB_RPTR);
+    r.control = io.read(gc::CP_HQD_IB_CONTROL);
+  } catch (...) {
+    gfx_.select(0, 0, 0, 0);
+    throw;
+  }
+  gfx_.select(0, 0, 0, 0);
+  return r;
+}
+
 ComputeQueue::~ComputeQueue() {
   try {
     destroy();

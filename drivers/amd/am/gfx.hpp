@@ -31,10 +31,12 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/firmware.hpp"
 #include "amd/am/register_io.hpp"
+#include "amd/ring_queue.hpp"
 
 namespace hcq::amd::am {
 
@@ -97,6 +99,20 @@ struct ComputeQueueConfig {
                                 // gfx11 doorbells are 64-bit; Linux doorbell_index << 1)
 };
 
+// An HQD's indirect-buffer registers (CP_HQD_IB_BASE_ADDR, _HI, CP_HQD_IB_RPTR,
+// CP_HQD_IB_CONTROL; the MQD's cp_hqd_ib_base_addr_lo/_hi, cp_hqd_ib_rptr, cp_hqd_ib_control in
+// Linux v11_structs.h; Linux gfx_v11_0.c gc_cp_reg_list_11 dumps them per queue for hang
+// reports, selecting each queue through GRBM_GFX_CNTL under srbm_mutex).
+struct HqdIbRegisters {
+  uint32_t base_lo = 0, base_hi = 0, rptr = 0, control = 0;
+};
+// Where the queue is inside an indirect buffer, from those registers: nothing unless
+// CP_HQD_IB_CONTROL.PROCESSING_IB is set; else the IB at IB_BASE_ADDR_HI:IB_BASE_ADDR (bits
+// 47:2 of its address), IB_SIZE dwords long, at CONSUMED_OFFSET dwords into it. The fields are
+// Linux gc_11_0_0_sh_mask.h's; that IB_SIZE and CONSUMED_OFFSET count dwords (as the
+// INDIRECT_BUFFER packet's IB_SIZE does) is this driver's reading, not a public statement.
+std::optional<IbPosition> decode_hqd_ib(const HqdIbRegisters& r);
+
 // A compute queue on one HQD. The constructor writes the MQD into BootMemory, programs the
 // HQD registers from it and activates it; the destructor dequeues it (errors swallowed; call
 // destroy() to see them).
@@ -113,6 +129,9 @@ class ComputeQueue {
   // Dequeue (DEQUEUE_REQUEST 2, SPI_COMPUTE_QUEUE_RESET 1) and wait until CP_HQD_ACTIVE is 0
   // (the TimeoutError names CP_HQD_ACTIVE). Idempotent.
   void destroy();
+  // The HQD's IB registers, read with the queue selected (GRBM_GFX_CNTL, Gfx's lock held) and
+  // the selection restored to ME 0 pipe 0 queue 0 after.
+  HqdIbRegisters read_ib();
   const VramBuffer& mqd() const { return mqd_; }
   const ComputeQueueConfig& config() const { return config_; }
 

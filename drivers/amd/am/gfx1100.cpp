@@ -28,6 +28,7 @@ struct Gfx1100 {
   HubContext vm;  // VMID 0 as both hubs see it
   std::map<uint32_t, std::unique_ptr<ComputeQueue>> compute;  // by AmQueueSetup::index
   std::unique_ptr<SdmaQueue> sdma;
+  Hdp* hdp = nullptr;
 
   Gmc& need_gmc() {
     if (!gmc) throw Error("AM gfx1100: the GMC phase has not run");
@@ -62,6 +63,7 @@ AmDriverHooks gfx1100_hooks() {
     std::lock_guard lk(s->mu);
     s->memory = &c.memory;
     s->io = &c.io;
+    s->hdp = c.hdp;
     s->gmc = std::make_unique<Gmc>(c.io, c.memory, c.timeout);
     // VMID 0 spans the 48-bit space the four-level tables translate (page_tables.hpp).
     s->vm = HubContext{c.page_table_base, 0, (uint64_t(1) << 48) - 1};
@@ -74,7 +76,12 @@ AmDriverHooks gfx1100_hooks() {
   };
   h.boot.psp = [s](BootContext& c) {
     std::lock_guard lk(s->mu);
-    s->psp = std::make_unique<Psp>(c.io, c.memory, Psp::kDefaultTimeout);
+    // The PSP reads the buffers the CPU fills in VRAM: an HDP flush after each (hdp.hpp).
+    Hdp* hdp = c.hdp;
+    s->psp = std::make_unique<Psp>(c.io, c.memory, Psp::kDefaultTimeout,
+                                   Psp::kDefaultHandshakeDelay, [hdp] {
+                                     if (hdp) hdp->flush();
+                                   });
     s->psp->boot(find_firmware(c.firmware, FirmwareKind::Sos), c.firmware);
   };
   h.boot.gfx = [s](BootContext& c) {
@@ -130,6 +137,8 @@ AmDriverHooks gfx1100_hooks() {
     const uint32_t doorbell = kMecRing0Doorbell + q.index;
     cfg.doorbell_dword = doorbell * 2;
     s->compute[q.index] = std::make_unique<ComputeQueue>(*s->gfx, *s->memory, cfg);
+    // The MQD is in VRAM; the CP reads it back (tinygrad setup_ring flushes after it).
+    if (s->hdp) s->hdp->flush();
     return doorbell;
   };
   h.compute.destroy = [s](const AmQueueSetup& q) {
@@ -143,9 +152,11 @@ AmDriverHooks gfx1100_hooks() {
     }
     gone->destroy();
   };
-  h.compute.hardware_name = [](const AmQueueSetup& q) {
-    return "compute queue ME 1 pipe " + std::to_string(q.index % 4) + " queue " +
-           std::to_string(q.index / 4);
+  h.compute.ib_position = [s](const AmQueueSetup& q) -> std::optional<IbPosition> {
+    std::lock_guard lk(s->mu);
+    auto it = s->compute.find(q.index);
+    if (it == s->compute.end()) return std::nullopt;
+    return decode_hqd_ib(it->second->read_ib());
   };
   h.copy.hardware_name = [](const AmQueueSetup&) { return std::string("SDMA0 queue 0"); };
   h.copy.create = [s](const AmQueueSetup& q) -> uint32_t {

@@ -166,6 +166,7 @@ Allocation GpuMemory::back(uint64_t va, uint64_t size, MemoryKind kind, bool exe
     }
   }
   records_[va] = r;
+  flush_tables_locked();
   return Allocation{va, size, ptr(va), kind, r.pa};
 }
 
@@ -186,13 +187,24 @@ Allocation GpuMemory::map_user(void* host, uint64_t size) {
   r.kind = MemoryKind::Host;
   r.user = true;
   records_[va] = r;
+  flush_tables_locked();
   Allocation a{va, size, host, MemoryKind::Host, 0};
   a.user = true;
   return a;
 }
 
+void GpuMemory::set_flush_tables(std::function<void()> flush) {
+  std::lock_guard lk(mu_);
+  flush_tables_ = std::move(flush);
+}
+
+void GpuMemory::flush_tables_locked() {
+  if (flush_tables_) flush_tables_();
+}
+
 void GpuMemory::invalidate_locked() {
   if (!tables_.needs_invalidate()) return;
+  flush_tables_locked();
   const std::vector<VaRange> ranges = tables_.take_invalidations();
   if (!invalidate_) return;
   invalidate_(VmHub::Gc, ranges);

@@ -87,6 +87,11 @@ class GpuMemory {
 
   // Called after every unmap (empty: no hub to invalidate yet, as before the GMC is up).
   void set_invalidate(Invalidate invalidate);
+  // Called after every page-table write (a map, and an unmap before its invalidation): the
+  // tables are in VRAM, written through the VRAM BAR, and the hubs walk them only once the
+  // HDP has been flushed (tinygrad AM_GMC.flush_tlb flushes the HDP first; Linux
+  // amdgpu_vm_cpu_commit flushes after CPU page-table updates). Empty: nothing.
+  void set_flush_tables(std::function<void()> flush);
 
   // VM_CONTEXT0_PAGE_TABLE_BASE_ADDR's value (PageTables::page_table_base).
   uint64_t page_table_base() const;
@@ -119,6 +124,7 @@ class GpuMemory {
   Allocation back(uint64_t va, uint64_t size, MemoryKind kind, bool executable, bool priv);
   void release(uint64_t va, const Record& r);
   void invalidate_locked();
+  void flush_tables_locked();
   void reserve(uint64_t va, uint64_t size);
   std::string where(uint64_t va, uint64_t size) const;
 
@@ -132,6 +138,7 @@ class GpuMemory {
   PageTables tables_;
   std::optional<VaHeap> private_heap_;
   Invalidate invalidate_;
+  std::function<void()> flush_tables_;
   std::map<uint64_t, Record> records_;  // by va
 };
 

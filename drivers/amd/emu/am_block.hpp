@@ -30,6 +30,9 @@ struct AmBus {
   std::function<void*(uint64_t iova, uint64_t size)> dma;
   // Writes one 8-dword entry into the IH ring (am_ih.hpp); set by AmGpu.
   std::function<void(const std::array<uint32_t, 8>& entry)> interrupt;
+  // How many HDP memory flushes the driver has done (AmGpu counts them); empty: the HDP is
+  // not modelled and nothing checks for flushes.
+  std::function<uint64_t()> hdp_flushes;
 
   // VRAM at an MC address: null when [mc, mc + size) is not inside VRAM.
   uint8_t* vram_at_mc(uint64_t mc, uint64_t size) const {

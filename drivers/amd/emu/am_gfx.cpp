@@ -123,15 +123,60 @@ uint32_t& AmGfx::hqd_reg(uint32_t bank, const am::Reg& r) {
 
 uint32_t& AmGfx::sdma_reg(const am::Reg& r) { return sdma_[r.offset - sdma_first_]; }
 
+bool AmGfx::is_ib_register(uint32_t index) const {
+  for (const am::Reg& r : {gc::CP_HQD_IB_BASE_ADDR, gc::CP_HQD_IB_BASE_ADDR_HI, gc::CP_HQD_IB_RPTR,
+                           gc::CP_HQD_IB_CONTROL})
+    if (index == r.offset - hqd_first_) return true;
+  return false;
+}
+
+uint32_t AmGfx::ib_register(uint32_t bank, uint32_t index, const std::string& positions) {
+  // The engine's position in the queue's IB (its lines "queue <id>: IB 0x<va> <n> dwords, at
+  // dword <m>") as the CP keeps it: base address bits 47:2, IB_SIZE and CONSUMED_OFFSET in
+  // dwords, PROCESSING_IB while inside (gc_11_0_0.def fields).
+  unsigned long long va = 0;
+  unsigned size = 0, at = 0;
+  bool inside = false;
+  std::istringstream in(positions);
+  for (std::string line; std::getline(in, line);) {
+    unsigned id = 0;
+    unsigned long long v = 0;
+    unsigned n = 0, m = 0;
+    if (std::sscanf(line.c_str(), "queue %u: IB 0x%llx %u dwords, at dword %u", &id, &v, &n, &m) ==
+            4 &&
+        id == bank)
+      inside = true, va = v, size = n, at = m;
+  }
+  const uint32_t stored = hqds_[bank][index];
+  if (!inside || !active_[bank]) {
+    if (index == gc::CP_HQD_IB_CONTROL.offset - hqd_first_)
+      return field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").set(stored, 0);
+    return stored;
+  }
+  if (index == gc::CP_HQD_IB_BASE_ADDR.offset - hqd_first_)
+    return field(gc::CP_HQD_IB_BASE_ADDR, "IB_BASE_ADDR").set(0, uint32_t(va >> 2));
+  if (index == gc::CP_HQD_IB_BASE_ADDR_HI.offset - hqd_first_)
+    return field(gc::CP_HQD_IB_BASE_ADDR_HI, "IB_BASE_ADDR_HI").set(0, uint32_t(va >> 32));
+  if (index == gc::CP_HQD_IB_RPTR.offset - hqd_first_)
+    return field(gc::CP_HQD_IB_RPTR, "CONSUMED_OFFSET").set(0, at);
+  uint32_t control = field(gc::CP_HQD_IB_CONTROL, "IB_SIZE").set(stored, size);
+  return field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").set(control, 1);
+}
+
 uint32_t AmGfx::read32(uint64_t offset) {
   const auto it = slots_.find(offset);
   if (it == slots_.end()) throw InvalidInput("AM GFX model: no register at byte " + hex(offset));
   const Slot s = it->second;
+  // The engine's positions are asked for before this model's lock (the engine's thread may
+  // be waiting on it).
+  const std::string positions =
+      s.kind == Kind::Hqd && is_ib_register(s.index) ? engine_->ib_positions() : std::string();
   std::lock_guard lock(mutex_);
   const uint32_t vmid = field(gc::GRBM_GFX_CNTL, "VMID").get(grbm_gfx_cntl_);
   const uint32_t me_pipe = selected_bank() / kQueues;
   switch (s.kind) {
     case Kind::Hqd:
+      if (is_ib_register(s.index)) return ib_register(selected_bank(), s.index, positions);
       return hqds_[selected_bank()][s.index];
     case Kind::GrbmGfxCntl:
       return grbm_gfx_cntl_;

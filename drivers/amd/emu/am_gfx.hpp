@@ -25,6 +25,10 @@
 //   - a doorbell not enabled, outside the MEC doorbell range (CP_MEC_DOORBELL_RANGE_LOWER/
 //     UPPER, both 0 at power-on) or outside the doorbell BAR,
 //   - a ring the engine refuses (size, alignment, unmapped addresses).
+// CP_HQD_IB_BASE_ADDR/_HI, CP_HQD_IB_RPTR and CP_HQD_IB_CONTROL of an active queue read where
+// the engine is inside an indirect buffer (IB_CONTROL.PROCESSING_IB set, IB_SIZE and
+// CONSUMED_OFFSET in dwords; the dword units are the model's reading of the field widths), as
+// Linux gfx_v11_0.c's per-queue register dump reads them; otherwise what was written.
 // SDMA0 queue 0 likewise on RB_ENABLE (no SDMA firmware, F32 halted, doorbell off or outside
 // the BAR, engine refusal): RB_ENABLE then reads back 0. Halting the MEC or a pipe stops that
 // pipe's queues (CP_HQD_ACTIVE 0); halting SDMA0's F32 stops its queue until it is unhalted.
@@ -91,7 +95,7 @@ class AmGfx final : public AmBlock, private GpuEvents {
   std::string last_error() const;
   // Where each queue waiting inside an indirect buffer is, one line per queue, named by its
   // hardware queue: "compute queue ME 1 pipe 0 queue 0: IB 0x<va> <n> dwords, at dword <m>"
-  // (the engine's ib_positions; a real GPU keeps this in CP_IB1_BASE_LO/HI and CP_IB1_BUFSZ).
+  // (the engine's ib_positions; the CP_HQD_IB_* registers say the same per compute queue).
   std::string ib_positions() const;
   bool compute_queue_running(uint32_t me, uint32_t pipe, uint32_t queue) const;
   bool sdma_queue_running() const;
@@ -120,6 +124,10 @@ class AmGfx final : public AmBlock, private GpuEvents {
   uint32_t& hqd_reg(uint32_t bank, const am::Reg& r);
   uint32_t& sdma_reg(const am::Reg& r);
   void write_hqd(uint32_t bank, uint32_t index, uint32_t value);
+  // CP_HQD_IB_BASE_ADDR/_HI, IB_RPTR, IB_CONTROL: the engine's position in an IB (`positions`,
+  // its ib_positions text) while the queue runs inside one, else the stored value.
+  bool is_ib_register(uint32_t index) const;
+  uint32_t ib_register(uint32_t bank, uint32_t index, const std::string& positions);
   void activate(uint32_t bank);
   void deactivate(uint32_t bank);
   bool pipe_running(uint32_t pipe) const;

@@ -49,6 +49,9 @@ AmGpu::AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
   std::memcpy(vram.data() + discovery_offset(), table.data(), table.size());
   bases_ = am::segment_bases(am::parse_discovery(table));
   memsize_offset_ = byte_offset(nbio::RCC_CONFIG_MEMSIZE, bases_);
+  remap_mem_offset_ = byte_offset(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, bases_);
+  remap_reg_offset_ = byte_offset(nbio::BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL, bases_);
+  bus_.hdp_flushes = [this] { return hdp_mem_flushes(); };
 
   // FB_BASE / FB_TOP in 16 MiB units (mmhub_3_0_0.def, gc_11_0_0.def; Linux
   // mmhub_v3_0_get_fb_location: base = FB_BASE << 24, top = (FB_TOP << 24) + 0xffffff).
@@ -108,6 +111,7 @@ uint32_t AmGpu::read32(uint64_t offset) {
     return read32(index);
   }
   if (offset == memsize_offset_) return uint32_t(bus_.vram.size() >> 20);
+  if (offset == hdp_mem_at_.load() || offset == hdp_reg_at_.load()) return 0;
   if (AmBlock* b = block_for(offset)) return b->read32(offset);
   return read_register(offset);
 }
@@ -127,6 +131,21 @@ void AmGpu::write32(uint64_t offset, uint32_t value) {
     return write32(index, value);
   }
   if (offset == memsize_offset_) return;  // read-only: the firmware's strap
+  if (offset == hdp_mem_at_.load()) {
+    ++hdp_mem_flushes_;
+    return;
+  }
+  if (offset == hdp_reg_at_.load()) {
+    ++hdp_reg_flushes_;
+    return;
+  }
+  if (offset == remap_mem_offset_ || offset == remap_reg_offset_) {
+    // ADDRESS (bits 18:2) is the byte offset in the register BAR (nbio_4_3_0.def).
+    const am::RegField& address =
+        am::describe(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL).field("ADDRESS");
+    const uint64_t at = uint64_t(address.get(value)) << 2;
+    (offset == remap_mem_offset_ ? hdp_mem_at_ : hdp_reg_at_).store(at);
+  }
   if (AmBlock* b = block_for(offset)) return b->write32(offset, value);
   write_register(offset, value);
 }
@@ -146,6 +165,8 @@ void AmGpu::write_register(uint64_t offset, uint32_t value) {
 void AmGpu::reset_all() {
   for (const auto& b : blocks_) b->reset();
   const std::vector<std::byte> table = gfx1100_discovery_table();
+  hdp_mem_at_.store(kNotRemapped);
+  hdp_reg_at_.store(kNotRemapped);
   std::lock_guard lock(mu_);
   regs_.clear();
   std::memcpy(bus_.vram.data() + discovery_offset(), table.data(), table.size());

@@ -10,6 +10,13 @@
 //   - the FB location: MMMC_ and GCMC_VM_FB_LOCATION_BASE/TOP reset to fb_base >> 24 and
 //     (fb_base + VRAM size - 1) >> 24 (the firmware sets them; Linux gmc_v11_0.c
 //     mmhub_v3_0_get_fb_location reads them back, FB_BASE in 16 MiB units);
+//   - the HDP flush: BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL / _REG_FLUSH_CNTL (plain registers)
+//     place the remapped HDP_MEM_FLUSH_CNTL / HDP_REG_FLUSH_CNTL at the byte offset they hold
+//     (ADDRESS, bits 18:2; Linux nbio_v4_3_remap_hdp_registers, soc21's MMIO hole at 0x7f000);
+//     a write there is a flush and is counted (read: 0). The model keeps no HDP cache: VRAM
+//     written through a plain mapping cannot be seen pending, so blocks that read what the CPU
+//     wrote check instead that a flush came since their last command (AmBus::hdp_flushes;
+//     the PSP does);
 //   - a plain register file for every other register: a read returns the last value written,
 //     or the reset value, or 0.
 // Every access to a register some block handles() goes to that block instead (the first
@@ -31,6 +38,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -89,6 +97,9 @@ class AmGpu final : public os::MmioHandler {
   void mode1_reset();
   unsigned function_resets() const;
   unsigned mode1_resets() const;
+  // Writes of the remapped HDP_MEM_FLUSH_CNTL and HDP_REG_FLUSH_CNTL since construction.
+  uint64_t hdp_mem_flushes() const { return hdp_mem_flushes_.load(); }
+  uint64_t hdp_reg_flushes() const { return hdp_reg_flushes_.load(); }
 
  private:
   void reset_all();
@@ -101,6 +112,11 @@ class AmGpu final : public os::MmioHandler {
   am::IpSegmentBases bases_;
   std::map<uint64_t, uint32_t> reset_values_;
   uint64_t memsize_offset_ = 0;
+  uint64_t remap_mem_offset_ = 0, remap_reg_offset_ = 0;  // the REMAP_HDP_* registers
+  static constexpr uint64_t kNotRemapped = ~uint64_t(0);
+  // Where the remapped flush registers are (kNotRemapped until the driver remaps them).
+  std::atomic<uint64_t> hdp_mem_at_{kNotRemapped}, hdp_reg_at_{kNotRemapped};
+  std::atomic<uint64_t> hdp_mem_flushes_{0}, hdp_reg_flushes_{0};
   std::shared_ptr<AmSmu> smu_;
   std::vector<std::shared_ptr<AmBlock>> blocks_;
 

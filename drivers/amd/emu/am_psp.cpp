@@ -129,6 +129,9 @@ void AmPsp::bootloader_command(uint32_t command) {
   const uint8_t* component = vram(mc, k1Meg);
   if (!component)
     return refuse(kBlErrorAddress, name + ": component at MC " + hex(mc) + " is outside VRAM");
+  if (!hdp_flushed())
+    return refuse(kBlErrorStale, name + ": no HDP flush since the last command (the "
+                                        "component may still sit in the HDP)");
   steps_.push_back({command, mc, std::vector<uint8_t>(component, component + 64)});
   last_component_ = rank;
   if (command == kBlLoadSysDrv) sys_drv_loaded_ = true;
@@ -185,6 +188,13 @@ void AmPsp::run_frames(uint32_t new_wptr) {
     return;
   }
   wptr_ = new_wptr;
+  if (!hdp_flushed()) {
+    last_error_ = "write pointer " + hex(new_wptr) +
+                  ": no HDP flush since the last command (the frame may still sit in the "
+                  "HDP); frames dropped";
+    rptr_ = wptr_;
+    return;
+  }
   while (rptr_ != wptr_) {
     run_frame(ring_mc_ + uint64_t{rptr_} * 4);
     rptr_ = (rptr_ + kFrameBytes / 4) % ring_dwords;
@@ -285,7 +295,16 @@ uint32_t AmPsp::run_command(std::span<uint8_t> c) {
   }
 }
 
+bool AmPsp::hdp_flushed() {
+  if (!bus_.hdp_flushes) return true;
+  const uint64_t n = bus_.hdp_flushes();
+  const bool fresh = n != flushes_seen_;
+  flushes_seen_ = n;
+  return fresh;
+}
+
 void AmPsp::power_on_state() {
+  flushes_seen_ = bus_.hdp_flushes ? bus_.hdp_flushes() : 0;
   bl_status_ = kBlReady;
   bl_address_ = ctrl_ = wptr_ = ring_lo_ = ring_hi_ = ring_bytes_ = 0;
   last_component_ = -1;

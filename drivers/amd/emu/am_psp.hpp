@@ -13,7 +13,8 @@
 //   the order is KDB, TOS_SPL_TABLE, SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV, SOS; a
 //   component may be skipped but never sent after a later one or twice (error 0x2); the sOS
 //   needs SYS_DRV first (error 0x2); an unknown command is error 0x1; a component address
-//   outside VRAM error 0x3. LOAD_SOSDRV accepted: the sOS runs, C2PMSG_81 reads kSosAlive.
+//   outside VRAM error 0x3; no HDP flush since the last command error 0x4 (below).
+//   LOAD_SOSDRV accepted: the sOS runs, C2PMSG_81 reads kSosAlive.
 //   The error codes are the model's own (Linux names none for 13.0.0; psp_v13_0.c says bits
 //   7:0 carry an error on 13.0.6 and newer).
 // KM ring: C2PMSG_64 reads 0 until the sOS runs, then 0x80000000 (ready). Writing
@@ -35,6 +36,14 @@
 //                 13.0.0); the bytes are kept per type
 //   AUTOLOAD_RLC  after SETUP_TMR and RLC_G (Linux sends it right after RLC_G)
 //   anything else PSP_ERR_UNKNOWN_COMMAND (0x100, what Linux psp_gfx_if.h names)
+// HDP: the PSP reads the components, the ring's frames and the command buffers the CPU wrote
+// into VRAM, which on hardware may still sit in the HDP unless the driver flushed it (Linux
+// psp_cmd_submit_buf and psp_v13_0 bootloader steps run amdgpu_device_flush_hdp / the copy is
+// followed by a flush; tinygrad AM_PSP._prep_msg1 and _ring_submit flush_hdp). The model
+// cannot see pending CPU writes (VRAM is a plain mapping), so with AmBus::hdp_flushes set it
+// treats a bootloader command or a write-pointer update with no HDP flush since the previous
+// one as reading stale memory: the bootloader answers error kBlErrorStale, the frames are
+// dropped (no fence, last_error says why).
 // Refused state and parameters answer kStatusBadState / kStatusBadParameters (the
 // GlobalPlatform TEE codes TEE_ERROR_BAD_STATE / _BAD_PARAMETERS, of the family of Linux's
 // TEE_ERROR_NOT_SUPPORTED; what a real PSP answers there is not public).
@@ -61,7 +70,7 @@ class AmPsp final : public AmBlock {
  public:
   static constexpr uint32_t kSosAlive = 0x1;  // C2PMSG_81 once the sOS runs (tinygrad's mock)
   static constexpr uint32_t kBlErrorUnknownCommand = 0x1, kBlErrorOrder = 0x2,
-                            kBlErrorAddress = 0x3;
+                            kBlErrorAddress = 0x3, kBlErrorStale = 0x4;
   static constexpr uint32_t kRingStatusInvalid = 0x1;
   static constexpr uint32_t kStatusBadParameters = 0xFFFF0006;
   static constexpr uint32_t kStatusBadState = 0xFFFF0007;
@@ -110,6 +119,8 @@ class AmPsp final : public AmBlock {
   uint32_t run_command(std::span<uint8_t> cmd);
   uint8_t* vram(uint64_t mc, uint64_t size) const;
   void power_on_state();
+  // Whether the HDP was flushed since the last call (always, when the bus has no HDP).
+  bool hdp_flushed();
 
   AmBus& bus_;
   uint64_t c2pmsg35_, c2pmsg36_, c2pmsg64_, c2pmsg67_, c2pmsg69_, c2pmsg70_, c2pmsg71_,
@@ -133,6 +144,7 @@ class AmPsp final : public AmBlock {
   unsigned commands_run_ = 0;
   std::string last_error_;
   bool silent_ = false;
+  uint64_t flushes_seen_ = 0;  // AmBus::hdp_flushes at the last command
 };
 
 }  // namespace hcq::amd::emu
