@@ -1,9 +1,12 @@
 #include "os/emulated_kernel.hpp"
 
+#include <poll.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "os/kernel.hpp"
 
@@ -18,6 +21,7 @@ int EmulatedNode::munmap(void*, size_t) { return 0; }
 
 ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
+int EmulatedNode::poll(int, short) { return 0; }
 
 void EmulatedKernel::add_node(const std::string& path, std::shared_ptr<EmulatedNode> node) {
   std::lock_guard lk(mu_);
@@ -85,6 +89,27 @@ ssize_t EmulatedKernel::pread(int fd, void* buf, size_t size, off_t offset) {
 ssize_t EmulatedKernel::pwrite(int fd, const void* buf, size_t size, off_t offset) {
   auto node = node_of(fd);
   return node ? node->pwrite(fd, buf, size, offset) : -EBADF;
+}
+
+int EmulatedKernel::poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
+  auto step = std::chrono::microseconds(50);
+  for (;;) {
+    int ready = 0;
+    for (nfds_t i = 0; i < nfds; i++) {
+      fds[i].revents = 0;
+      if (fds[i].fd < 0) continue;  // poll(2) ignores negative fds
+      auto node = node_of(fds[i].fd);
+      fds[i].revents = node ? short(node->poll(fds[i].fd, fds[i].events) &
+                                    (fds[i].events | POLLHUP | POLLERR))
+                            : short(POLLNVAL);
+      ready += fds[i].revents != 0;
+    }
+    if (ready || timeout_ms == 0 || (timeout_ms > 0 && clock::now() >= deadline)) return ready;
+    std::this_thread::sleep_for(step);
+    step = std::min(step * 2, std::chrono::microseconds(500));
+  }
 }
 
 void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,
@@ -161,6 +186,21 @@ void EmulatedKernel::on_write(const std::string& path,
                               std::function<int(const std::string&)> handler) {
   std::lock_guard lk(mu_);
   writers_[path] = std::move(handler);
+}
+
+void EmulatedKernel::remove(const std::string& path) {
+  std::lock_guard lk(mu_);
+  auto under = [&](const std::string& p) {
+    return p == path || (p.size() > path.size() && p.compare(0, path.size(), path) == 0 &&
+                         p[path.size()] == '/');
+  };
+  auto drop = [&](auto& map) {
+    for (auto it = map.begin(); it != map.end();) it = under(it->first) ? map.erase(it) : std::next(it);
+  };
+  drop(nodes_);
+  drop(files_);
+  drop(generated_);
+  drop(writers_);
 }
 
 void EmulatedKernel::deny(const std::string& path, int err) {

@@ -25,6 +25,10 @@ class EmulatedNode {
   // Same contract as Kernel::pread/pwrite; by default the node takes no reads or writes.
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset);
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset);
+  // The poll(2) events ready on `fd` now, out of `events` plus POLLHUP/POLLERR, which are
+  // always reported; it never waits (EmulatedKernel::poll waits). By default nothing is
+  // ever ready.
+  virtual int poll(int fd, short events);
 };
 
 class EmulatedKernel final : public Kernel {
@@ -40,6 +44,10 @@ class EmulatedKernel final : public Kernel {
   // A sysfs attribute that takes writes: the handler returns 0 or -errno. Writes to other
   // files fail with EACCES, as read-only attributes do, and to missing ones with ENOENT.
   void on_write(const std::string& path, std::function<int(const std::string&)> handler);
+  // Removes the nodes, files, generated files and write handlers at `path` and under
+  // `path`/ (a device that went away: its /dev node and sysfs directory disappear). Open
+  // fds keep their node.
+  void remove(const std::string& path);
   // open and write_file of `path` fail with -err (a permission the caller lacks).
   void deny(const std::string& path, int err);
   // Serves /sys paths the in-memory tree lacks from the real directory `dir`.
@@ -56,6 +64,10 @@ class EmulatedKernel final : public Kernel {
   int munmap(void* addr, size_t length) override;
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override;
+  // Asks each fd's node for its ready events until one has some or timeout_ms passes
+  // (checked every few hundred microseconds: nodes have no wait queue to wake a poller).
+  // An fd no node stands for reports POLLNVAL, as poll(2) does.
+  int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) override;
   std::optional<std::string> read_file(const std::string& path) override;
   std::vector<std::string> list_dir(const std::string& path) override;
   int write_file(const std::string& path, const std::string& data) override;

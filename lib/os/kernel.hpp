@@ -1,4 +1,4 @@
-// The kernel boundary: every open, close, ioctl, mmap, munmap and sysfs read or write a driver
+// The kernel boundary: every open, close, ioctl, mmap, munmap, poll and sysfs read or write a driver
 // makes goes through one Kernel. RealKernel calls the OS; EmulatedKernel routes device nodes and
 // sysfs paths to emulated kernel drivers, so the driver code above is the same in both.
 //
@@ -6,6 +6,7 @@
 // open/ioctl/munmap return -errno on failure, mmap returns MAP_FAILED and sets errno.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -29,6 +30,9 @@ class Kernel {
   // way, not through mmap).
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) = 0;
+  // poll(2): the number of fds with events, 0 on timeout, or -errno. timeout_ms < 0 waits
+  // without limit; callers in hcq always pass a limit (usbfs URB completions are polled so).
+  virtual int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) = 0;
 
   // Whole-file reads of small (sysfs/procfs) files; nullopt when the file does not exist.
   virtual std::optional<std::string> read_file(const std::string& path) = 0;

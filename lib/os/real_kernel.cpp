@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,6 +46,15 @@ class RealKernel final : public Kernel {
     ssize_t n;
     do {
       n = ::pwrite(fd, buf, size, offset);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
+  int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) override {
+    // A signal cuts the wait short; polling again with the whole timeout keeps it bounded
+    // (at most one timeout per signal) without a clock here.
+    int n;
+    do {
+      n = ::poll(fds, nfds, timeout_ms);
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
   }
