@@ -265,11 +265,7 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
 }
 
 ComputeQueue::~ComputeQueue() {
-  try {
-    destroy();
-  } catch (...) {
-    // Destructors do not throw; destroy() reports the same failure to a caller that asks.
-  }
+  ignoring_errors([this] { destroy(); });
 }
 
 void ComputeQueue::destroy() {
