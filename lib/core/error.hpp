@@ -44,4 +44,14 @@ class InvalidInput : public Error {
   using Error::Error;
 };
 
+// Runs `undo` (a stop, a dequeue) from a destructor, which must not throw: any exception is
+// dropped. The function itself reports the same failure to a caller that calls it directly.
+template <class F>
+void ignoring_errors(F&& undo) noexcept {
+  try {
+    undo();
+  } catch (...) {
+  }
+}
+
 }  // namespace hcq

@@ -15,7 +15,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "amd/am/discovery.hpp"
@@ -133,9 +135,11 @@ std::vector<uint32_t> sdma_trap(uint32_t ctx) {
   return p.set(sdma::TRAP_INT_CONTEXT_ALL, ctx).d;
 }
 
-// tinygrad's doorbell indices (AMDGPU_NAVI10_DOORBELL_MEC_RING0 3, _sDMA_ENGINE0 0x100), as
-// dwords of the doorbell BAR (64-bit doorbells: index * 2).
-constexpr uint32_t kMecDoorbellDword = 3 * 2, kSdmaDoorbellDword = 0x100 * 2;
+// tinygrad's doorbell indices (AMDGPU_NAVI10_DOORBELL_MEC_RING0 3, _sDMA_ENGINE0 0x100; Linux
+// amdgpu_doorbell.h _sDMA_ENGINE1 0x10A), as dwords of the doorbell BAR (64-bit doorbells:
+// index * 2).
+constexpr uint32_t kMecDoorbellDword = 3 * 2, kSdmaDoorbellDword = 0x100 * 2,
+                   kSdma1DoorbellDword = 0x10A * 2;
 // Linux's MEC doorbell range: KIQ (0) .. USERQUEUE_END (0x8a), 64-bit doorbells, in bytes.
 constexpr uint32_t kMecRangeFirst = 0, kMecRangeLast = 0x8a * 8;
 
@@ -273,13 +277,14 @@ struct QueueBuffers {
     c.doorbell_dword = kMecDoorbellDword;
     return c;
   }
-  SdmaQueueConfig copy() const {
+  SdmaQueueConfig copy(uint32_t engine = 0) const {
     SdmaQueueConfig c;
+    c.engine = engine;
     c.ring_va = ring.va();
     c.ring_bytes = 4096;
     c.rptr_va = rptr.va();
     c.wptr_va = wptr.va();
-    c.doorbell_dword = kSdmaDoorbellDword;
+    c.doorbell_dword = engine == 0 ? kSdmaDoorbellDword : kSdma1DoorbellDword;
     return c;
   }
 };
@@ -511,6 +516,137 @@ TEST_F(AmGfxTest, SdmaQueueRefusedWithoutFirmware) {
             "0x841814)");
   EXPECT_EQ(model.last_error(), "SDMA0 queue 0: RB_ENABLE refused: no SDMA firmware loaded");
   EXPECT_FALSE(model.sdma_queue_running());
+}
+
+// SDMA1 queue 0: every register SDMA1's (0x600 dwords past SDMA0's; F32_CNTL 0x20 past), with
+// exactly the values sdma_v6_0_gfx_resume_instance writes; its copies run and its trap names
+// instance 1 (ring_id 1 << 4).
+TEST_F(AmGfxTest, SdmaQueueOnEngine1WritesSdma1RegistersAndCopies) {
+  QueueBuffers b(memory);
+  Buf src(memory, 4096), dst(memory, 4096);
+  for (uint32_t i = 0; i < 64; ++i) src.u32()[i] = 0x5a5a0000u + i;
+  router.take_writes();
+  SdmaQueue q(io, b.copy(1));
+  std::vector<std::pair<std::string, uint32_t>> writes;
+  for (const auto& w : router.take_writes()) writes.push_back({name_of(w.first), w.second});
+  const uint64_t ring = b.ring.va(), rptr = b.rptr.va(), wptr = b.wptr.va();
+  EXPECT_EQ(writes, (std::vector<std::pair<std::string, uint32_t>>{
+                        {"SDMA1_QUEUE0_RB_CNTL", 0x00800014u},  // RB_SIZE 10, RB_PRIV
+                        {"SDMA1_QUEUE0_RB_RPTR", 0},
+                        {"SDMA1_QUEUE0_RB_RPTR_HI", 0},
+                        {"SDMA1_QUEUE0_RB_WPTR", 0},
+                        {"SDMA1_QUEUE0_RB_WPTR_HI", 0},
+                        {"SDMA1_QUEUE0_RB_WPTR_POLL_ADDR_LO", uint32_t(wptr)},
+                        {"SDMA1_QUEUE0_RB_WPTR_POLL_ADDR_HI", uint32_t(wptr >> 32)},
+                        {"SDMA1_QUEUE0_RB_RPTR_ADDR_HI", uint32_t(rptr >> 32)},
+                        {"SDMA1_QUEUE0_RB_RPTR_ADDR_LO", uint32_t(rptr)},
+                        {"SDMA1_QUEUE0_RB_BASE", uint32_t(ring >> 8)},
+                        {"SDMA1_QUEUE0_RB_BASE_HI", uint32_t(ring >> 40)},
+                        {"SDMA1_QUEUE0_MINOR_PTR_UPDATE", 1},
+                        {"SDMA1_QUEUE0_RB_WPTR", 0},
+                        {"SDMA1_QUEUE0_RB_WPTR_HI", 0},
+                        {"SDMA1_QUEUE0_DOORBELL", 0x10000000u},         // ENABLE (bit 28)
+                        {"SDMA1_QUEUE0_DOORBELL_OFFSET", 0x214u << 2},  // dword 0x10A * 2
+                        {"SDMA1_QUEUE0_MINOR_PTR_UPDATE", 0},
+                        {"SDMA1_WATCHDOG_CNTL", 100},
+                        {"SDMA1_UTCL1_CNTL", 0x609u},     // RESP_MODE 3 << 9, REDO_DELAY 9
+                        {"SDMA1_UTCL1_PAGE", 0x0100e000u},  // RD 2 << 12, WR 3 << 14, NOALLOC
+                        {"SDMA1_F32_CNTL", 0},              // power-on HALT cleared
+                        {"SDMA1_QUEUE0_RB_CNTL", 0x00841815u},
+                        {"SDMA1_QUEUE0_IB_CNTL", 1}}));
+  EXPECT_TRUE(model.sdma_queue_running(1));
+  EXPECT_FALSE(model.sdma_queue_running(0));
+  EXPECT_EQ(io.read(gc::SDMA0_QUEUE0_RB_CNTL), 0x0u);  // SDMA0 untouched
+
+  std::vector<uint32_t> p = sdma_copy(dst.va(), src.va(), 256);
+  const std::vector<uint32_t> t = sdma_trap(0x99);
+  p.insert(p.end(), t.begin(), t.end());
+  std::memcpy(b.ring.u32(), p.data(), p.size() * 4);
+  ring_doorbell(kSdmaDoorbellDword, p.size() * 4);  // SDMA0's doorbell: nothing runs
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(load(dst.u32()), 0u);
+  ring_doorbell(kSdma1DoorbellDword, p.size() * 4);
+  ASSERT_TRUE(eventually([&] { return ih_count() == 1; }));
+  EXPECT_EQ(std::memcmp(dst.u32(), src.u32(), 256), 0);
+  {
+    std::lock_guard lock(ih_mutex);
+    // client GFX 0x0a, source SDMA_TRAP 0x31, ring_id 0x10 (instance 1, queue 0).
+    EXPECT_EQ(ih[0][0], 0x0010310au);
+    EXPECT_EQ(ih[0][4], 0x99u);
+  }
+  q.stop();
+  EXPECT_FALSE(model.sdma_queue_running(1));
+  EXPECT_EQ(io.read(gc::SDMA1_QUEUE0_DOORBELL), 0x0u);
+  EXPECT_EQ(io.read(gc::SDMA1_QUEUE0_DOORBELL_OFFSET), 0x0u);
+}
+
+TEST_F(AmGfxTest, SdmaQueuesOfBothEnginesRunTogether) {
+  QueueBuffers b0(memory), b1(memory);
+  SdmaQueue q0(io, b0.copy(0)), q1(io, b1.copy(1));
+  EXPECT_TRUE(model.sdma_queue_running(0));
+  EXPECT_TRUE(model.sdma_queue_running(1));
+  for (auto [b, dword, ctx] : {std::tuple{&b0, kSdmaDoorbellDword, 0x10u},
+                               std::tuple{&b1, kSdma1DoorbellDword, 0x11u}}) {
+    const std::vector<uint32_t> t = sdma_trap(ctx);
+    std::memcpy(b->ring.u32(), t.data(), t.size() * 4);
+    ring_doorbell(dword, t.size() * 4);
+  }
+  ASSERT_TRUE(eventually([&] { return ih_count() == 2; }));
+  {
+    std::lock_guard lock(ih_mutex);
+    std::set<std::pair<uint32_t, uint32_t>> got = {{ih[0][0], ih[0][4]}, {ih[1][0], ih[1][4]}};
+    EXPECT_EQ(got, (std::set<std::pair<uint32_t, uint32_t>>{{0x0000310au, 0x10u},
+                                                             {0x0010310au, 0x11u}}));
+  }
+  // Halting SDMA1's F32 stops SDMA1's queue only; unhalting starts it again.
+  const uint32_t f32 = io.read(gc::SDMA1_F32_CNTL);
+  io.write(gc::SDMA1_F32_CNTL, describe(gc::SDMA1_F32_CNTL).field("HALT").set(f32, 1));
+  EXPECT_FALSE(model.sdma_queue_running(1));
+  EXPECT_TRUE(model.sdma_queue_running(0));
+  io.write(gc::SDMA1_F32_CNTL, f32);
+  EXPECT_TRUE(model.sdma_queue_running(1));
+  model.reset();
+  EXPECT_FALSE(model.sdma_queue_running(0));
+  EXPECT_FALSE(model.sdma_queue_running(1));
+}
+
+TEST_F(AmGfxTest, SdmaQueueOnEngine1RefusedWithoutFirmware) {
+  sdma_fw = false;
+  QueueBuffers b(memory);
+  EXPECT_EQ(error_of<Error>([&] { SdmaQueue q(io, b.copy(1)); }),
+            "SDMA1 queue 0: SDMA1_QUEUE0_RB_CNTL.RB_ENABLE reads 0 after enabling (register "
+            "0x841814)");
+  EXPECT_EQ(model.last_error(), "SDMA1 queue 0: RB_ENABLE refused: no SDMA firmware loaded");
+  EXPECT_FALSE(model.sdma_queue_running(1));
+}
+
+// The model refuses SDMA1's ring as it does SDMA0's: F32 halted (its power-on state), then the
+// doorbell off.
+TEST_F(AmGfxTest, ModelRefusesSdma1RingWhileHaltedOrWithoutDoorbell) {
+  const uint32_t enable = describe(gc::SDMA1_QUEUE0_RB_CNTL).field("RB_ENABLE").set(0x14, 1);
+  io.write(gc::SDMA1_QUEUE0_RB_CNTL, enable);
+  EXPECT_EQ(model.last_error(), "SDMA1 queue 0: RB_ENABLE refused: SDMA1_F32_CNTL.HALT is set");
+  EXPECT_EQ(io.read(gc::SDMA1_QUEUE0_RB_CNTL), 0x14u);
+  io.write(gc::SDMA1_F32_CNTL, 0);
+  io.write(gc::SDMA1_QUEUE0_RB_CNTL, enable);
+  EXPECT_EQ(model.last_error(), "SDMA1 queue 0: RB_ENABLE refused: SDMA1_QUEUE0_DOORBELL.ENABLE is 0");
+  EXPECT_FALSE(model.sdma_queue_running(1));
+  EXPECT_EQ(io.read(gc::SDMA0_F32_CNTL), 0x1u);  // SDMA0 still halted
+}
+
+TEST_F(AmGfxTest, SdmaQueueConfigErrors) {
+  QueueBuffers b(memory);
+  SdmaQueueConfig c = b.copy(2);
+  EXPECT_EQ(error_of([&] { SdmaQueue q(io, c); }), "SDMA2 queue 0: gfx1100 has SDMA engines 0 and 1");
+  c = b.copy(1);
+  c.ring_bytes = 0x300;
+  EXPECT_EQ(error_of([&] { SdmaQueue q(io, c); }),
+            "SDMA1 queue 0: ring size 0x300 is not a power of two from 0x100 to 0x40000000");
+  c = b.copy(1);
+  c.doorbell_dword = 0x215;
+  EXPECT_EQ(error_of([&] { SdmaQueue q(io, c); }),
+            "SDMA1 queue 0: doorbell dword 0x215 is odd (gfx11 doorbells are 64-bit)");
+  EXPECT_TRUE(router.take_writes().empty());  // nothing written for a refused config
 }
 
 TEST_F(AmGfxTest, ResetStopsEveryQueue) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "amd/am/discovery.hpp"
+#include "amd/am/sdma.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/packets.hpp"
 #include "core/error.hpp"
@@ -40,6 +41,10 @@ TEST(AmRegs, OffsetsAndSegmentsMatchTheLinuxHeaders) {
       {"GCVM_INVALIDATE_ENG17_REQ", Ip::GC, 0, 0x16bc},
       {"GCVM_INVALIDATE_ENG17_ACK", Ip::GC, 0, 0x16ce},
       {"SDMA0_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0080},          // SDMA 6.0 in the GC header
+      {"SDMA1_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0680},          // regSDMA1_*: SDMA0's + 0x600
+      {"SDMA1_WATCHDOG_CNTL", Ip::GC, 0, 0x062e},
+      {"SDMA1_UTCL1_CNTL", Ip::GC, 0, 0x063c},
+      {"SDMA1_UTCL1_PAGE", Ip::GC, 0, 0x063f},
       {"MMVM_CONTEXT0_CNTL", Ip::MMHUB, 0, 0x0740},         // mmhub_3_0_0_offset.h
       {"MMVM_INVALIDATE_ENG17_REQ", Ip::MMHUB, 0, 0x0774},
       {"MMVM_INVALIDATE_ENG17_ACK", Ip::MMHUB, 0, 0x0786},
@@ -124,6 +129,36 @@ TEST(AmRegs, FieldMasksMatchTheLinuxHeaders) {
   EXPECT_EQ(size.set(0xffffffff, 5), 0xffffc5ffu);
   EXPECT_EQ(size.set(0, 0x45), 0x500u);  // beyond the width: dropped
   EXPECT_EQ(size.get(0x12345678), 0x16u);
+}
+
+// Every SDMA0 register has an SDMA1 twin with its fields, where Linux's sdma_v6_0_get_reg_offset
+// puts instance 1 (sdma_engine_reg): + 0x600 dwords, or + 0x20 in segment 1's 0x5880..0x589a.
+TEST(AmRegs, Sdma1RegistersAreSdma0sTwinsAtLinuxInstanceOffsets) {
+  size_t twins = 0;
+  for (const RegDesc& r : registers()) {
+    if (!r.name.starts_with("SDMA0_")) continue;
+    SCOPED_TRACE(r.name);
+    const RegDesc& one = find_register("SDMA1_" + std::string(r.name.substr(6)));
+    const Reg want = sdma_engine_reg(1, r.reg);
+    EXPECT_EQ(one.reg.ip, Ip::GC);
+    EXPECT_EQ(one.reg.base_idx, want.base_idx);
+    EXPECT_EQ(one.reg.offset, want.offset);
+    EXPECT_EQ(&describe(want), &one);
+    ASSERT_EQ(one.fields.size(), r.fields.size());
+    for (size_t i = 0; i < r.fields.size(); ++i) {
+      EXPECT_EQ(one.fields[i].name, r.fields[i].name);
+      EXPECT_EQ(one.fields[i].mask(), r.fields[i].mask());
+    }
+    ++twins;
+  }
+  EXPECT_EQ(twins, 49u);
+  static_assert(gc_11_0_0::SDMA1_F32_CNTL.base_idx == 1 && gc_11_0_0::SDMA1_F32_CNTL.offset == 0x58ba);
+  const Reg f32 = sdma_engine_reg(1, gc_11_0_0::SDMA0_F32_CNTL);
+  EXPECT_EQ(f32.offset, 0x58bau);
+  EXPECT_EQ(sdma_engine_reg(0, gc_11_0_0::SDMA0_F32_CNTL).offset, 0x589au);
+  EXPECT_EQ(find_register("sdma1_f32_cntl").field("HALT").mask(), 0x1u);
+  EXPECT_EQ(error_of([] { sdma_engine_reg(2, gc_11_0_0::SDMA0_QUEUE0_RB_CNTL); }),
+            "SDMA2 queue 0: gfx1100 has SDMA engines 0 and 1");
 }
 
 TEST(AmRegs, ResolverAddsTheSegmentBase) {

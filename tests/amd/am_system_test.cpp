@@ -134,6 +134,31 @@ TEST(AmSystem, AProcessThatDiedMidBootLeavesAGpuTheNextOpenRecovers) {
   expect_working(std::move(drv));
 }
 
+// Copy queue i is queue 0 of SDMA engine i (gfx1100.hpp): two copy queues, one on each engine,
+// a third refused; a closed one's engine is the next one's again.
+TEST(AmSystem, CopyQueuesAreQueue0OfSdma0AndSdma1AndAThirdIsRefused) {
+  System s;
+  auto drv = s.open();
+  EXPECT_EQ(drv->properties().caps.max_copy_queues, 2u);
+  auto first = drv->create_queue(QueueKind::Copy);
+  EXPECT_TRUE(s.sys->gfx().sdma_queue_running(0));
+  EXPECT_FALSE(s.sys->gfx().sdma_queue_running(1));
+  auto second = drv->create_queue(QueueKind::Copy);
+  EXPECT_TRUE(s.sys->gfx().sdma_queue_running(1));
+  EXPECT_EQ(error_of([&] { drv->create_queue(QueueKind::Copy); }),
+            "AM gfx1100: copy queue 2: hcq runs one copy queue on each of the 2 SDMA engines "
+            "(queue 0 of SDMA0 and SDMA1)");
+  second.reset();
+  EXPECT_FALSE(s.sys->gfx().sdma_queue_running(1));
+  EXPECT_TRUE(s.sys->gfx().sdma_queue_running(0));
+  auto again = drv->create_queue(QueueKind::Copy);  // the lowest free number: 1, SDMA1
+  EXPECT_TRUE(s.sys->gfx().sdma_queue_running(1));
+  first.reset();
+  again.reset();
+  EXPECT_FALSE(s.sys->gfx().sdma_queue_running(0));
+  EXPECT_FALSE(s.sys->gfx().sdma_queue_running(1));
+}
+
 TEST(AmSystem, AMissingFirmwareFileIsAnErrorNamingIt) {
   System s;
   const std::string mec = s.sys->firmware_dir() + "/gc_11_0_0_mec.bin";

@@ -643,7 +643,7 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
     uint32_t distance = (to + 3 - from) % 3;
     EXPECT_EQ(c.queue, QueueKind::Copy);
     // Without a copy engine, one host queue per device copies for every distance.
-    // A device with fewer copy queues than distances (emu:gfx1100_am: one) shares its last.
+    // A device with fewer copy queues than distances shares its last.
     const uint32_t copy_queues = c.device->queue_count(QueueKind::Copy);
     EXPECT_EQ(c.queue_index, copy_queues ? std::min(distance - 1, copy_queues - 1) : 0)
         << c.name << " " << from << " -> " << to;

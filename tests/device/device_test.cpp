@@ -124,8 +124,8 @@ const Vendor& vendor_of(std::string target) {
   if (target.rfind("amd:", 0) == 0) return amd;
   if (target.ends_with("_msm")) return qcom_msm;
   // The GPU hcq boots itself (emu:gfx1100_am, am:<BDF>): faults come from the hubs' fault
-  // registers and the IH ring (CP_BAD_OPCODE is IH source 183), not from KFD's events; one
-  // copy queue (SDMA0 queue 0).
+  // registers and the IH ring (CP_BAD_OPCODE is IH source 183), not from KFD's events; copy
+  // queue i is SDMAi queue 0.
   static const Vendor amd_am = [] {
     Vendor v = amd;
     v.bad_submission_says[0] = "client 0x14 source 0xb7 (CP_BAD_OPCODE)";
@@ -218,6 +218,28 @@ TEST_P(EmulatedDevice, DeviceToDeviceCopyOnTheCopyQueue) {
   std::vector<uint8_t> out(50000);
   dev_->copy_out(out.data(), b, 11, out.size());
   EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin() + 5));
+}
+
+// A device opens two copy queues by default (Device::Options::copy_queues) and each copies:
+// on emu:gfx1100_am the second is SDMA1's queue 0, with its own ring registers and doorbell.
+TEST_P(EmulatedDevice, EveryCopyQueueCopies) {
+  REQUIRE_COPY_ENGINE();
+  ASSERT_EQ(dev_->queue_count(QueueKind::Copy), 2u);
+  auto in = pattern(20000, 9);
+  Buffer src = dev_->allocate(in.size());
+  dev_->copy_in(src, 0, in.data(), in.size());
+  dev_->synchronize();
+  Signal s = dev_->new_signal();
+  for (uint32_t i = 0; i < 2; ++i) {
+    Buffer dst = dev_->allocate(in.size());
+    CopyQueue q(*dev_, i);
+    q.copy(dst.va(), src.va(), in.size()).signal(s, i + 1);
+    q.submit();
+    s.wait(i + 1, std::chrono::seconds(10));
+    std::vector<uint8_t> out(in.size());
+    dev_->copy_out(out.data(), dst, 0, out.size());
+    EXPECT_EQ(out, in) << "copy queue " << i;
+  }
 }
 
 TEST_P(EmulatedDevice, MappedHostMemoryIsReachedWithoutCopies) {

@@ -232,7 +232,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   props_.wave_size = target->wave_size;
   props_.device_memory_bytes = boot_->vram_size();
   props_.caps = Capabilities{};
-  props_.caps.max_copy_queues = 1;  // SDMA0 queue 0 only (gfx1100.hpp)
+  props_.caps.max_copy_queues = 2;  // queue 0 of SDMA0 and of SDMA1 (gfx1100.hpp)
 }
 
 AmDriver::~AmDriver() {

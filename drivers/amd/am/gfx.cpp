@@ -294,11 +294,7 @@ HqdIbRegisters ComputeQueue::read_ib() {
 }
 
 ComputeQueue::~ComputeQueue() {
-  try {
-    destroy();
-  } catch (...) {
-    // Destructors do not throw; destroy() reports the same failure to a caller that asks.
-  }
+  ignoring_errors([this] { destroy(); });
 }
 
 void ComputeQueue::destroy() {

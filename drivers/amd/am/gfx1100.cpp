@@ -1,5 +1,6 @@
 #include "amd/am/gfx1100.hpp"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,7 @@ struct Gfx1100 {
   RegisterIo* io = nullptr;
   HubContext vm;  // VMID 0 as both hubs see it
   std::map<uint32_t, std::unique_ptr<ComputeQueue>> compute;  // by AmQueueSetup::index
-  std::unique_ptr<SdmaQueue> sdma;
+  std::array<std::unique_ptr<SdmaQueue>, kSdmaEngines> sdma;  // copy queue i: SDMA i queue 0
   Hdp* hdp = nullptr;
 
   Gmc& need_gmc() {
@@ -105,12 +106,13 @@ AmDriverHooks gfx1100_hooks() {
         keep(e);
       }
     s->compute.clear();
-    if (s->sdma) try {
-        s->sdma->stop();
-      } catch (const std::exception& e) {
-        keep(e);
-      }
-    s->sdma.reset();
+    for (auto& q : s->sdma)
+      if (q) try {
+          q->stop();
+        } catch (const std::exception& e) {
+          keep(e);
+        }
+    for (auto& q : s->sdma) q.reset();
     if (s->psp) try {
         s->psp->destroy_ring();
       } catch (const std::exception& e) {
@@ -158,27 +160,38 @@ AmDriverHooks gfx1100_hooks() {
     if (it == s->compute.end()) return std::nullopt;
     return decode_hqd_ib(it->second->read_ib());
   };
-  h.copy.hardware_name = [](const AmQueueSetup&) { return std::string("SDMA0 queue 0"); };
+  h.copy.hardware_name = [](const AmQueueSetup& q) {
+    std::string name = "SDMA";  // appended: GCC 12 -O3 -Wrestrict on "literal" + std::string
+    name += std::to_string(q.index);
+    name += " queue 0";
+    return name;
+  };
   h.copy.create = [s](const AmQueueSetup& q) -> uint32_t {
     std::lock_guard lk(s->mu);
     if (!s->io) throw Error("AM gfx1100: the GMC phase has not run");
-    if (s->sdma || q.index != 0)
-      throw InvalidInput("AM gfx1100: one copy queue (SDMA0 queue 0) at a time; hcq programs "
-                         "no other SDMA queue yet");
+    if (q.index >= kSdmaEngines)
+      throw InvalidInput("AM gfx1100: copy queue " + std::to_string(q.index) +
+                         ": hcq runs one copy queue on each of the 2 SDMA engines (queue 0 of "
+                         "SDMA0 and SDMA1)");
+    if (s->sdma[q.index])
+      throw InvalidInput("AM gfx1100: copy queue " + std::to_string(q.index) + " (SDMA" +
+                         std::to_string(q.index) + " queue 0) is open already");
     SdmaQueueConfig cfg;
+    cfg.engine = q.index;
     cfg.ring_va = q.ring_va;
     cfg.ring_bytes = q.ring_bytes;
     cfg.rptr_va = q.rptr_va;
     cfg.wptr_va = q.wptr_va;
-    cfg.doorbell_dword = kSdmaEngine0Doorbell * 2;
-    s->sdma = std::make_unique<SdmaQueue>(*s->io, cfg);
-    return kSdmaEngine0Doorbell;
+    const uint32_t doorbell = kSdmaEngineDoorbells[q.index];
+    cfg.doorbell_dword = doorbell * 2;
+    s->sdma[q.index] = std::make_unique<SdmaQueue>(*s->io, cfg);
+    return doorbell;
   };
-  h.copy.destroy = [s](const AmQueueSetup&) {
+  h.copy.destroy = [s](const AmQueueSetup& q) {
     std::unique_ptr<SdmaQueue> gone;
     {
       std::lock_guard lk(s->mu);
-      gone = std::move(s->sdma);
+      if (q.index < kSdmaEngines) gone = std::move(s->sdma[q.index]);
     }
     if (gone) gone->stop();
   };

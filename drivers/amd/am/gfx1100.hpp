@@ -13,8 +13,10 @@
 // Queues: compute queue i runs on ME 1, pipe i % 4, queue i / 4 (Linux spreads its compute
 // rings over the pipes the same way) with 64-bit doorbell AMDGPU_NAVI10_DOORBELL_MEC_RING0 + i
 // (0x003 + i, Linux amdgpu_doorbell.h); the MEC doorbell range covers Linux's KIQ..USERQUEUE_END
-// (0x000..0x08A). One SDMA queue (SDMA0 queue 0, doorbell AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0
-// 0x100): a second copy queue is refused with an exact error.
+// (0x000..0x08A). Copy queue i is queue 0 of SDMA engine i (SDMA0, SDMA1), doorbell
+// AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 0x100 / _ENGINE1 0x10A (Linux amdgpu_doorbell.h; sdma_v6_0
+// sw_init gives each instance its ring 0 on sdma_engine[i]): a third copy queue is refused with
+// an exact error.
 //
 // Faults: both hubs' latched protection faults, then the IH ring's entries (VM faults, CP bad
 // opcode / privileged register faults), as one text for GpuFaultError.
@@ -23,13 +25,17 @@
 // one mutex guards the queue tables and the IH drain.
 #pragma once
 
+#include <array>
+
 #include "amd/am/am_driver.hpp"
+#include "amd/am/sdma.hpp"
 
 namespace hcq::amd::am {
 
 inline constexpr uint32_t kMecRing0Doorbell = 0x003;    // AMDGPU_NAVI10_DOORBELL_MEC_RING0
 inline constexpr uint32_t kUserQueueEndDoorbell = 0x08A;  // AMDGPU_NAVI10_DOORBELL_USERQUEUE_END
-inline constexpr uint32_t kSdmaEngine0Doorbell = 0x100;  // AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0
+// AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0, _ENGINE1 (Linux amdgpu_doorbell.h), by SDMA engine.
+inline constexpr std::array<uint32_t, kSdmaEngines> kSdmaEngineDoorbells = {0x100, 0x10A};
 inline constexpr uint32_t kMaxComputeQueues = 32;        // 4 pipes x 8 queues of ME 1
 
 AmDriverHooks gfx1100_hooks();

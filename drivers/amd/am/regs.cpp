@@ -43,9 +43,24 @@ Table build() {
                              " does not follow its register or leaves 32 bits");
     t.fields.push_back({name, lo, width});
   };
+  // A register with the fields of one described before it (SDMA1's, by its SDMA0 twin).
+  auto add_like = [&](Ip ip, std::string_view name, uint8_t seg, uint32_t off,
+                      std::string_view twin) {
+    const auto it = t.by_name.find(std::string(twin));
+    if (it == t.by_name.end())
+      throw std::logic_error("AM register " + std::string(name) + ": its twin " +
+                             std::string(twin) + " is not described before it");
+    add_reg(ip, name, seg, off);
+    const size_t first = first_field[it->second], end = first_field[it->second + 1];
+    for (size_t f = first; f < end; ++f) {
+      const RegField copy = t.fields[f];  // push_back may move the vector
+      t.fields.push_back(copy);
+    }
+  };
 #define AM_REG(ip, name, seg, off) add_reg(Ip::ip, #name, seg, off);
 #define AM_ABS_REG(ip, name, dword) add_reg(Ip::ip, #name, kAbsolute, dword);
 #define AM_FIELD(reg, field, lo, width) add_field(#reg, #field, lo, width);
+#define AM_REG_LIKE(ip, name, seg, off, twin) add_like(Ip::ip, #name, seg, off, #twin);
   file = kFiles[0];
 #include "amd/am/gc_11_0_0.def"
   file = kFiles[1];
@@ -61,6 +76,7 @@ Table build() {
 #undef AM_REG
 #undef AM_ABS_REG
 #undef AM_FIELD
+#undef AM_REG_LIKE
   // The field vector no longer grows: point each register at its fields.
   for (size_t i = 0; i < t.regs.size(); ++i) {
     const size_t end = i + 1 < t.regs.size() ? first_field[i + 1] : t.fields.size();

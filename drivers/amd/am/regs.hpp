@@ -93,6 +93,7 @@ std::span<const std::string_view> def_files();
 #define AM_REG(ip, name, seg, off) inline constexpr Reg name{Ip::ip, seg, off};
 #define AM_ABS_REG(ip, name, dword) inline constexpr Reg name{Ip::ip, kAbsolute, dword};
 #define AM_FIELD(reg, field, lo, width)
+#define AM_REG_LIKE(ip, name, seg, off, twin) AM_REG(ip, name, seg, off)
 namespace gc_11_0_0 {
 #include "amd/am/gc_11_0_0.def"
 }
@@ -114,5 +115,6 @@ namespace hdp_6_0_0 {
 #undef AM_REG
 #undef AM_ABS_REG
 #undef AM_FIELD
+#undef AM_REG_LIKE
 
 }  // namespace hcq::amd::am

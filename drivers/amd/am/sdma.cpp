@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -11,6 +12,7 @@ namespace gc = gc_11_0_0;
 
 namespace {
 
+// Field `name` of register `r` set to `v` in `value`.
 uint32_t set(const Reg& r, uint32_t value, std::string_view name, uint32_t v) {
   return describe(r).field(name).set(value, v);
 }
@@ -18,10 +20,30 @@ uint32_t set(const Reg& r, uint32_t value, std::string_view name, uint32_t v) {
 uint32_t lo32(uint64_t v) { return uint32_t(v); }
 uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
 
+// Appended piece by piece: GCC 12 -O3 warns falsely (-Wrestrict) on "literal" + std::string.
+std::string queue_name(uint32_t engine) {
+  std::string out = "SDMA";
+  out += std::to_string(engine);
+  out += " queue 0";
+  return out;
+}
+
 }  // namespace
 
+Reg sdma_engine_reg(uint32_t engine, const Reg& sdma0) {
+  // Linux sdma_v6_0.c: SDMA1_REG_OFFSET 0x600, SDMA0_HYP_DEC_REG_START 0x5880 .. _END 0x589a
+  // (segment 1), SDMA1_HYP_DEC_REG_OFFSET 0x20.
+  if (engine >= kSdmaEngines)
+    throw InvalidInput(queue_name(engine) + ": gfx1100 has SDMA engines 0 and 1");
+  Reg r = sdma0;
+  const bool hyp_dec = r.base_idx == 1 && r.offset >= 0x5880 && r.offset <= 0x589a;
+  r.offset += engine * (hyp_dec ? 0x20 : 0x600);
+  return r;
+}
+
 SdmaQueue::SdmaQueue(RegisterIo& io, const SdmaQueueConfig& c) : io_(io), config_(c) {
-  const std::string name = "SDMA0 queue 0";
+  const std::string name = queue_name(c.engine);
+  const Reg rb_cntl_reg = reg(gc::SDMA0_QUEUE0_RB_CNTL);  // InvalidInput for an engine past 1
   if (c.ring_bytes < 256 || c.ring_bytes > (uint64_t(1) << 30) ||
       !std::has_single_bit(c.ring_bytes))
     throw InvalidInput(name + ": ring size " + hex(c.ring_bytes) +
@@ -37,79 +59,64 @@ SdmaQueue::SdmaQueue(RegisterIo& io, const SdmaQueueConfig& c) : io_(io), config
 
   // RB_SIZE: log2 of the ring's dwords; privileged; VMID 0.
   uint32_t rb_cntl = 0;
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "RB_SIZE", std::countr_zero(c.ring_bytes / 4));
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "RB_PRIV", 1);
-  io_.write(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl);
-  io_.write(gc::SDMA0_QUEUE0_RB_RPTR, 0);
-  io_.write(gc::SDMA0_QUEUE0_RB_RPTR_HI, 0);
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR, 0);
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR_HI, 0);
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO, lo32(c.wptr_va));
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI, hi32(c.wptr_va));
-  io_.write(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI, hi32(c.rptr_va));
-  io_.write(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO, lo32(c.rptr_va) & 0xfffffffc);
-  io_.write(gc::SDMA0_QUEUE0_RB_BASE, lo32(c.ring_va >> 8));
-  io_.write(gc::SDMA0_QUEUE0_RB_BASE_HI, uint32_t(c.ring_va >> 40));
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_SIZE", std::countr_zero(c.ring_bytes / 4));
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_PRIV", 1);
+  io_.write(rb_cntl_reg, rb_cntl);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR), 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR_HI), 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR), 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR_HI), 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO), lo32(c.wptr_va));
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI), hi32(c.wptr_va));
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI), hi32(c.rptr_va));
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO), lo32(c.rptr_va) & 0xfffffffc);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_BASE), lo32(c.ring_va >> 8));
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_BASE_HI), uint32_t(c.ring_va >> 40));
   // Before a write pointer smaller than the last one, MINOR_PTR_UPDATE 1.
-  io_.write(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE, 1);
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR, 0);
-  io_.write(gc::SDMA0_QUEUE0_RB_WPTR_HI, 0);
-  io_.write(gc::SDMA0_QUEUE0_DOORBELL,
-            set(gc::SDMA0_QUEUE0_DOORBELL, io_.read(gc::SDMA0_QUEUE0_DOORBELL), "ENABLE", 1));
-  io_.write(gc::SDMA0_QUEUE0_DOORBELL_OFFSET,
-            set(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, io_.read(gc::SDMA0_QUEUE0_DOORBELL_OFFSET),
-                "OFFSET", c.doorbell_dword));
-  io_.write(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE, 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE), 1);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR), 0);
+  io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR_HI), 0);
+  update(gc::SDMA0_QUEUE0_DOORBELL, {{"ENABLE", 1}});
+  update(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, {{"OFFSET", c.doorbell_dword}});
+  io_.write(reg(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE), 0);
   // Hang watchdog: 100 units of 100 ms (tinygrad; Linux max(usec_timeout / 100000, 1)).
-  io_.write(gc::SDMA0_WATCHDOG_CNTL, set(gc::SDMA0_WATCHDOG_CNTL,
-                                         io_.read(gc::SDMA0_WATCHDOG_CNTL), "QUEUE_HANG_COUNT",
-                                         100));
-  uint32_t utcl1 = io_.read(gc::SDMA0_UTCL1_CNTL);
-  utcl1 = set(gc::SDMA0_UTCL1_CNTL, utcl1, "RESP_MODE", 3);
-  utcl1 = set(gc::SDMA0_UTCL1_CNTL, utcl1, "REDO_DELAY", 9);
-  io_.write(gc::SDMA0_UTCL1_CNTL, utcl1);
-  uint32_t page = io_.read(gc::SDMA0_UTCL1_PAGE);
-  page = set(gc::SDMA0_UTCL1_PAGE, page, "RD_L2_POLICY", 2);
-  page = set(gc::SDMA0_UTCL1_PAGE, page, "WR_L2_POLICY", 3);
-  page = set(gc::SDMA0_UTCL1_PAGE, page, "LLC_NOALLOC", 1);
-  io_.write(gc::SDMA0_UTCL1_PAGE, page);
-  uint32_t f32 = io_.read(gc::SDMA0_F32_CNTL);
-  f32 = set(gc::SDMA0_F32_CNTL, f32, "HALT", 0);
-  f32 = set(gc::SDMA0_F32_CNTL, f32, "TH1_RESET", 0);
-  io_.write(gc::SDMA0_F32_CNTL, f32);
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "RPTR_WRITEBACK_ENABLE", 1);
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "RPTR_WRITEBACK_TIMER", 4);
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "F32_WPTR_POLL_ENABLE", 1);
-  rb_cntl = set(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl, "RB_ENABLE", 1);
-  io_.write(gc::SDMA0_QUEUE0_RB_CNTL, rb_cntl);
-  io_.write(gc::SDMA0_QUEUE0_IB_CNTL,
-            set(gc::SDMA0_QUEUE0_IB_CNTL, io_.read(gc::SDMA0_QUEUE0_IB_CNTL), "IB_ENABLE", 1));
+  update(gc::SDMA0_WATCHDOG_CNTL, {{"QUEUE_HANG_COUNT", 100}});
+  update(gc::SDMA0_UTCL1_CNTL, {{"RESP_MODE", 3}, {"REDO_DELAY", 9}});
+  update(gc::SDMA0_UTCL1_PAGE, {{"RD_L2_POLICY", 2}, {"WR_L2_POLICY", 3}, {"LLC_NOALLOC", 1}});
+  update(gc::SDMA0_F32_CNTL, {{"HALT", 0}, {"TH1_RESET", 0}});
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "RPTR_WRITEBACK_ENABLE", 1);
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "RPTR_WRITEBACK_TIMER", 4);
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "F32_WPTR_POLL_ENABLE", 1);
+  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_ENABLE", 1);
+  io_.write(rb_cntl_reg, rb_cntl);
+  update(gc::SDMA0_QUEUE0_IB_CNTL, {{"IB_ENABLE", 1}});
   running_ = true;
-  const uint32_t now = io_.read(gc::SDMA0_QUEUE0_RB_CNTL);
-  if (!describe(gc::SDMA0_QUEUE0_RB_CNTL).field("RB_ENABLE").get(now)) {
+  const uint32_t now = io_.read(rb_cntl_reg);
+  if (!describe(rb_cntl_reg).field("RB_ENABLE").get(now)) {
     stop();
-    throw Error(name + ": SDMA0_QUEUE0_RB_CNTL.RB_ENABLE reads 0 after enabling (register " +
-                hex(now) + ")");
+    throw Error(name + ": " + std::string(describe(rb_cntl_reg).name) +
+                ".RB_ENABLE reads 0 after enabling (register " + hex(now) + ")");
   }
 }
 
 SdmaQueue::~SdmaQueue() {
-  try {
-    stop();
-  } catch (...) {
-    // Destructors do not throw; stop() reports the same failure to a caller that asks.
-  }
+  ignoring_errors([this] { stop(); });
+}
+
+void SdmaQueue::update(const Reg& sdma0,
+                       std::initializer_list<std::pair<std::string_view, uint32_t>> fields) {
+  const Reg r = reg(sdma0);
+  uint32_t value = io_.read(r);
+  for (const auto& [field, v] : fields) value = set(r, value, field, v);
+  io_.write(r, value);
 }
 
 void SdmaQueue::stop() {
   if (!running_) return;
-  io_.write(gc::SDMA0_QUEUE0_RB_CNTL, set(gc::SDMA0_QUEUE0_RB_CNTL,
-                                          io_.read(gc::SDMA0_QUEUE0_RB_CNTL), "RB_ENABLE", 0));
-  io_.write(gc::SDMA0_QUEUE0_IB_CNTL, set(gc::SDMA0_QUEUE0_IB_CNTL,
-                                          io_.read(gc::SDMA0_QUEUE0_IB_CNTL), "IB_ENABLE", 0));
-  io_.write(gc::SDMA0_QUEUE0_DOORBELL,
-            set(gc::SDMA0_QUEUE0_DOORBELL, io_.read(gc::SDMA0_QUEUE0_DOORBELL), "ENABLE", 0));
-  io_.write(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, 0);
+  update(gc::SDMA0_QUEUE0_RB_CNTL, {{"RB_ENABLE", 0}});
+  update(gc::SDMA0_QUEUE0_IB_CNTL, {{"IB_ENABLE", 0}});
+  update(gc::SDMA0_QUEUE0_DOORBELL, {{"ENABLE", 0}});
+  io_.write(reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET), 0);
   running_ = false;
 }
 

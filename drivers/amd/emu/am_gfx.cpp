@@ -13,7 +13,12 @@ namespace {
 
 namespace gc = am::gc_11_0_0;
 
-constexpr uint32_t kSdmaQueueId = 0x1000;  // engine queue id of SDMA0 queue 0
+constexpr uint32_t kSdmaQueueId = 0x1000;  // engine queue id of SDMA0 queue 0; SDMA1's is + 1
+
+// Each SDMA engine's queue-0 block and F32_CNTL (gc_11_0_0.def SDMA0_*, SDMA1_*).
+constexpr std::array<am::Reg, 2> kSdmaBlock = {gc::SDMA0_QUEUE0_RB_CNTL,
+                                               gc::SDMA1_QUEUE0_RB_CNTL};
+constexpr std::array<am::Reg, 2> kSdmaF32Cntl = {gc::SDMA0_F32_CNTL, gc::SDMA1_F32_CNTL};
 
 const am::RegField& field(const am::Reg& r, std::string_view name) {
   return am::describe(r).field(name);
@@ -33,9 +38,13 @@ AmGfx::AmGfx(const am::IpSegmentBases& bases, AmBus& bus, hcq::emu::GpuAddressSp
   hqd_first_ = gc::CP_MQD_BASE_ADDR.offset;
   sdma_first_ = gc::SDMA0_QUEUE0_RB_CNTL.offset;
   const uint64_t hqd_base = byte_offset(gc::CP_MQD_BASE_ADDR, bases);
-  for (uint32_t i = 0; i < kHqdDwords; ++i) slots_[hqd_base + 4 * i] = {Kind::Hqd, i};
-  const uint64_t sdma_base = byte_offset(gc::SDMA0_QUEUE0_RB_CNTL, bases);
-  for (uint32_t i = 0; i < kSdmaDwords; ++i) slots_[sdma_base + 4 * i] = {Kind::Sdma, i};
+  for (uint32_t i = 0; i < kHqdDwords; ++i) slots_[hqd_base + 4 * i] = {Kind::Hqd, i, 0};
+  static_assert(kSdmaBlock.size() == kSdmaEngines && kSdmaF32Cntl.size() == kSdmaEngines);
+  for (uint32_t e = 0; e < kSdmaEngines; ++e) {
+    const uint64_t sdma_base = byte_offset(kSdmaBlock[e], bases);
+    for (uint32_t i = 0; i < kSdmaDwords; ++i) slots_[sdma_base + 4 * i] = {Kind::Sdma, i, e};
+    slots_[byte_offset(kSdmaF32Cntl[e], bases)] = {Kind::SdmaF32Cntl, 0, e};
+  }
   const std::pair<am::Reg, Kind> singles[] = {
       {gc::GRBM_GFX_CNTL, Kind::GrbmGfxCntl},
       {gc::SH_MEM_CONFIG, Kind::ShMemConfig},
@@ -48,9 +57,8 @@ AmGfx::AmGfx(const am::IpSegmentBases& bases, AmBus& bus, hcq::emu::GpuAddressSp
       {gc::CP_STAT, Kind::CpStat},
       {gc::RLC_RLCS_BOOTLOAD_STATUS, Kind::BootloadStatus},
       {gc::SPI_COMPUTE_QUEUE_RESET, Kind::SpiQueueReset},
-      {gc::SDMA0_F32_CNTL, Kind::SdmaF32Cntl},
   };
-  for (const auto& s : singles) slots_[byte_offset(s.first, bases)] = {s.second, 0};
+  for (const auto& s : singles) slots_[byte_offset(s.first, bases)] = {s.second, 0, 0};
   hqds_.resize(kMes * kPipes * kQueues);
   active_.resize(hqds_.size());
   {
@@ -76,9 +84,11 @@ void AmGfx::power_on_state() {
   // The MEC comes out of reset halted (the driver's cp_compute_enable clears MEC_HALT).
   mec_cntl_ = field(gc::CP_MEC_RS64_CNTL, "MEC_HALT").set(0, 1);
   doorbell_lower_ = doorbell_upper_ = spi_queue_reset_ = 0;
-  sdma_.fill(0);
-  sdma_f32_cntl_ = field(gc::SDMA0_F32_CNTL, "HALT").set(0, 1);
-  sdma_running_ = false;
+  for (SdmaEngine& e : sdma_) {
+    e.regs.fill(0);
+    e.f32_cntl = field(gc::SDMA0_F32_CNTL, "HALT").set(0, 1);  // halted until the driver starts it
+    e.running = false;
+  }
   last_error_.clear();
 }
 
@@ -86,7 +96,8 @@ void AmGfx::reset() {
   std::lock_guard lock(mutex_);
   for (uint32_t bank = 0; bank < hqds_.size(); ++bank)
     if (active_[bank]) engine_->remove_queue(bank);
-  if (sdma_running_) engine_->remove_queue(kSdmaQueueId);
+  for (uint32_t e = 0; e < kSdmaEngines; ++e)
+    if (sdma_[e].running) engine_->remove_queue(kSdmaQueueId + e);
   power_on_state();
 }
 
@@ -104,8 +115,7 @@ std::string AmGfx::ib_positions() const {
     unsigned id = 0;
     int used = 0;
     if (std::sscanf(line.c_str(), "queue %u: %n", &id, &used) != 1 || used == 0) continue;
-    out += (id == kSdmaQueueId ? std::string("SDMA0 queue 0") : compute_name(id)) + ": " +
-           line.substr(size_t(used)) + "\n";
+    out += queue_name(id) + ": " + line.substr(size_t(used)) + "\n";
   }
   return out;
 }
@@ -117,11 +127,24 @@ std::string AmGfx::compute_name(uint32_t bank) {
          " queue " + std::to_string(queue);
 }
 
+std::string AmGfx::sdma_name(uint32_t engine) {
+  std::string out = "SDMA";  // appended: GCC 12 -O3 -Wrestrict on "literal" + std::string
+  out += std::to_string(engine);
+  out += " queue 0";
+  return out;
+}
+
+std::string AmGfx::queue_name(uint32_t queue_id) {
+  return queue_id >= kSdmaQueueId ? sdma_name(queue_id - kSdmaQueueId) : compute_name(queue_id);
+}
+
 uint32_t& AmGfx::hqd_reg(uint32_t bank, const am::Reg& r) {
   return hqds_[bank][r.offset - hqd_first_];
 }
 
-uint32_t& AmGfx::sdma_reg(const am::Reg& r) { return sdma_[r.offset - sdma_first_]; }
+uint32_t& AmGfx::sdma_reg(uint32_t engine, const am::Reg& r) {
+  return sdma_[engine].regs[r.offset - sdma_first_];
+}
 
 bool AmGfx::is_ib_register(uint32_t index) const {
   for (const am::Reg& r : {gc::CP_HQD_IB_BASE_ADDR, gc::CP_HQD_IB_BASE_ADDR_HI, gc::CP_HQD_IB_RPTR,
@@ -203,9 +226,9 @@ uint32_t AmGfx::read32(uint64_t offset) {
     case Kind::SpiQueueReset:
       return spi_queue_reset_;
     case Kind::Sdma:
-      return sdma_[s.index];
+      return sdma_[s.engine].regs[s.index];
     case Kind::SdmaF32Cntl:
-      return sdma_f32_cntl_;
+      return sdma_[s.engine].f32_cntl;
   }
   return 0;
 }
@@ -253,23 +276,25 @@ void AmGfx::write32(uint64_t offset, uint32_t value) {
       spi_queue_reset_ = value;
       break;
     case Kind::Sdma: {
+      SdmaEngine& e = sdma_[s.engine];
       const am::RegField& rb_enable = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE");
-      const bool was_enabled = rb_enable.get(sdma_reg(gc::SDMA0_QUEUE0_RB_CNTL));
-      sdma_[s.index] = value;
+      const bool was_enabled = rb_enable.get(sdma_reg(s.engine, gc::SDMA0_QUEUE0_RB_CNTL));
+      e.regs[s.index] = value;
       if (s.index == gc::SDMA0_QUEUE0_RB_CNTL.offset - sdma_first_) {
         const bool enabled = rb_enable.get(value);
-        if (enabled && !was_enabled) start_sdma();
-        if (!enabled && sdma_running_) stop_sdma();
+        if (enabled && !was_enabled) start_sdma(s.engine);
+        if (!enabled && e.running) stop_sdma(s.engine);
       }
       break;
     }
     case Kind::SdmaF32Cntl: {
-      sdma_f32_cntl_ = value;
+      SdmaEngine& e = sdma_[s.engine];
+      e.f32_cntl = value;
       const bool halted = field(gc::SDMA0_F32_CNTL, "HALT").get(value);
-      const bool enabled =
-          field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE").get(sdma_reg(gc::SDMA0_QUEUE0_RB_CNTL));
-      if (halted && sdma_running_) stop_sdma();
-      if (!halted && enabled && !sdma_running_) start_sdma();
+      const bool enabled = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE")
+                               .get(sdma_reg(s.engine, gc::SDMA0_QUEUE0_RB_CNTL));
+      if (halted && e.running) stop_sdma(s.engine);
+      if (!halted && enabled && !e.running) start_sdma(s.engine);
       break;
     }
   }
@@ -333,7 +358,6 @@ void AmGfx::activate(uint32_t bank) {
     error = who + ": doorbell at byte " + hex(db_byte) + " is outside the MEC doorbell range [" +
             hex(first) + ", " + hex(last) + "]";
   }
-  const volatile uint64_t* bell = error.empty() ? doorbell(db_byte, who, error) : nullptr;
   if (error.empty()) {
     QueueDesc d;
     d.type = QueueDesc::Type::Pm4;
@@ -348,12 +372,7 @@ void AmGfx::activate(uint32_t bank) {
                        hqd_reg(bank, gc::CP_HQD_PQ_RPTR_REPORT_ADDR_HI) & 0xffff);
     d.wptr_va = pair64(hqd_reg(bank, gc::CP_HQD_PQ_WPTR_POLL_ADDR) & 0xfffffffc,
                        hqd_reg(bank, gc::CP_HQD_PQ_WPTR_POLL_ADDR_HI) & 0xffff);
-    d.doorbell = bell;
-    try {
-      engine_->add_queue(d);
-    } catch (const InvalidInput& e) {
-      error = who + ": " + e.what();
-    }
+    error = add_to_engine(d, db_byte, who);
   }
   if (!error.empty()) {
     last_error_ = error;
@@ -374,53 +393,59 @@ void AmGfx::stop_halted_pipes() {
     if (active_[bank] && !pipe_running(bank / kQueues % kPipes)) deactivate(bank);
 }
 
-void AmGfx::start_sdma() {
-  const std::string who = "SDMA0 queue 0: RB_ENABLE refused";
-  const uint32_t rb_cntl = sdma_reg(gc::SDMA0_QUEUE0_RB_CNTL);
-  const uint64_t db_byte = uint64_t(field(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, "OFFSET")
-                                        .get(sdma_reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET))) *
-                           4;
+std::string AmGfx::add_to_engine(QueueDesc d, uint64_t doorbell_byte, const std::string& who) {
+  std::string error;
+  d.doorbell = doorbell(doorbell_byte, who, error);
+  if (!d.doorbell) return error;
+  try {
+    engine_->add_queue(d);
+  } catch (const InvalidInput& e) {
+    return who + ": " + e.what();
+  }
+  return "";
+}
+
+void AmGfx::start_sdma(uint32_t engine) {
+  const std::string who = sdma_name(engine) + ": RB_ENABLE refused";
+  const std::string regs = std::string("SDMA") += std::to_string(engine);  // register prefix
+  auto reg = [&](const am::Reg& sdma0) -> uint32_t& { return sdma_reg(engine, sdma0); };
+  const uint32_t rb_cntl = reg(gc::SDMA0_QUEUE0_RB_CNTL);
+  const uint64_t db_byte =
+      uint64_t(field(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, "OFFSET")
+                   .get(reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET))) *
+      4;
   std::string error;
   if (!hooks_.sdma_firmware_ready()) {
     error = who + ": no SDMA firmware loaded";
-  } else if (field(gc::SDMA0_F32_CNTL, "HALT").get(sdma_f32_cntl_)) {
-    error = who + ": SDMA0_F32_CNTL.HALT is set";
-  } else if (!field(gc::SDMA0_QUEUE0_DOORBELL, "ENABLE")
-                  .get(sdma_reg(gc::SDMA0_QUEUE0_DOORBELL))) {
-    error = who + ": SDMA0_QUEUE0_DOORBELL.ENABLE is 0";
+  } else if (field(gc::SDMA0_F32_CNTL, "HALT").get(sdma_[engine].f32_cntl)) {
+    error = who + ": " + regs + "_F32_CNTL.HALT is set";
+  } else if (!field(gc::SDMA0_QUEUE0_DOORBELL, "ENABLE").get(reg(gc::SDMA0_QUEUE0_DOORBELL))) {
+    error = who + ": " + regs + "_QUEUE0_DOORBELL.ENABLE is 0";
   }
-  const volatile uint64_t* bell = error.empty() ? doorbell(db_byte, who, error) : nullptr;
   if (error.empty()) {
     QueueDesc d;
     d.type = QueueDesc::Type::Sdma;
-    d.id = kSdmaQueueId;
-    d.ring_va = pair64(sdma_reg(gc::SDMA0_QUEUE0_RB_BASE), sdma_reg(gc::SDMA0_QUEUE0_RB_BASE_HI))
-                << 8;
+    d.id = kSdmaQueueId + engine;
+    d.ring_va = pair64(reg(gc::SDMA0_QUEUE0_RB_BASE), reg(gc::SDMA0_QUEUE0_RB_BASE_HI)) << 8;
     // RB_SIZE: the ring holds 2^RB_SIZE dwords.
     d.ring_bytes = uint64_t(4) << field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_SIZE").get(rb_cntl);
-    d.rptr_va = pair64(sdma_reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO) & 0xfffffffc,
-                       sdma_reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI));
-    d.wptr_va = pair64(sdma_reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO),
-                       sdma_reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI));
-    d.doorbell = bell;
-    try {
-      engine_->add_queue(d);
-    } catch (const InvalidInput& e) {
-      error = who + ": " + e.what();
-    }
+    d.rptr_va = pair64(reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO) & 0xfffffffc,
+                       reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI));
+    d.wptr_va = pair64(reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO),
+                       reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI));
+    error = add_to_engine(d, db_byte, who);
   }
   if (!error.empty()) {
     last_error_ = error;
-    sdma_reg(gc::SDMA0_QUEUE0_RB_CNTL) =
-        field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE").set(rb_cntl, 0);
+    reg(gc::SDMA0_QUEUE0_RB_CNTL) = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE").set(rb_cntl, 0);
     return;
   }
-  sdma_running_ = true;
+  sdma_[engine].running = true;
 }
 
-void AmGfx::stop_sdma() {
-  engine_->remove_queue(kSdmaQueueId);
-  sdma_running_ = false;
+void AmGfx::stop_sdma(uint32_t engine) {
+  engine_->remove_queue(kSdmaQueueId + engine);
+  sdma_[engine].running = false;
 }
 
 void AmGfx::interrupt(uint32_t) {
@@ -434,9 +459,9 @@ void AmGfx::queue_interrupt(uint32_t queue_id, uint32_t context_id) {
   // timestamp (48 bits); dword 4 src_data[0], the context id.
   std::array<uint32_t, 8> e{};
   uint32_t client, source, ring_id;
-  if (queue_id == kSdmaQueueId) {
-    // sdma_v6_0_process_trap_irq: ring_id = instance << 4 | queue.
-    client = kClientGfx, source = kSrcSdmaTrap, ring_id = 0;
+  if (queue_id >= kSdmaQueueId) {
+    // sdma_v6_0_process_trap_irq: ring_id = instance << 4 | queue (queue 0).
+    client = kClientGfx, source = kSrcSdmaTrap, ring_id = (queue_id - kSdmaQueueId) << 4;
   } else {
     // gfx_v11_0_eop_irq: ME in bits 2-3, pipe in 0-1, queue in 4-6.
     const uint32_t me = queue_id / (kPipes * kQueues), pipe = queue_id / kQueues % kPipes,
@@ -454,8 +479,7 @@ void AmGfx::queue_interrupt(uint32_t queue_id, uint32_t context_id) {
 void AmGfx::fault(uint32_t queue_id, bool memory_fault, uint64_t address,
                   const std::string& what) {
   if (!hooks_.fault) return;
-  hooks_.fault(queue_id == kSdmaQueueId ? std::string("SDMA0 queue 0") : compute_name(queue_id),
-               memory_fault, address, what);
+  hooks_.fault(queue_name(queue_id), memory_fault, address, what);
 }
 
 std::string AmGfx::last_error() const {
@@ -469,9 +493,9 @@ bool AmGfx::compute_queue_running(uint32_t me, uint32_t pipe, uint32_t queue) co
   return active_[(me * kPipes + pipe) * kQueues + queue];
 }
 
-bool AmGfx::sdma_queue_running() const {
+bool AmGfx::sdma_queue_running(uint32_t engine) const {
   std::lock_guard lock(mutex_);
-  return sdma_running_;
+  return engine < kSdmaEngines && sdma_[engine].running;
 }
 
 }  // namespace hcq::amd::emu
