@@ -525,10 +525,10 @@ TEST_F(AmGfxTest, SdmaQueueOnEngine1WritesSdma1RegistersAndCopies) {
   QueueBuffers b(memory);
   Buf src(memory, 4096), dst(memory, 4096);
   for (uint32_t i = 0; i < 64; ++i) src.u32()[i] = 0x5a5a0000u + i;
-  router.take_writes();
+  router.take_raw_writes();
   SdmaQueue q(io, b.copy(1));
   std::vector<std::pair<std::string, uint32_t>> writes;
-  for (const auto& w : router.take_writes()) writes.push_back({name_of(w.first), w.second});
+  for (const auto& w : router.take_raw_writes()) writes.push_back({name_of(w.first), w.second});
   const uint64_t ring = b.ring.va(), rptr = b.rptr.va(), wptr = b.wptr.va();
   EXPECT_EQ(writes, (std::vector<std::pair<std::string, uint32_t>>{
                         {"SDMA1_QUEUE0_RB_CNTL", 0x00800014u},  // RB_SIZE 10, RB_PRIV
