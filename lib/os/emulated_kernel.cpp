@@ -1,9 +1,12 @@
 #include "os/emulated_kernel.hpp"
 
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include "os/kernel.hpp"
 
@@ -18,6 +21,45 @@ int EmulatedNode::munmap(void*, size_t) { return 0; }
 
 ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
+ssize_t EmulatedNode::read(int, void*, size_t) { return -EINVAL; }
+int EmulatedNode::poll(int, short, int) { return -EINVAL; }
+
+// eventfd(2): a read takes the whole counter as 8 bytes; a smaller buffer is EINVAL.
+ssize_t EmulatedEventfd::read(int, void* buf, size_t size) {
+  if (size < 8) return -EINVAL;
+  std::lock_guard lk(mu_);
+  if (count_ == 0) return -EAGAIN;
+  std::memcpy(buf, &count_, 8);
+  count_ = 0;
+  return 8;
+}
+
+int EmulatedEventfd::poll(int, short events, int timeout_ms) {
+  std::function<void()> on_wait;
+  {
+    std::lock_guard lk(mu_);
+    if (count_ > 0 || !(events & POLLIN)) return events & POLLIN;
+    on_wait = on_wait_;
+  }
+  if (on_wait) on_wait();  // outside the lock: the device may signal at once
+  std::unique_lock lk(mu_);
+  const bool ready = cv_.wait_for(lk, std::chrono::milliseconds(std::max(timeout_ms, 0)),
+                                  [&] { return count_ > 0; });
+  return ready ? POLLIN : 0;
+}
+
+void EmulatedEventfd::signal(uint64_t n) {
+  {
+    std::lock_guard lk(mu_);
+    count_ += n;
+  }
+  cv_.notify_all();
+}
+
+void EmulatedEventfd::set_on_wait(std::function<void()> on_wait) {
+  std::lock_guard lk(mu_);
+  on_wait_ = std::move(on_wait);
+}
 
 void EmulatedKernel::add_node(const std::string& path, std::shared_ptr<EmulatedNode> node) {
   std::lock_guard lk(mu_);
@@ -75,6 +117,29 @@ int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
   auto node = node_of(fd);
   if (!node) return -EBADF;
   return node->ioctl(fd, request, arg);
+}
+
+ssize_t EmulatedKernel::read(int fd, void* buf, size_t size) {
+  auto node = node_of(fd);
+  return node ? node->read(fd, buf, size) : -EBADF;
+}
+
+int EmulatedKernel::eventfd(unsigned initval, int flags) {
+  if (!(flags & EFD_NONBLOCK)) return -EINVAL;
+  return open_node(std::make_shared<EmulatedEventfd>(initval));
+}
+
+int EmulatedKernel::poll(pollfd* fds, nfds_t nfds, int timeout_ms) {
+  if (nfds != 1) return -EINVAL;
+  auto node = node_of(fds[0].fd);
+  if (!node) {
+    fds[0].revents = POLLNVAL;
+    return 1;
+  }
+  const int r = node->poll(fds[0].fd, fds[0].events, timeout_ms);
+  if (r < 0) return r;
+  fds[0].revents = short(r);
+  return r ? 1 : 0;
 }
 
 ssize_t EmulatedKernel::pread(int fd, void* buf, size_t size, off_t offset) {

@@ -4,6 +4,9 @@
 // of ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
 #pragma once
 
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -25,6 +28,34 @@ class EmulatedNode {
   // Same contract as Kernel::pread/pwrite; by default the node takes no reads or writes.
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset);
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset);
+  // Same contract as Kernel::read; by default -EINVAL.
+  virtual ssize_t read(int fd, void* buf, size_t size);
+  // The events of `events` the node has now, or after waiting up to `timeout_ms` for one;
+  // 0 on timeout, -errno on error. By default -EINVAL (the node cannot be polled).
+  virtual int poll(int fd, short events, int timeout_ms);
+};
+
+// An eventfd (eventfd(2)) of the emulated kernel: a 64-bit counter that signal() adds to and a
+// read returns and zeroes (-EAGAIN while it is 0). Only non-blocking eventfds exist here (a
+// blocking read would wait without a timeout). What waits for it polls; on_wait, when set, is
+// called as a poll starts to sleep: an emulated device that signals through this eventfd
+// takes it as its cue to look at its doorbells (the emulated KFD kicks its engine from
+// AMDKFD_IOC_WAIT_EVENTS the same way).
+// Threads: every member may be called from several threads at once.
+class EmulatedEventfd final : public EmulatedNode {
+ public:
+  explicit EmulatedEventfd(uint64_t initial) : count_(initial) {}
+  int ioctl(int, unsigned long, void*) override { return -ENOTTY; }
+  ssize_t read(int fd, void* buf, size_t size) override;
+  int poll(int fd, short events, int timeout_ms) override;
+  void signal(uint64_t n = 1);
+  void set_on_wait(std::function<void()> on_wait);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_;
+  std::function<void()> on_wait_;
 };
 
 class EmulatedKernel final : public Kernel {
@@ -56,6 +87,12 @@ class EmulatedKernel final : public Kernel {
   int munmap(void* addr, size_t length) override;
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override;
+  ssize_t read(int fd, void* buf, size_t size) override;
+  // An EmulatedEventfd; flags must include EFD_NONBLOCK (-EINVAL otherwise).
+  int eventfd(unsigned initval, int flags) override;
+  // One emulated fd at a time (-EINVAL for more: no emulated driver needs several); an fd
+  // this kernel did not hand out has POLLNVAL, as poll(2) reports it.
+  int poll(pollfd* fds, nfds_t nfds, int timeout_ms) override;
   std::optional<std::string> read_file(const std::string& path) override;
   std::vector<std::string> list_dir(const std::string& path) override;
   int write_file(const std::string& path, const std::string& data) override;

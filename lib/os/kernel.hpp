@@ -6,6 +6,7 @@
 // open/ioctl/munmap return -errno on failure, mmap returns MAP_FAILED and sets errno.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -29,6 +30,14 @@ class Kernel {
   // way, not through mmap).
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) = 0;
+  // read(2): the bytes read or -errno (an eventfd's counter: 8 bytes).
+  virtual ssize_t read(int fd, void* buf, size_t size) = 0;
+  // eventfd(2): a new fd or -errno. A VFIO device signals its interrupts through one
+  // (VFIO_DEVICE_SET_IRQS).
+  virtual int eventfd(unsigned initval, int flags) = 0;
+  // poll(2) with a timeout in ms (never negative here: every wait has a timeout): the number
+  // of fds with events, 0 on timeout, or -errno.
+  virtual int poll(pollfd* fds, nfds_t nfds, int timeout_ms) = 0;
 
   // Whole-file reads of small (sysfs/procfs) files; nullopt when the file does not exist.
   virtual std::optional<std::string> read_file(const std::string& path) = 0;

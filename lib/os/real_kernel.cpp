@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -47,6 +48,23 @@ class RealKernel final : public Kernel {
       n = ::pwrite(fd, buf, size, offset);
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
+  }
+  ssize_t read(int fd, void* buf, size_t size) override {
+    ssize_t n;
+    do {
+      n = ::read(fd, buf, size);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
+  int eventfd(unsigned initval, int flags) override {
+    int fd = ::eventfd(initval, flags | EFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+  }
+  int poll(pollfd* fds, nfds_t nfds, int timeout_ms) override {
+    // A signal cuts the sleep short: the caller's loop looks again and waits for what is left.
+    int r = ::poll(fds, nfds, timeout_ms);
+    if (r < 0 && errno == EINTR) return 0;
+    return r < 0 ? -errno : r;
   }
   std::optional<std::string> read_file(const std::string& path) override {
     std::ifstream in(path);
