@@ -193,6 +193,7 @@ void Ih::init() {
   regs_.write(cntl1, ring1);
   regs_.write(cntl2, ih_cntl2);
   rptr_ = 0;
+  drained_writeback_ = read_wptr_writeback();
 }
 
 uint32_t Ih::read_wptr_writeback() const {
@@ -204,9 +205,12 @@ uint32_t Ih::read_wptr_writeback() const {
 std::vector<IhEntry> Ih::drain() {
   std::lock_guard lock(mu_);
   const uint32_t mask = uint32_t(ring_bytes_ - 1);
-  const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
-  const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
+  // Looked up once: drain runs on every interrupt.
+  static const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
+  static const RegDesc& rptr_reg = find_register("IH_RB_RPTR");
+  static const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
   uint32_t wptr = read_wptr_writeback();
+  drained_writeback_ = wptr;
   const uint32_t rptr_before = rptr_;
   bool moved = false;
   // ih_v6_0_get_wptr: the write-back copy first; on its overflow flag the register decides.
@@ -232,8 +236,13 @@ std::vector<IhEntry> Ih::drain() {
     rptr_ = (rptr_ + kEntryBytes) & mask;
   }
   // ih_v6_0_set_rptr without a doorbell: the register, in bytes.
-  if (moved || rptr_ != rptr_before) regs_.write(find_register("IH_RB_RPTR"), rptr_);
+  if (moved || rptr_ != rptr_before) regs_.write(rptr_reg, rptr_);
   return out;
+}
+
+bool Ih::pending() const {
+  std::lock_guard lock(mu_);
+  return read_wptr_writeback() != drained_writeback_;
 }
 
 uint64_t Ih::overflows() const {

@@ -378,6 +378,8 @@ void AmGfx::stop_sdma() {
   sdma_running_ = false;
 }
 
+void AmGfx::kick() { engine_->kick(); }
+
 void AmGfx::interrupt(uint32_t) {
   // Every engine interrupt arrives through queue_interrupt.
 }

@@ -48,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "amd/am/ih_ids.hpp"
 #include "amd/am/regs.hpp"
 #include "amd/emu/am_block.hpp"
 #include "amd/emu/engine.hpp"
@@ -67,9 +68,9 @@ struct AmGfxHooks {
 
 class AmGfx final : public AmBlock, private GpuEvents {
  public:
-  // IH entry ids (Linux soc15_ih_clientid.h, irqsrcs_gfx_11_0_0.h).
-  static constexpr uint32_t kClientGrbmCp = 0x14, kClientGfx = 0x0a;
-  static constexpr uint32_t kSrcCpEop = 181, kSrcSdmaTrap = 49;
+  // IH entry ids (am/ih_ids.hpp: Linux soc15_ih_clientid.h, irqsrcs_gfx_11_0_0.h).
+  static constexpr uint32_t kClientGrbmCp = am::ih::kClientGrbmCp, kClientGfx = am::ih::kClientGfx;
+  static constexpr uint32_t kSrcCpEop = am::ih::kSrcCpEop, kSrcSdmaTrap = am::ih::kSrcSdmaTrap;
 
   // Places the registers with GC's segment bases; `memory` is the GPU's view of memory the
   // engine reads rings and packets through; `bus` must outlive the model.
@@ -95,6 +96,8 @@ class AmGfx final : public AmBlock, private GpuEvents {
   std::string ib_positions() const;
   bool compute_queue_running(uint32_t me, uint32_t pipe, uint32_t queue) const;
   bool sdma_queue_running() const;
+  // Look at the doorbells now (a waiter is about to sleep on the GPU's MSI; engine.hpp kick).
+  void kick();
 
  private:
   enum class Kind : uint8_t {
