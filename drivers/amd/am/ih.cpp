@@ -147,8 +147,9 @@ void Ih::init() {
                                               {"MC_SNOOP", 1},
                                               {"MC_RO", 0},
                                               {"MC_VMID", 0}});
-    // Ring 0: RPTR_REARM follows MSI, which hcq does not use (it polls). Ring 1 drains when
-    // full instead of overflowing.
+    // Ring 0: RPTR_REARM 0. Linux sets it when MSI is on (ih_v6_0_enable_ring); hcq takes the
+    // MSI too but leaves it 0, an interrupt per entry (docs/am.md: not verified on hardware).
+    // Ring 1 drains when full instead of overflowing.
     if (i == 0) v = with_cntl(v, {{"RPTR_REARM", 0}});
     if (i == 1) v = with_cntl(v, {{"WPTR_OVERFLOW_ENABLE", 0}, {"RB_FULL_DRAIN_ENABLE", 1}});
     regs_.write(cntl, v);
@@ -159,7 +160,8 @@ void Ih::init() {
     regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
     regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
     const RegDesc& doorbell = ring_reg(i, "IH_DOORBELL_RPTR");
-    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));  // no doorbell: polled
+    // No doorbell: the read pointer goes back through IH_RB_RPTR.
+    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));
   }
   // (nbio ih_doorbell_range: NBIO's.)
 
