@@ -1,11 +1,13 @@
 #include "os/emulated_kernel.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "os/kernel.hpp"
@@ -21,7 +23,51 @@ int EmulatedNode::munmap(void*, size_t) { return 0; }
 
 ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
+ssize_t EmulatedNode::read(int, void*, size_t) { return -EINVAL; }
 int EmulatedNode::poll(int, short) { return 0; }
+void EmulatedNode::wait(int, short, std::chrono::microseconds at_most) {
+  std::this_thread::sleep_for(at_most);
+}
+
+// eventfd(2): a read takes the whole counter as 8 bytes; a smaller buffer is EINVAL.
+ssize_t EmulatedEventfd::read(int, void* buf, size_t size) {
+  if (size < 8) return -EINVAL;
+  std::lock_guard lk(mu_);
+  if (count_ == 0) return -EAGAIN;
+  std::memcpy(buf, &count_, 8);
+  count_ = 0;
+  return 8;
+}
+
+int EmulatedEventfd::poll(int, short events) {
+  std::lock_guard lk(mu_);
+  return count_ > 0 ? events & POLLIN : 0;
+}
+
+void EmulatedEventfd::wait(int, short events, std::chrono::microseconds at_most) {
+  std::function<void()> on_wait;
+  {
+    std::lock_guard lk(mu_);
+    if (count_ > 0 || !(events & POLLIN)) return;
+    on_wait = on_wait_;
+  }
+  if (on_wait) on_wait();  // outside the lock: the device may signal at once
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, at_most, [&] { return count_ > 0; });
+}
+
+void EmulatedEventfd::signal(uint64_t n) {
+  {
+    std::lock_guard lk(mu_);
+    count_ += n;
+  }
+  cv_.notify_all();
+}
+
+void EmulatedEventfd::set_on_wait(std::function<void()> on_wait) {
+  std::lock_guard lk(mu_);
+  on_wait_ = std::move(on_wait);
+}
 
 void EmulatedKernel::add_node(const std::string& path, std::shared_ptr<EmulatedNode> node) {
   std::lock_guard lk(mu_);
@@ -81,6 +127,17 @@ int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
   return node->ioctl(fd, request, arg);
 }
 
+ssize_t EmulatedKernel::read(int fd, void* buf, size_t size) {
+  auto node = node_of(fd);
+  return node ? node->read(fd, buf, size) : -EBADF;
+}
+
+int EmulatedKernel::eventfd(unsigned initval, int flags) {
+  if (!(flags & EFD_NONBLOCK)) return -EINVAL;
+  return open_node(std::make_shared<EmulatedEventfd>(initval));
+}
+
+
 ssize_t EmulatedKernel::pread(int fd, void* buf, size_t size, off_t offset) {
   auto node = node_of(fd);
   return node ? node->pread(fd, buf, size, offset) : -EBADF;
@@ -107,7 +164,14 @@ int EmulatedKernel::poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
       ready += fds[i].revents != 0;
     }
     if (ready || timeout_ms == 0 || (timeout_ms > 0 && clock::now() >= deadline)) return ready;
-    std::this_thread::sleep_for(step);
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - clock::now());
+    const auto nap = timeout_ms < 0 ? step : std::min(step, std::max(left, std::chrono::microseconds(1)));
+    // One fd: its node may wake the poller early (an eventfd its device signals).
+    auto node = nfds == 1 && fds[0].fd >= 0 ? node_of(fds[0].fd) : nullptr;
+    if (node)
+      node->wait(fds[0].fd, fds[0].events, nap);
+    else
+      std::this_thread::sleep_for(nap);
     step = std::min(step * 2, std::chrono::microseconds(500));
   }
 }

@@ -4,6 +4,10 @@
 // of ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
 #pragma once
 
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -25,10 +29,39 @@ class EmulatedNode {
   // Same contract as Kernel::pread/pwrite; by default the node takes no reads or writes.
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset);
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset);
+  // Same contract as Kernel::read; by default -EINVAL.
+  virtual ssize_t read(int fd, void* buf, size_t size);
   // The poll(2) events ready on `fd` now, out of `events` plus POLLHUP/POLLERR, which are
   // always reported; it never waits (EmulatedKernel::poll waits). By default nothing is
   // ever ready.
   virtual int poll(int fd, short events);
+  // Sleeps until `fd` may have some of `events`, at most `at_most` (EmulatedKernel::poll calls
+  // it between looks). By default it just sleeps: most nodes have no wait queue.
+  virtual void wait(int fd, short events, std::chrono::microseconds at_most);
+};
+
+// An eventfd (eventfd(2)) of the emulated kernel: a 64-bit counter that signal() adds to and a
+// read returns and zeroes (-EAGAIN while it is 0). Only non-blocking eventfds exist here (a
+// blocking read would wait without a timeout). What waits for it polls; on_wait, when set, is
+// called as a poll starts to sleep: an emulated device that signals through this eventfd
+// takes it as its cue to look at its doorbells (the emulated KFD kicks its engine from
+// AMDKFD_IOC_WAIT_EVENTS the same way).
+// Threads: every member may be called from several threads at once.
+class EmulatedEventfd final : public EmulatedNode {
+ public:
+  explicit EmulatedEventfd(uint64_t initial) : count_(initial) {}
+  int ioctl(int, unsigned long, void*) override { return -ENOTTY; }
+  ssize_t read(int fd, void* buf, size_t size) override;
+  int poll(int fd, short events) override;
+  void wait(int fd, short events, std::chrono::microseconds at_most) override;
+  void signal(uint64_t n = 1);
+  void set_on_wait(std::function<void()> on_wait);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t count_;
+  std::function<void()> on_wait_;
 };
 
 class EmulatedKernel final : public Kernel {
@@ -64,8 +97,12 @@ class EmulatedKernel final : public Kernel {
   int munmap(void* addr, size_t length) override;
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override;
+  ssize_t read(int fd, void* buf, size_t size) override;
+  // An EmulatedEventfd; flags must include EFD_NONBLOCK (-EINVAL otherwise).
+  int eventfd(unsigned initval, int flags) override;
   // Asks each fd's node for its ready events until one has some or timeout_ms passes
-  // (checked every few hundred microseconds: nodes have no wait queue to wake a poller).
+  // (checked every few hundred microseconds: a node with a
+  // wait queue, as an eventfd, wakes a poller of that one fd early).
   // An fd no node stands for reports POLLNVAL, as poll(2) does.
   int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) override;
   std::optional<std::string> read_file(const std::string& path) override;

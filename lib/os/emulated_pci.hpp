@@ -86,6 +86,11 @@ struct EmulatedPciFunction {
   // the device model decides what the reset loses (a GPU keeps its VRAM: the reset does not
   // clear memory).
   std::function<void()> on_reset;
+  // An MSI vector VFIO can route to an eventfd (EmulatedVfio::interrupt signals it).
+  bool msi = false;
+  // Set: called when a process starts to sleep on that eventfd (poll): the device model
+  // looks at its doorbells then, as a real GPU notices a doorbell write at once.
+  std::function<void()> on_interrupt_wait;
 };
 
 // A function's config space as the emulated bus serves it (PCI Local Bus Specification 3.0

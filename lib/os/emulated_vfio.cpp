@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "os/emulated_pci.hpp"
 #include "os/iommufd_abi.hpp"
@@ -135,8 +136,9 @@ class DeviceNode final : public EmulatedNode {
   DeviceNode(EmulatedVfio& v, std::string address, bool cdev)
       : v_(v), address_(std::move(address)), bound_(!cdev) {}
   void on_close(int) override {
-    // vfio_pci_core_disable: "Stop the device from further DMA".
+    // vfio_pci_core_disable: "Stop the device from further DMA"; its interrupts go too.
     if (bound_) v_.set_command(address_, v_.command(address_) & ~PCI_COMMAND_MASTER);
+    if (bound_) v_.set_msi(address_, nullptr);
     if (iommufd_ >= 0) bound_ = false, iommufd_ = -1;
   }
   // Config space (region VFIO_PCI_CONFIG_REGION_INDEX): the function's sysfs config bytes
@@ -210,6 +212,16 @@ class DeviceNode final : public EmulatedNode {
           }
         return 0;
       }
+      case VFIO_DEVICE_GET_IRQ_INFO: {
+        // Only an MSI vector (when the function has one) and no INTx pin.
+        auto* i = static_cast<vfio_irq_info*>(arg);
+        if (i->index >= VFIO_PCI_NUM_IRQS) return -EINVAL;
+        const bool msi = i->index == VFIO_PCI_MSI_IRQ_INDEX && f->msi;
+        i->flags = msi ? VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_NORESIZE : 0;
+        i->count = msi ? 1 : 0;
+        return 0;
+      }
+      case VFIO_DEVICE_SET_IRQS: return set_irqs(*static_cast<vfio_irq_set*>(arg), *f);
       case VFIO_DEVICE_RESET:
         v_.bus().reset(address_);
         v_.count_reset(address_);
@@ -235,6 +247,30 @@ class DeviceNode final : public EmulatedNode {
 
  private:
   static constexpr uint64_t kInRegion = (1ull << kRegionShift) - 1;
+  // VFIO_DEVICE_SET_IRQS for the MSI vector (vfio_pci_set_msi_trigger): DATA_NONE with count
+  // 0 turns it off; DATA_EVENTFD with one fd (-1: off) routes it there. Other indexes and
+  // actions are EINVAL; an fd that is not an eventfd of this kernel EBADF.
+  int set_irqs(const vfio_irq_set& s, const EmulatedPciFunction& f) {
+    if (s.index != VFIO_PCI_MSI_IRQ_INDEX || !f.msi || !(s.flags & VFIO_IRQ_SET_ACTION_TRIGGER))
+      return -EINVAL;
+    if ((s.flags & VFIO_IRQ_SET_DATA_NONE) && s.count == 0) {
+      v_.set_msi(address_, nullptr);
+      return 0;
+    }
+    if (!(s.flags & VFIO_IRQ_SET_DATA_EVENTFD) || s.start != 0 || s.count != 1 ||
+        s.argsz < sizeof s + sizeof(int32_t))
+      return -EINVAL;
+    int32_t fd;
+    std::memcpy(&fd, s.data, sizeof fd);
+    if (fd < 0) {
+      v_.set_msi(address_, nullptr);
+      return 0;
+    }
+    auto eventfd = std::dynamic_pointer_cast<EmulatedEventfd>(v_.kernel().node_of(fd));
+    if (!eventfd) return -EBADF;
+    v_.set_msi(address_, std::move(eventfd));
+    return 0;
+  }
   // The memory BAR whose region `offset` lies in; null for config space, I/O BARs, other
   // regions, or before the device is bound.
   EmulatedBar* bar_region(off_t offset) {
@@ -427,6 +463,31 @@ void EmulatedVfio::set_command(const std::string& address, uint16_t value) {
 
 bool EmulatedVfio::bus_master(const std::string& address) const {
   return (command(address) & PCI_COMMAND_MASTER) != 0;
+}
+
+void EmulatedVfio::set_msi(const std::string& address, std::shared_ptr<EmulatedEventfd> eventfd) {
+  std::shared_ptr<EmulatedEventfd> old;
+  {
+    std::lock_guard lk(mu_);
+    auto& slot = msi_[address];
+    old = std::exchange(slot, eventfd);
+  }
+  if (old && old != eventfd) old->set_on_wait(nullptr);
+  if (eventfd)
+    if (const EmulatedPciFunction* f = bus_.function(address)) eventfd->set_on_wait(f->on_interrupt_wait);
+}
+
+bool EmulatedVfio::interrupt(const std::string& address) {
+  std::shared_ptr<EmulatedEventfd> eventfd;
+  {
+    std::lock_guard lk(mu_);
+    auto it = msi_.find(address);
+    if (it == msi_.end() || !it->second) return false;
+    eventfd = it->second;
+  }
+  if (!bus_master(address)) return false;
+  eventfd->signal();
+  return true;
 }
 
 int EmulatedVfio::resets(const std::string& address) const {

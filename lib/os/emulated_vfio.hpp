@@ -37,6 +37,12 @@ class EmulatedVfio {
   uint16_t command(const std::string& address) const;
   void set_command(const std::string& address, uint16_t value);
   bool bus_master(const std::string& address) const;
+  // The function raises its MSI: the eventfd VFIO_DEVICE_SET_IRQS gave is signalled, if one
+  // was given and bus mastering is on (an MSI is a memory write of the device). Returns
+  // whether it was signalled. May be called from several threads at once.
+  bool interrupt(const std::string& address);
+  // Used by the device node: the eventfd for the function's MSI, or null to stop.
+  void set_msi(const std::string& address, std::shared_ptr<EmulatedEventfd> eventfd);
 
   // Used by the emulated nodes: 0 or -errno (EINVAL unaligned or empty, EEXIST overlapping).
   int map(uint64_t iova, uint64_t vaddr, uint64_t size);
@@ -61,6 +67,7 @@ class EmulatedVfio {
   std::map<uint64_t, Dma> dma_;  // by IOVA
   std::map<std::string, int> resets_;
   std::map<std::string, uint16_t> command_;
+  std::map<std::string, std::shared_ptr<EmulatedEventfd>> msi_;
 };
 
 }  // namespace hcq::os

@@ -30,6 +30,11 @@ class Kernel {
   // way, not through mmap).
   virtual ssize_t pread(int fd, void* buf, size_t size, off_t offset) = 0;
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) = 0;
+  // read(2): the bytes read or -errno (an eventfd's counter: 8 bytes).
+  virtual ssize_t read(int fd, void* buf, size_t size) = 0;
+  // eventfd(2): a new fd or -errno. A VFIO device signals its interrupts through one
+  // (VFIO_DEVICE_SET_IRQS).
+  virtual int eventfd(unsigned initval, int flags) = 0;
   // poll(2): the number of fds with events, 0 on timeout, or -errno. timeout_ms < 0 waits
   // without limit; callers in hcq always pass a limit (usbfs URB completions are polled so).
   virtual int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) = 0;

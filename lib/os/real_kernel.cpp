@@ -1,6 +1,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -48,6 +49,17 @@ class RealKernel final : public Kernel {
       n = ::pwrite(fd, buf, size, offset);
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
+  }
+  ssize_t read(int fd, void* buf, size_t size) override {
+    ssize_t n;
+    do {
+      n = ::read(fd, buf, size);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+  }
+  int eventfd(unsigned initval, int flags) override {
+    int fd = ::eventfd(initval, flags | EFD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
   }
   int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) override {
     // A signal cuts the wait short; polling again with the whole timeout keeps it bounded

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "core/error.hpp"
@@ -217,6 +218,38 @@ void VfioDevice::enable_bus_master() {
 
 void VfioDevice::reset() {
   if (int r = k_->ioctl(device_, VFIO_DEVICE_RESET, nullptr); r < 0) fail("VFIO_DEVICE_RESET", -r);
+}
+
+bool VfioDevice::enable_msi(int eventfd) {
+  vfio_irq_info info{};
+  info.argsz = sizeof info;
+  info.index = VFIO_PCI_MSI_IRQ_INDEX;
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_GET_IRQ_INFO, &info); r < 0)
+    fail("VFIO_DEVICE_GET_IRQ_INFO (MSI)", -r);
+  if (info.count == 0 || !(info.flags & VFIO_IRQ_INFO_EVENTFD)) return false;
+  // A vfio_irq_set followed by its data, one __s32 fd (vfio.h: data is a flexible array).
+  alignas(vfio_irq_set) unsigned char buf[sizeof(vfio_irq_set) + sizeof(int32_t)] = {};
+  auto* set = reinterpret_cast<vfio_irq_set*>(buf);
+  set->argsz = sizeof buf;
+  set->flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
+  set->index = VFIO_PCI_MSI_IRQ_INDEX;
+  set->start = 0;
+  set->count = 1;
+  const int32_t fd = eventfd;
+  std::memcpy(set->data, &fd, sizeof fd);
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_SET_IRQS, set); r < 0)
+    fail("VFIO_DEVICE_SET_IRQS (MSI eventfd)", -r);
+  return true;
+}
+
+void VfioDevice::disable_msi() {
+  vfio_irq_set set{};
+  set.argsz = sizeof set;
+  set.flags = VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER;
+  set.index = VFIO_PCI_MSI_IRQ_INDEX;
+  set.count = 0;
+  if (int r = k_->ioctl(device_, VFIO_DEVICE_SET_IRQS, &set); r < 0)
+    fail("VFIO_DEVICE_SET_IRQS (MSI off)", -r);
 }
 
 }  // namespace hcq::os

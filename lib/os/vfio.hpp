@@ -59,6 +59,14 @@ class VfioDevice {
   void enable_bus_master();
   // Function-level reset (VFIO_DEVICE_RESET).
   void reset();
+  // Routes the function's MSI to `eventfd` (VFIO_DEVICE_SET_IRQS, VFIO_PCI_MSI_IRQ_INDEX,
+  // DATA_EVENTFD | ACTION_TRIGGER, one vector: Linux include/uapi/linux/vfio.h): each
+  // interrupt adds 1 to its counter. False when the function has no MSI vector or VFIO cannot
+  // signal it through an eventfd (VFIO_DEVICE_GET_IRQ_INFO); OsError naming the ioctl when
+  // VFIO refuses it.
+  bool enable_msi(int eventfd);
+  // Stops it (DATA_NONE | ACTION_TRIGGER, count 0: vfio-pci disables MSI).
+  void disable_msi();
   // The function's PCI address, "0000:03:00.0".
   const std::string& address() const { return address_; }
   // True when opened through iommufd, false through the container/group interface.

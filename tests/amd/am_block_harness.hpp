@@ -45,6 +45,10 @@ class Router final : public os::MmioHandler {
   void add(emu::AmBlock& block) { blocks_.push_back(&block); }
 
   uint32_t read32(uint64_t offset) override {
+    {
+      std::lock_guard lock(mu_);
+      ++reads_;
+    }
     if (emu::AmBlock* b = owner(offset)) return b->read32(offset);
     std::lock_guard lock(mu_);
     return plain_[offset];
@@ -82,6 +86,11 @@ class Router final : public os::MmioHandler {
     std::lock_guard lock(mu_);
     recording_ = on;
   }
+  // Register reads since the router was made.
+  uint64_t reads() const {
+    std::lock_guard lock(mu_);
+    return reads_;
+  }
   // The writes since the last take, as "NAME=0x..." (an offset no .def names: "0x7f000=...").
   std::vector<std::string> take_writes() {
     std::lock_guard lock(mu_);
@@ -110,6 +119,7 @@ class Router final : public os::MmioHandler {
   mutable std::mutex mu_;
   std::map<uint64_t, uint32_t> plain_;
   bool recording_ = false;
+  uint64_t reads_ = 0;
   std::vector<std::string> writes_;
   std::vector<std::pair<uint64_t, uint32_t>> raw_writes_;
 };

@@ -115,6 +115,28 @@ TEST_F(AmIhTest, EntriesRoundTripAndClassify) {
 }
 
 // A retry fault with the high address bits (gmc_v11_0_process_interrupt's decoding).
+// pending() looks at the write-back slot only: no register read or write, whatever it answers.
+TEST_F(AmIhTest, PendingTouchesNoRegister) {
+  Ih ih(regs, vram, kRingBytes);
+  ih.init();
+  router.record(true);
+  const uint64_t reads = router.reads();
+  EXPECT_FALSE(ih.pending());
+  ASSERT_TRUE(model.push(entry(ih::kClientGrbmCp, ih::kSrcCpEop, 0, 1)));
+  EXPECT_TRUE(ih.pending());
+  EXPECT_TRUE(ih.pending());  // asking again takes nothing
+  EXPECT_EQ(router.reads(), reads);
+  EXPECT_EQ(router.take_writes(), std::vector<std::string>{});
+  EXPECT_EQ(ih.drain().size(), 1u);
+  EXPECT_FALSE(ih.pending());
+  // The overflow flag in the write-back copy counts as pending: drain must look at it.
+  for (int i = 0; i < 200; ++i) model.push(entry(ih::kClientGrbmCp, ih::kSrcCpEop, 0, uint32_t(i)));
+  EXPECT_TRUE(ih.pending());
+  EXPECT_EQ(ih.drain().size(), 127u);
+  EXPECT_EQ(ih.overflows(), 1u);
+  EXPECT_FALSE(ih.pending());
+}
+
 TEST_F(AmIhTest, DecodesVmFaultAddressBits) {
   IhEntry e = IhEntry::decode({0x80000012u, 0, 0, 0, 0x89abc, 0xa5, 0, 0});
   const auto f = decode_vm_fault(e);

@@ -3,9 +3,12 @@
 // half way, and the work the booted GPU then runs, verified.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "amd/am/am_driver.hpp"
@@ -13,7 +16,11 @@
 #include "amd/emu/am_gpu.hpp"
 #include "amd/emu/am_system.hpp"
 #include "common/error_of.hpp"
+#include "core/error.hpp"
 #include "core/hcq.hpp"
+#include "os/emulated_vfio.hpp"
+#include "os/mmio.hpp"
+#include "os/vfio.hpp"
 
 namespace hcq::amd::am {
 namespace {
@@ -165,6 +172,148 @@ TEST(AmSystem, AMissingFirmwareFileIsAnErrorNamingIt) {
   ASSERT_EQ(std::remove(mec.c_str()), 0);
   const std::string msg = error_of<Error>([&] { s.open(); });
   EXPECT_NE(msg.find(mec), std::string::npos) << msg;
+}
+
+// The register window with every access counted, to see what a wait touches.
+struct AccessCount {
+  std::atomic<uint64_t> reads{0}, writes{0};
+};
+class CountingMmio final : public os::Mmio {
+ public:
+  CountingMmio(std::unique_ptr<os::Mmio> inner, std::shared_ptr<AccessCount> count)
+      : inner_(std::move(inner)), count_(std::move(count)) {}
+  uint64_t size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+
+ protected:
+  uint32_t do_read32(uint64_t offset) override {
+    ++count_->reads;
+    return inner_->read32(offset);
+  }
+  void do_write32(uint64_t offset, uint32_t value) override {
+    ++count_->writes;
+    inner_->write32(offset, value);
+  }
+
+ private:
+  std::unique_ptr<os::Mmio> inner_;
+  std::shared_ptr<AccessCount> count_;
+};
+
+// gfx1100's hooks over a counting register window; the hooks share their state with the
+// driver's copy, so the test can call them too.
+AmDriverHooks counted_hooks(std::shared_ptr<AccessCount> count) {
+  AmDriverHooks h = gfx1100_hooks();
+  h.register_window = [count](os::VfioDevice& d, int bar) -> std::unique_ptr<os::Mmio> {
+    return std::make_unique<CountingMmio>(os::open_register_window(d, bar), count);
+  };
+  return h;
+}
+
+// A write by the CPC to an unmapped page, as the engine reports it: the GC hub latches it and
+// writes a VM fault entry into the IH ring.
+void fault_at(AmEmulatedSystem& sys, uint64_t va) {
+  const auto t = sys.gmc().gfx_mmu().translate(va, emu::MmuAccess::Write, emu::kClientCpc);
+  ASSERT_FALSE(t.ok());
+  sys.gmc().report_fault(emu::AmGmc::Hub::Gfx, *t.fault);
+}
+
+// The wait's hot path looks at the IH ring's write pointer in memory and reads no register
+// while it has not moved; a VM fault entry makes it read the hub's fault registers.
+TEST(AmSystem, PollingTheIhRingReadsNoRegisterUntilItsWritePointerMoves) {
+  System s;
+  auto count = std::make_shared<AccessCount>();
+  AmDriverHooks hooks = counted_hooks(count);
+  auto drv = s.open(hooks);
+  count->reads = count->writes = 0;
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(hooks.poll_fault(), std::nullopt);
+  EXPECT_EQ(count->reads, 0u);
+  EXPECT_EQ(count->writes, 0u);
+
+  fault_at(*s.sys, 0xdead0000);
+  const std::optional<std::string> fault = hooks.poll_fault();
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->rfind("gfxhub page fault at 0xdead0000 by CPC (client 0x5), write", 0), 0u)
+      << *fault;
+  EXPECT_NE(fault->find("; gfxhub page fault (IH, client 0xa vmid 0) at 0xdead0000, write"),
+            std::string::npos)
+      << *fault;
+  EXPECT_GT(count->reads, 0u);  // the hub's status and address, the IH overflow check none
+  EXPECT_EQ(hooks.poll_fault(), std::nullopt);  // drained and cleared
+}
+
+// A fault entry that appears in the IH ring while a wait sleeps is reported by that wait, as a
+// GpuFaultError with the address and the client, long before its timeout.
+TEST(AmSystem, AFaultEntryEndsTheWaitWithAGpuFaultError) {
+  System s;
+  auto drv = s.open();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    fault_at(*s.sys, 0xdead0000);
+  });
+  const std::string msg = error_of<GpuFaultError>([&] { drv->wait_interrupt(std::chrono::seconds(10)); });
+  raiser.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(msg.rfind("emu:gfx1100_am: gfxhub page fault at 0xdead0000 by CPC (client 0x5), write", 0),
+            0u)
+      << msg;
+}
+
+// Several threads wait at once: each sleeps on the MSI eventfd, and one fault ends every wait
+// with the same GpuFaultError.
+TEST(AmSystem, SeveralWaitersAllSeeTheFault) {
+  System s;
+  auto drv = s.open();
+  constexpr int kThreads = 4;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      errors[i] = error_of<GpuFaultError>([&] { drv->wait_interrupt(std::chrono::seconds(10)); });
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fault_at(*s.sys, 0xbeef000);
+  for (auto& t : threads) t.join();
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e, errors[0]);
+    EXPECT_EQ(e.rfind("emu:gfx1100_am: gfxhub page fault at 0xbeef000 by CPC", 0), 0u) << e;
+  }
+}
+
+// With nothing happening a wait sleeps on the eventfd until its timeout, then reads the fault
+// registers once (a fault whose ring entry was lost).
+TEST(AmSystem, AQuietWaitSleepsUntilItsTimeoutThenReadsTheFaultRegisters) {
+  System s;
+  auto count = std::make_shared<AccessCount>();
+  auto drv = s.open(counted_hooks(count));
+  count->reads = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  drv->wait_interrupt(std::chrono::milliseconds(30));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(30));
+  EXPECT_LT(took, std::chrono::seconds(2));
+  // GCVM_L2_PROTECTION_FAULT_STATUS twice (gmc_v11_0_process_interrupt's first read waits
+  // for the status to settle), MMVM's once, and the IH's nothing (its write pointer is in
+  // memory).
+  EXPECT_EQ(count->reads, 3u);
+}
+
+// The driver takes the GPU's MSI through a VFIO eventfd while it is open and gives it back on
+// close; VFIO refuses an fd that is not an eventfd, exactly.
+TEST(AmSystem, TheMsiGoesToTheDriversEventfdWhileItIsOpen) {
+  System s;
+  os::EmulatedVfio& vfio = s.sys->bus().vfio();
+  EXPECT_FALSE(vfio.interrupt(AmEmulatedSystem::kAddress));
+  auto drv = s.open();
+  EXPECT_TRUE(vfio.interrupt(AmEmulatedSystem::kAddress));
+  drv.reset();
+  EXPECT_FALSE(vfio.interrupt(AmEmulatedSystem::kAddress));
+
+  std::shared_ptr<os::Kernel> kernel(s.sys, s.sys->kernel().get());
+  os::VfioDevice dev(kernel, os::pci_function(*kernel, AmEmulatedSystem::kAddress));
+  EXPECT_EQ(error_of<OsError>([&] { dev.enable_msi(12345); }),
+            "0000:03:00.0: VFIO_DEVICE_SET_IRQS (MSI eventfd): Bad file descriptor (errno 9)");
 }
 
 }  // namespace

@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 namespace hcq::os {
@@ -143,6 +148,76 @@ TEST(EmulatedKernel, SysfsWritesDeniedPathsMountsAndPathlessNodes) {
   EXPECT_EQ(node->opens, 1);
   EXPECT_EQ(k.close(fd), 0);
   EXPECT_EQ(k.node_of(fd), nullptr);
+}
+
+// eventfd(2) semantics, the same on both kernels: the count accumulates, a read of 8 bytes
+// takes it whole, an empty non-blocking eventfd is EAGAIN, poll sees POLLIN while it is not 0
+// and times out otherwise.
+void expect_eventfd_semantics(Kernel& k) {
+  using clock = std::chrono::steady_clock;
+  const int fd = k.eventfd(2, EFD_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(k.poll(&p, 1, 0), 1);
+  EXPECT_EQ(p.revents, POLLIN);
+  uint64_t n = 0;
+  EXPECT_EQ(k.read(fd, &n, 4), -EINVAL);  // a counter is 8 bytes
+  EXPECT_EQ(k.read(fd, &n, 8), 8);
+  EXPECT_EQ(n, 2u);
+  EXPECT_EQ(k.read(fd, &n, 8), -EAGAIN);
+  const auto t0 = clock::now();
+  p.revents = 0;
+  EXPECT_EQ(k.poll(&p, 1, 20), 0);
+  EXPECT_EQ(p.revents, 0);
+  EXPECT_GE(clock::now() - t0, std::chrono::milliseconds(20));
+  EXPECT_EQ(k.close(fd), 0);
+}
+
+TEST(EmulatedKernel, EventfdCountsReadsAndPollsWithATimeout) {
+  EmulatedKernel k;
+  expect_eventfd_semantics(k);
+  EXPECT_EQ(k.eventfd(0, 0), -EINVAL);  // only non-blocking ones: a read never waits forever
+  pollfd two[2] = {{k.eventfd(0, EFD_NONBLOCK), POLLIN, 0}, {k.eventfd(0, EFD_NONBLOCK), POLLIN, 0}};
+  EXPECT_EQ(k.poll(two, 2, 0), 0);  // several fds: none ready
+  std::dynamic_pointer_cast<EmulatedEventfd>(k.node_of(two[1].fd))->signal();
+  EXPECT_EQ(k.poll(two, 2, 1000), 1);
+  EXPECT_EQ(two[0].revents, 0);
+  EXPECT_EQ(two[1].revents, POLLIN);
+  pollfd bad{12345, POLLIN, 0};
+  EXPECT_EQ(k.poll(&bad, 1, 0), 1);
+  EXPECT_EQ(bad.revents, POLLNVAL);
+  uint64_t n;
+  EXPECT_EQ(k.read(12345, &n, 8), -EBADF);
+}
+
+TEST(RealKernel, EventfdCountsReadsAndPollsWithATimeout) { expect_eventfd_semantics(*real_kernel()); }
+
+// Several threads sleep on one eventfd at once: one signal wakes every one of them (the count
+// stays until read), and on_wait runs each time one starts a nap (at least once per thread).
+TEST(EmulatedKernel, OneSignalWakesEveryPollerAndEachSleepCallsOnWait) {
+  EmulatedKernel k;
+  const int fd = k.eventfd(0, EFD_NONBLOCK);
+  auto node = std::dynamic_pointer_cast<EmulatedEventfd>(k.node_of(fd));
+  ASSERT_TRUE(node);
+  std::atomic<int> waits{0}, woken{0};
+  node->set_on_wait([&] { ++waits; });
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      pollfd p{fd, POLLIN, 0};
+      if (k.poll(&p, 1, 5000) == 1 && p.revents == POLLIN) ++woken;
+    });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (waits < kThreads && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(waits, kThreads);
+  node->signal();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(woken, kThreads);
+  uint64_t n = 0;
+  EXPECT_EQ(k.read(fd, &n, 8), 8);
+  EXPECT_EQ(n, 1u);
 }
 
 TEST(RealKernel, ReadsFilesAndListsDirectories) {

@@ -47,7 +47,9 @@ class ReadOnlyKernel final : public Kernel {
   int munmap(void*, size_t) override { return fail("munmap"); }
   ssize_t pread(int, void*, size_t, off_t) override { return fail("pread"); }
   ssize_t pwrite(int, const void*, size_t, off_t) override { return fail("pwrite"); }
-  int poll(struct pollfd*, nfds_t, int) override { return fail("poll"); }
+  ssize_t read(int, void*, size_t) override { return fail("read"); }
+  int eventfd(unsigned, int) override { return fail("eventfd"); }
+  int poll(pollfd*, nfds_t, int) override { return fail("poll"); }
   std::optional<std::string> read_file(const std::string& p) override {
     return real_kernel()->read_file(p);
   }

@@ -1,11 +1,14 @@
 #include "amd/am/am_driver.hpp"
 
 #include <linux/pci_regs.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <sstream>
 #include <cstdio>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <thread>
 
@@ -218,6 +221,16 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   // From now on every page-table write is flushed (the soc phase flushed what came before).
   memory_->set_flush_tables([this] { boot_->hdp().flush(); });
   mailbox_ = memory_->private_alloc(4096, MemoryKind::Host);
+  // The GPU's MSI through an eventfd (the IH raises it for every entry it writes).
+  const int fd = kernel_->eventfd(0, EFD_NONBLOCK);
+  if (fd < 0) throw OsError(device_name + ": eventfd for the GPU's interrupts", -fd);
+  try {
+    if (vfio_->enable_msi(fd)) msi_fd_ = fd;
+  } catch (...) {
+    kernel_->close(fd);
+    throw;
+  }
+  if (msi_fd_ < 0) kernel_->close(fd);
 
   const Target* target = find_target("gfx1100");
   props_.vendor = "AMD";
@@ -240,6 +253,14 @@ AmDriver::~AmDriver() {
     boot_->shutdown(hooks_.boot);
   } catch (...) {
     // Closing: the memory and the BARs go whatever the GPU answered.
+  }
+  if (msi_fd_ >= 0) {
+    try {
+      vfio_->disable_msi();
+    } catch (...) {
+      // Closing the device fd turns it off anyway (vfio_pci_core_disable).
+    }
+    kernel_->close(msi_fd_);
   }
   memory_.reset();  // every mapping unmapped and invalidated, then the reservation
 }
@@ -277,26 +298,53 @@ ProgramLayout AmDriver::program_layout(std::span<const std::byte> image) {
   return amd_program_layout(props_, image);
 }
 
+void AmDriver::raise_fault(const std::string& fault) {
+  fault_.raise(
+      [&] { return fault_message(*kernel_, kAmEmulatorFaultLog, props_.name, fault, hang_report()); });
+}
+
 void AmDriver::check_faults() {
   fault_.check();
   if (!hooks_.read_fault) return;
-  const std::optional<std::string> fault = hooks_.read_fault();
-  if (!fault) return;
-  fault_.raise(
-      [&] { return fault_message(*kernel_, kAmEmulatorFaultLog, props_.name, *fault, hang_report()); });
+  if (const std::optional<std::string> fault = hooks_.read_fault()) raise_fault(*fault);
+}
+
+void AmDriver::wait_msi(std::chrono::steady_clock::duration left) {
+  // poll's timeout is whole ms: round up, so a short wait still sleeps instead of spinning.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  pollfd p{msi_fd_, POLLIN, 0};
+  const int r = kernel_->poll(&p, 1, int(std::clamp<int64_t>(ms, 1, 1000)));
+  if (r < 0) throw OsError(props_.name + ": poll of the interrupt eventfd", -r);
+  if (r == 0 || !(p.revents & POLLIN)) return;
+  uint64_t count;
+  const ssize_t n = kernel_->read(msi_fd_, &count, sizeof count);
+  // -EAGAIN: another waiter took the count first.
+  if (n < 0 && n != -EAGAIN) throw OsError(props_.name + ": read of the interrupt eventfd", int(-n));
 }
 
 void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
-  // A wake signal writes the event id into the mailbox (Pm4Encoder/SdmaEncoder); the IH ring
-  // takes this over later.
+  // A wake signal writes the event id into the mailbox (Pm4Encoder/SdmaEncoder) and raises an
+  // end-of-pipe or SDMA trap interrupt, so the mailbox is written when the MSI arrives.
   auto* mailbox = static_cast<uint64_t*>(mailbox_.host);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::chrono::microseconds step{10};
   for (;;) {
-    check_faults();
+    if (hooks_.poll_fault) {
+      fault_.check();
+      if (const std::optional<std::string> fault = hooks_.poll_fault()) raise_fault(*fault);
+    } else {
+      check_faults();
+    }
     if (__atomic_exchange_n(mailbox, 0, __ATOMIC_ACQ_REL) != 0) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return;
+    if (now >= deadline) {
+      check_faults();  // the registers: a fault whose ring entry was lost (ring full or off)
+      return;
+    }
+    if (msi_fd_ >= 0) {
+      wait_msi(deadline - now);
+      continue;
+    }
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(step, deadline - now));
     step = std::min<std::chrono::microseconds>(step * 2, std::chrono::milliseconds(1));

@@ -14,8 +14,14 @@
 // fault registers, the PSP/GMC/IH/GFX/SDMA boot phases, the HQD and SDMA queue programming);
 // an empty hook leaves that part out (a queue of a kind without hooks cannot be created).
 //
+// Interrupts: the GPU's MSI (the IH ring's ENABLE_INTR) reaches the driver as an eventfd
+// VFIO signals (VFIO_DEVICE_SET_IRQS, as a VFIO user receives any device interrupt); the
+// driver then looks at the IH ring's write pointer in memory and reads registers only when it
+// moved.
+//
 // Threads: as DeviceDriver: allocate/free/map_user, create_queue and the queues' submissions,
-// wait_interrupt, check_faults and hang_report may be called from several threads at once.
+// wait_interrupt, check_faults and hang_report may be called from several threads at once
+// (each waiter sleeps on the same eventfd; one of them takes a wake-up's mailbox write).
 #pragma once
 
 #include <functional>
@@ -71,6 +77,10 @@ struct AmDriverHooks {
   // The fault the hubs latched since the last call, as GpuFaultError's text (address,
   // client, kind), or nothing.
   std::function<std::optional<std::string>()> read_fault;
+  // The same, but only when the interrupt ring's write pointer (its write-back slot in memory)
+  // moved: no register is read otherwise, so a waiter calls it on every wake-up. Empty:
+  // waits call read_fault instead.
+  std::function<std::optional<std::string>()> poll_fault;
   // The register window of BAR5; empty: mapped through VFIO (os::VfioRegionMmio).
   std::function<std::unique_ptr<os::Mmio>(os::VfioDevice&, int bar)> register_window;
   // Boot settings (timeouts, forced reset); firmware_dir comes from the driver's argument.
@@ -103,7 +113,11 @@ class AmDriver final : public DeviceDriver {
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   ProgramLayout program_layout(std::span<const std::byte> image) override;
-  // Sleep-polls the wake mailbox (IH interrupts come later) in steps of at most 1 ms.
+  // Returns when the wake mailbox was written, throws GpuFaultError when the interrupt ring
+  // brought a fault (poll_fault), else returns after `timeout` with the fault registers read
+  // (read_fault: a fault whose ring entry was lost). Between looks it sleeps on the GPU's MSI
+  // through a VFIO eventfd (poll with the time left); a function without MSI is looked at in
+  // sleeps of 10 µs doubling to 1 ms.
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
   std::string hang_report() override;
@@ -121,6 +135,9 @@ class AmDriver final : public DeviceDriver {
     ~Bar();
   };
   class VfioWindows;
+  [[noreturn]] void raise_fault(const std::string& fault);
+  // Sleeps until the MSI eventfd is signalled or `left` passes, and takes its count.
+  void wait_msi(std::chrono::steady_clock::duration left);
 
   std::shared_ptr<os::Kernel> kernel_;
   AmDriverHooks hooks_;
@@ -135,6 +152,7 @@ class AmDriver final : public DeviceDriver {
   std::unique_ptr<GpuMemory> memory_;
   Allocation mailbox_;  // where a wake signal writes its event id
   uint32_t event_id_ = 1;
+  int msi_fd_ = -1;  // the eventfd VFIO signals the GPU's MSI through; -1: none (sleep-poll)
   StickyFault fault_;
   std::mutex queues_mu_;
   std::vector<Queue*> queues_;  // guarded by queues_mu_

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "amd/am/gfx.hpp"
 #include "amd/am/gmc.hpp"
@@ -40,7 +41,7 @@ struct Gfx1100 {
 Hub hub_of(VmHub h) { return h == VmHub::Gc ? Hub::Gc : Hub::Mm; }
 
 // An IH entry that means a queue stopped, as a fault text; nothing for the others (end of
-// pipe and SDMA trap interrupts are the wake-ups, which the driver polls for).
+// pipe and SDMA trap interrupts come with the wake mailbox's write, which the driver reads).
 std::optional<std::string> fault_of(const IhEntry& e) {
   switch (classify(e)) {
     case IhSource::VmFault:
@@ -52,6 +53,28 @@ std::optional<std::string> fault_of(const IhEntry& e) {
     default:
       return std::nullopt;
   }
+}
+
+// The IH ring's entries since the last drain and the hubs' latched faults, as one text; the
+// hubs' registers are read when `read_hubs` or when a VM fault entry came (Linux reads them on
+// the entry, gmc_v11_0_process_interrupt). s.mu held.
+std::optional<std::string> collect_faults(Gfx1100& s, bool read_hubs) {
+  std::vector<IhEntry> entries;
+  if (s.ih) entries = s.ih->drain();
+  for (const IhEntry& e : entries) read_hubs = read_hubs || classify(e) == IhSource::VmFault;
+  std::string text;
+  auto add = [&](const std::string& t) { text += (text.empty() ? "" : "; ") + t; };
+  if (s.gmc && read_hubs)
+    for (Hub hub : {Hub::Gc, Hub::Mm})
+      if (s.gmc->hub_ready(hub))
+        if (auto f = s.gmc->read_fault(hub)) {
+          add(f->describe());
+          s.gmc->clear_fault(hub);
+        }
+  for (const IhEntry& e : entries)
+    if (auto f = fault_of(e)) add(*f);
+  if (text.empty()) return std::nullopt;
+  return text;
 }
 
 }  // namespace
@@ -207,20 +230,12 @@ AmDriverHooks gfx1100_hooks() {
   };
   h.read_fault = [s]() -> std::optional<std::string> {
     std::lock_guard lk(s->mu);
-    std::string text;
-    auto add = [&](const std::string& t) { text += (text.empty() ? "" : "; ") + t; };
-    if (s->gmc)
-      for (Hub hub : {Hub::Gc, Hub::Mm})
-        if (s->gmc->hub_ready(hub))
-          if (auto f = s->gmc->read_fault(hub)) {
-            add(f->describe());
-            s->gmc->clear_fault(hub);
-          }
-    if (s->ih)
-      for (const IhEntry& e : s->ih->drain())
-        if (auto f = fault_of(e)) add(*f);
-    if (text.empty()) return std::nullopt;
-    return text;
+    return collect_faults(*s, true);
+  };
+  h.poll_fault = [s]() -> std::optional<std::string> {
+    std::lock_guard lk(s->mu);
+    if (!s->ih || !s->ih->pending()) return std::nullopt;  // a look at memory only
+    return collect_faults(*s, false);
   };
   return h;
 }

@@ -19,7 +19,9 @@
 // an exact error.
 //
 // Faults: both hubs' latched protection faults, then the IH ring's entries (VM faults, CP bad
-// opcode / privileged register faults), as one text for GpuFaultError.
+// opcode / privileged register faults), as one text for GpuFaultError. poll_fault looks at the
+// IH write pointer in memory first and touches no register unless it moved; it reads the hubs'
+// registers only for a VM fault entry.
 //
 // Threads: the hooks may be called from several threads at once (the driver's own threads);
 // one mutex guards the queue tables and the IH drain.

@@ -147,8 +147,9 @@ void Ih::init() {
                                               {"MC_SNOOP", 1},
                                               {"MC_RO", 0},
                                               {"MC_VMID", 0}});
-    // Ring 0: RPTR_REARM follows MSI, which hcq does not use (it polls). Ring 1 drains when
-    // full instead of overflowing.
+    // Ring 0: RPTR_REARM 0. Linux sets it when MSI is on (ih_v6_0_enable_ring); hcq takes the
+    // MSI too but leaves it 0, an interrupt per entry (docs/am.md: not verified on hardware).
+    // Ring 1 drains when full instead of overflowing.
     if (i == 0) v = with_cntl(v, {{"RPTR_REARM", 0}});
     if (i == 1) v = with_cntl(v, {{"WPTR_OVERFLOW_ENABLE", 0}, {"RB_FULL_DRAIN_ENABLE", 1}});
     regs_.write(cntl, v);
@@ -159,7 +160,8 @@ void Ih::init() {
     regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
     regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
     const RegDesc& doorbell = ring_reg(i, "IH_DOORBELL_RPTR");
-    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));  // no doorbell: polled
+    // No doorbell: the read pointer goes back through IH_RB_RPTR.
+    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));
   }
   // (nbio ih_doorbell_range: NBIO's.)
 
@@ -193,6 +195,7 @@ void Ih::init() {
   regs_.write(cntl1, ring1);
   regs_.write(cntl2, ih_cntl2);
   rptr_ = 0;
+  drained_writeback_ = read_wptr_writeback();
 }
 
 uint32_t Ih::read_wptr_writeback() const {
@@ -204,9 +207,12 @@ uint32_t Ih::read_wptr_writeback() const {
 std::vector<IhEntry> Ih::drain() {
   std::lock_guard lock(mu_);
   const uint32_t mask = uint32_t(ring_bytes_ - 1);
-  const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
-  const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
+  // Looked up once: drain runs on every interrupt.
+  static const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
+  static const RegDesc& rptr_reg = find_register("IH_RB_RPTR");
+  static const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
   uint32_t wptr = read_wptr_writeback();
+  drained_writeback_ = wptr;
   const uint32_t rptr_before = rptr_;
   bool moved = false;
   // ih_v6_0_get_wptr: the write-back copy first; on its overflow flag the register decides.
@@ -232,8 +238,13 @@ std::vector<IhEntry> Ih::drain() {
     rptr_ = (rptr_ + kEntryBytes) & mask;
   }
   // ih_v6_0_set_rptr without a doorbell: the register, in bytes.
-  if (moved || rptr_ != rptr_before) regs_.write(find_register("IH_RB_RPTR"), rptr_);
+  if (moved || rptr_ != rptr_before) regs_.write(rptr_reg, rptr_);
   return out;
+}
+
+bool Ih::pending() const {
+  std::lock_guard lock(mu_);
+  return read_wptr_writeback() != drained_writeback_;
 }
 
 uint64_t Ih::overflows() const {

@@ -1,7 +1,8 @@
 // The interrupt handler's rings of a gfx1100 (OSSSYS 6.0.0, IH 6.0; issue 17 item 6/7): the GPU
 // writes an 8-dword entry per interrupt into a ring in VRAM and its write pointer into a
 // write-back slot; the driver reads entries from its read pointer up to the write pointer and
-// hands the read pointer back through IH_RB_RPTR. hcq polls (no MSI).
+// hands the read pointer back through IH_RB_RPTR. The driver looks at the write-back slot
+// (pending) when its MSI arrives or its wait times out, and drains only when it moved.
 //
 // Sequences: init follows Linux ih_v6_0_irq_init (rings off, each ring's base, control,
 // write-back address, pointers and doorbell, storm and flood control, rings on, the self-IV
@@ -10,8 +11,9 @@
 // without Linux's redirection of retry faults to it, which hcq does not use); entries are read
 // from ring 0.
 //
-// Threads: init runs once during the boot; drain may be called from several threads (one lock:
-// each entry is returned by exactly one call); the decoders are pure functions.
+// Threads: init runs once during the boot; drain and pending may be called from several
+// threads (one lock: each entry is returned by exactly one call); the decoders are pure
+// functions.
 #pragma once
 
 #include <array>
@@ -87,6 +89,10 @@ class Ih {
   // is then handed back. An overflow (RB_OVERFLOW) is counted and recovered as Linux does:
   // reading restarts at the oldest entry not overwritten (wptr + 32).
   std::vector<IhEntry> drain();
+  // Whether the GPU wrote entries (or flagged an overflow) since the last drain started: a look
+  // at the write-back slot in memory, no register access, so a waiter may ask on every
+  // wake-up.
+  bool pending() const;
 
   uint64_t overflows() const;
   uint64_t ring_bytes() const { return ring_bytes_; }
@@ -100,6 +106,10 @@ class Ih {
   std::array<VramBuffer, 2> rings_, writeback_;
   mutable std::mutex mu_;
   uint32_t rptr_ = 0;  // bytes
+  // The write-back value the last drain started from: the GPU wrote nothing since while the
+  // slot still holds it (an overflow flag already recovered from stays in the slot until the
+  // next entry).
+  uint32_t drained_writeback_ = 0;
   uint64_t overflows_ = 0;
 };
 

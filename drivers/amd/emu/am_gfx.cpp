@@ -448,6 +448,8 @@ void AmGfx::stop_sdma(uint32_t engine) {
   sdma_[engine].running = false;
 }
 
+void AmGfx::kick() { engine_->kick(); }
+
 void AmGfx::interrupt(uint32_t) {
   // Every engine interrupt arrives through queue_interrupt.
 }

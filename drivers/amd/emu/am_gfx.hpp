@@ -56,6 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "amd/am/ih_ids.hpp"
 #include "amd/am/regs.hpp"
 #include "amd/emu/am_block.hpp"
 #include "amd/emu/engine.hpp"
@@ -75,9 +76,9 @@ struct AmGfxHooks {
 
 class AmGfx final : public AmBlock, private GpuEvents {
  public:
-  // IH entry ids (Linux soc15_ih_clientid.h, irqsrcs_gfx_11_0_0.h).
-  static constexpr uint32_t kClientGrbmCp = 0x14, kClientGfx = 0x0a;
-  static constexpr uint32_t kSrcCpEop = 181, kSrcSdmaTrap = 49;
+  // IH entry ids (am/ih_ids.hpp: Linux soc15_ih_clientid.h, irqsrcs_gfx_11_0_0.h).
+  static constexpr uint32_t kClientGrbmCp = am::ih::kClientGrbmCp, kClientGfx = am::ih::kClientGfx;
+  static constexpr uint32_t kSrcCpEop = am::ih::kSrcCpEop, kSrcSdmaTrap = am::ih::kSrcSdmaTrap;
   static constexpr uint32_t kSdmaEngines = 2;  // gfx1100: SDMA0, SDMA1
 
   // Places the registers with GC's segment bases; `memory` is the GPU's view of memory the
@@ -105,6 +106,8 @@ class AmGfx final : public AmBlock, private GpuEvents {
   bool compute_queue_running(uint32_t me, uint32_t pipe, uint32_t queue) const;
   // Queue 0 of SDMA engine `engine` (false past the last engine).
   bool sdma_queue_running(uint32_t engine = 0) const;
+  // Look at the doorbells now (a waiter is about to sleep on the GPU's MSI; engine.hpp kick).
+  void kick();
 
  private:
   enum class Kind : uint8_t {

@@ -67,10 +67,12 @@ void AmIh::write32(uint64_t offset, uint32_t value) {
 }
 
 void AmIh::write_back() {
-  if (!field(oss::IH_RB_CNTL, "WPTR_WRITEBACK_ENABLE").get(value_[Cntl])) return;
-  const uint64_t mc =
-      uint64_t(field(oss::IH_RB_WPTR_ADDR_LO, "ADDR").get(value_[WptrAddrLo])) << 2 |
-      uint64_t(field(oss::IH_RB_WPTR_ADDR_HI, "ADDR").get(value_[WptrAddrHi])) << 32;
+  static const am::RegField& enable = field(oss::IH_RB_CNTL, "WPTR_WRITEBACK_ENABLE");
+  static const am::RegField& lo = field(oss::IH_RB_WPTR_ADDR_LO, "ADDR");
+  static const am::RegField& hi = field(oss::IH_RB_WPTR_ADDR_HI, "ADDR");
+  if (!enable.get(value_[Cntl])) return;
+  const uint64_t mc = uint64_t(lo.get(value_[WptrAddrLo])) << 2 |
+                      uint64_t(hi.get(value_[WptrAddrHi])) << 32;
   uint8_t* slot = bus_.vram_at_mc(mc, 4);
   if (!slot) {
     last_error_ = std::string("IH write-back address ") + hex(mc) + " is outside VRAM";
@@ -80,6 +82,15 @@ void AmIh::write_back() {
 }
 
 bool AmIh::push(const std::array<uint32_t, 8>& entry) {
+  // Looked up once (describe() scans the tables): every interrupt of the GPU comes here.
+  static const am::RegField& rb_enable = field(oss::IH_RB_CNTL, "RB_ENABLE");
+  static const am::RegField& mc_space_field = field(oss::IH_RB_CNTL, "MC_SPACE");
+  static const am::RegField& rb_size = field(oss::IH_RB_CNTL, "RB_SIZE");
+  static const am::RegField& base_hi = field(oss::IH_RB_BASE_HI, "ADDR");
+  static const am::RegField& offset = field(oss::IH_RB_WPTR, "OFFSET");
+  static const am::RegField& overflow = field(oss::IH_RB_WPTR, "RB_OVERFLOW");
+  static const am::RegField& rptr_offset = field(oss::IH_RB_RPTR, "OFFSET");
+  static const am::RegField& overflow_enable = field(oss::IH_RB_CNTL, "WPTR_OVERFLOW_ENABLE");
   std::lock_guard lock(mu_);
   const uint32_t cntl = value_[Cntl];
   auto drop = [&](std::string why) {
@@ -87,28 +98,26 @@ bool AmIh::push(const std::array<uint32_t, 8>& entry) {
     last_error_ = std::move(why);
     return false;
   };
-  if (!field(oss::IH_RB_CNTL, "RB_ENABLE").get(cntl))
+  if (!rb_enable.get(cntl))
     return drop("IH entry dropped: ring 0 is off");
-  const uint32_t mc_space = field(oss::IH_RB_CNTL, "MC_SPACE").get(cntl);
+  const uint32_t mc_space = mc_space_field.get(cntl);
   if (mc_space != kMcSpaceVram)
     return drop(std::string("IH entry dropped: MC_SPACE ") + std::to_string(mc_space) +
                 " is not modelled (4: VRAM)");
-  const uint64_t ring_bytes = uint64_t(4) << field(oss::IH_RB_CNTL, "RB_SIZE").get(cntl);
-  const uint64_t base = (uint64_t(value_[Base]) << 8) |
-                        (uint64_t(field(oss::IH_RB_BASE_HI, "ADDR").get(value_[BaseHi])) << 40);
+  const uint64_t ring_bytes = uint64_t(4) << rb_size.get(cntl);
+  const uint64_t base =
+      (uint64_t(value_[Base]) << 8) | (uint64_t(base_hi.get(value_[BaseHi])) << 40);
   uint8_t* ring = bus_.vram_at_mc(base, ring_bytes);
   if (!ring)
     return drop(std::string("IH entry dropped: ring at ") + hex(base) + " (" + hex(ring_bytes) +
                 " bytes) is outside VRAM");
-  const am::RegField& offset = field(oss::IH_RB_WPTR, "OFFSET");
-  const am::RegField& overflow = field(oss::IH_RB_WPTR, "RB_OVERFLOW");
   const uint64_t mask = ring_bytes - 1;
   const uint64_t wptr = (uint64_t(offset.get(value_[Wptr])) << offset.lo) & mask;
-  const uint64_t rptr = (uint64_t(field(oss::IH_RB_RPTR, "OFFSET").get(value_[Rptr])) << 2) & mask;
+  const uint64_t rptr = (uint64_t(rptr_offset.get(value_[Rptr])) << 2) & mask;
   const uint64_t next = (wptr + kEntryBytes) & mask;
   if (next == rptr) {
     ++overflows_;
-    if (field(oss::IH_RB_CNTL, "WPTR_OVERFLOW_ENABLE").get(cntl)) {
+    if (overflow_enable.get(cntl)) {
       value_[Wptr] = overflow.set(value_[Wptr], 1);
       write_back();
     }

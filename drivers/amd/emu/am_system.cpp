@@ -69,6 +69,12 @@ AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
   gpu.iommu_group = kIommuGroup;
   gpu.numa_node = 0;
   gpu.on_reset = [this] { gpu_->function_reset(); };
+  // MSI through VFIO; a driver going to sleep on it makes the engines look at their
+  // doorbells (a real GPU sees a doorbell write at once; the emulated one polls).
+  gpu.msi = true;
+  gpu.on_interrupt_wait = [this] {
+    if (gfx_) gfx_->kick();
+  };
   bus_ = std::make_unique<os::EmulatedPciBus>(std::vector<F>{host, port, gpu});
 
   struct Undo {
@@ -119,7 +125,7 @@ void AmEmulatedSystem::assemble() {
   hooks.mec_firmware_ready = [psp] { return psp->loaded(fw::kRs64Mec) || psp->loaded(fw::kCpMec); };
   hooks.sdma_firmware_ready = [psp] { return psp->loaded(fw::kSdmaUcodeTh0); };
   // A queue stopped on a bad packet raises the CP's bad-opcode interrupt (client GRBM_CP,
-  // source GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR 183, Linux irqsrcs_gfx_11_0_0.h); a memory
+  // source GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR, am/ih_ids.hpp); a memory
   // fault has already been latched by the GMC, which raised its own entry.
   AmBus* bus = &g.bus();
   hooks.fault = [this, bus](const std::string&, bool memory_fault, uint64_t,
@@ -129,8 +135,7 @@ void AmEmulatedSystem::assemble() {
       fault_log_ += what + "\n";  // the engine's message names the queue
     }
     if (memory_fault || !bus->interrupt) return;
-    constexpr uint32_t kSrcCpBadOpcode = 183;
-    bus->interrupt({AmGfx::kClientGrbmCp | kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
+    bus->interrupt({am::ih::kClientGrbmCp | am::ih::kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
   };
   gfx_ = std::make_shared<AmGfx>(g.bases(), g.bus(), *engine_memory_, hooks);
   for (std::shared_ptr<AmBlock> b : {std::shared_ptr<AmBlock>(psp_), std::shared_ptr<AmBlock>(gmc_),
@@ -144,8 +149,13 @@ void AmEmulatedSystem::assemble() {
   });
   AmGfx* gfx = gfx_.get();
   bus_->kernel()->add_generated_file(kAmEmulatorIbPositions, [gfx] { return gfx->ib_positions(); });
+  // An entry written raises the GPU's MSI (ih_v6_0: ENABLE_INTR on ring 0), which VFIO turns
+  // into the driver's eventfd signal.
   AmIh* ih = ih_.get();
-  g.set_interrupt([ih](const std::array<uint32_t, 8>& e) { ih->push(e); });
+  os::EmulatedVfio* vfio = &bus_->vfio();
+  g.set_interrupt([ih, vfio](const std::array<uint32_t, 8>& e) {
+    if (ih->push(e)) vfio->interrupt(kAddress);
+  });
 }
 
 AmEmulatedSystem::~AmEmulatedSystem() {
