@@ -12,10 +12,10 @@
 
 #include "amd/pci.hpp"
 #include "common/error_of.hpp"
-#include "emulated_pci.hpp"
 #include "os/emulated_usb.hpp"
 #include "usb/emu/asm2464_firmware.hpp"
 #include "usb/pcie_enumerate.hpp"
+#include "usb/rx7900xtx.hpp"
 
 namespace hcq::usb {
 namespace {
@@ -24,12 +24,6 @@ using testing_support::error_of;
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr size_t kGpu = 4;  // in asm2464_topology's list
 constexpr Bdf kGpuBdf{4, 0, 0};
-
-os::EmulatedPciFunction rx7900xtx() {
-  for (auto& f : emulated_pci_functions())
-    if (f.address == "0000:01:00.0") return f;
-  throw std::logic_error("the emulated PCI system has no RX 7900 XTX at 0000:01:00.0");
-}
 
 EnumerateOptions enumerate_options() {
   EnumerateOptions o;

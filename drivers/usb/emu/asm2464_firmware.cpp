@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstring>
 
-#include "usb/asm2464.hpp"
+#include "usb/asm2464_protocol.hpp"
 
 namespace hcq::usb::emu {
 
