@@ -4,7 +4,7 @@
 // every such transport offers: configuration reads and writes of one dword with byte enables,
 // memory reads and writes (one dword, or a streamed byte range), and the windows of PCI
 // address space the device may DMA into (the bridge's SRAM). Implementations: the emulated
-// hierarchy (usb/emu/pcie_topology.hpp); the bridge protocol comes later.
+// hierarchy (usb/emu/pcie_topology.hpp) and the ASM2464 bridge (usb/asm2464.hpp).
 //
 // Threads: every member may be called from several threads at once; each request is one
 // request, completed before the call returns (implementations serialise as they need).

@@ -11,8 +11,8 @@
 
 #include "amd/pci.hpp"
 #include "common/error_of.hpp"
-#include "emulated_pci.hpp"
 #include "usb/emu/pcie_topology.hpp"
+#include "usb/rx7900xtx.hpp"
 
 namespace hcq::usb {
 namespace {
@@ -22,12 +22,6 @@ constexpr uint64_t kMiB = 1 << 20, kGiB = 1ull << 30;
 // Indices in asm2464_topology's list.
 constexpr size_t kAsmUp = 0, kAsmDown = 1, kCardUp = 2, kCardDown = 3, kGpu = 4, kAudio = 5;
 constexpr Bdf kGpuBdf{4, 0, 0};
-
-os::EmulatedPciFunction rx7900xtx() {
-  for (auto& f : emulated_pci_functions())
-    if (f.address == "0000:01:00.0") return f;
-  throw std::logic_error("the emulated PCI system has no RX 7900 XTX at 0000:01:00.0");
-}
 
 EnumerateOptions options() {
   EnumerateOptions o;

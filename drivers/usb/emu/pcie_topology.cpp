@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "usb/asm2464_protocol.hpp"
+
 namespace hcq::usb::emu {
 
 namespace {
@@ -414,6 +416,6 @@ std::vector<TopologyFunction> asm2464_topology(const os::EmulatedPciFunction& gp
           audio};
 }
 
-DmaWindow asm2464_sram_window() { return {0x200000, 0x80000}; }
+DmaWindow asm2464_sram_window() { return asm2464::kSramWindow; }
 
 }  // namespace hcq::usb::emu
