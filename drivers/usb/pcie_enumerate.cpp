@@ -17,7 +17,13 @@ constexpr uint16_t kDecode = PCI_COMMAND_IO | PCI_COMMAND_MEMORY | PCI_COMMAND_M
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 std::string range(uint64_t base, uint64_t size) {
-  return "[" + hex(base) + ", " + hex(base + size) + ") " + os::byte_size(size);
+  std::string out = "[";  // appended: GCC 12 -O3 -Wrestrict on "literal" + std::string
+  out += hex(base);
+  out += ", ";
+  out += hex(base + size);
+  out += ") ";
+  out += os::byte_size(size);
+  return out;
 }
 
 // The two kinds of memory BARs and bridge windows (PCI-to-PCI Bridge Architecture
