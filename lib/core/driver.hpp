@@ -186,6 +186,13 @@ class DeviceDriver {
   // Map the caller's page-aligned host memory for the device at the same address (KFD
   // userptr); free() unmaps it. Throws InvalidInput when the device cannot reach host memory.
   virtual Allocation map_user(void* host, uint64_t size) = 0;
+  // The device-memory port, for a device whose memory the CPU cannot map
+  // (caps.cpu_maps_memory false): writes or reads [va, va + size) inside one allocation this
+  // driver made, as few transport requests as its size allows (streamed). Ordered after the
+  // port's earlier writes; not after GPU work (the caller waits for that). The default, for a
+  // driver whose memory is mapped: InvalidInput naming the device.
+  virtual void write_memory(uint64_t va, std::span<const std::byte> data);
+  virtual void read_memory(uint64_t va, std::span<std::byte> out);
 
   virtual std::unique_ptr<HwQueue> create_queue(QueueKind kind) = 0;
   virtual std::unique_ptr<Encoder> encoder(QueueKind kind) = 0;

@@ -29,6 +29,13 @@ struct Capabilities {
   bool host_reachable = true;  // can reach host memory at all (USB-attached GPUs cannot)
   bool indirect_buffers = true;  // queues can run command buffers bound in device memory
   bool map_host = true;  // can map the process's own memory (Device::map_host; msm DRM cannot)
+  // The CPU maps the device's memory (a BAR, or UMA). False behind a USB bridge: no
+  // allocation has a host pointer, and every CPU access to device memory is a request through
+  // the driver's port (DeviceDriver::write_memory / read_memory).
+  bool cpu_maps_memory = true;
+  // Bytes of host-side memory the device can reach where that is only a small window (a USB
+  // bridge's SRAM, 0x80000 bytes): Host allocations come from it; 0: no such limit.
+  uint64_t host_window_bytes = 0;
   // The most copy queues the driver can create (0: no limit); a device opened with more in
   // its options gets this many.
   uint32_t max_copy_queues = 0;
