@@ -23,6 +23,7 @@
 #include "amd/am/register_io.hpp"
 #include "amd/am/smu.hpp"
 #include "amd/emu/am_system.hpp"
+#include "amd/span_vram.hpp"
 #include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "emu/kernels.hpp"
@@ -277,21 +278,6 @@ TEST(AmGpu, RegisterAccessesFromSeveralThreads) {
 
 // ---- AmAddressSpace ----
 
-// The system's VRAM as the page-table builder writes it (the driver would go through BAR0).
-class SpanVram final : public am::VramAccess {
- public:
-  explicit SpanVram(std::span<uint8_t> v) : v_(v) {}
-  uint64_t read64(uint64_t pa) override {
-    uint64_t x;
-    std::memcpy(&x, v_.data() + pa, 8);
-    return x;
-  }
-  void write64(uint64_t pa, uint64_t value) override { std::memcpy(v_.data() + pa, &value, 8); }
-
- private:
-  std::span<uint8_t> v_;
-};
-
 struct Space : Opened {
   static constexpr uint64_t kVramVa = 0x10000000, kSysVa = 0x20000000, kIova = 0x50000000;
   Space() {
@@ -309,7 +295,7 @@ struct Space : Opened {
     dev.unmap_dma(kIova, 0x2000);
     ::free(host);
   }
-  SpanVram vram_access{sys->gpu().bus().vram};
+  testing_support::SpanVram vram_access{sys->gpu().bus().vram};  // as BAR0 would reach it
   am::VramAllocator alloc{0, 32 * MiB};
   am::PageTables pt{vram_access, alloc};
   AmMmu mmu{sys->gpu().bus().vram};
