@@ -601,6 +601,53 @@ TEST_F(EngineTest, Pm4PacketsWrapAroundTheRingEnd) {
   EXPECT_EQ(ev.fault_count(), 0u);
 }
 
+// The engine's memory, remembering the largest range translated inside a watched ring.
+class WatchedMemory final : public GpuAddressSpace {
+ public:
+  explicit WatchedMemory(Memory& m) : m_(m) {}
+  void* translate(uint64_t va, uint64_t size) const override {
+    if (va >= watch_va.load() && va - watch_va.load() < watch_bytes.load() && size > largest.load())
+      largest.store(size);
+    return m_.translate(va, size);
+  }
+  std::pair<uint64_t, uint64_t> mapping_of(uint64_t va) const override { return m_.mapping_of(va); }
+  void watch(const uint32_t* ring, uint64_t bytes) {
+    watch_va = reinterpret_cast<uint64_t>(ring);
+    watch_bytes = bytes;
+    largest = 0;
+  }
+  std::atomic<uint64_t> watch_va{0}, watch_bytes{0};
+  mutable std::atomic<uint64_t> largest{0};  // written by the engine's thread only
+
+ private:
+  Memory& m_;
+};
+
+TEST_F(EngineTest, AStepTranslatesOnlyTheSubmittedPartOfTheRing) {
+  WatchedMemory watched(mem);
+  Engine engine(gen, watched, ev);
+  constexpr uint64_t kRingBytes = 1 << 20;
+  {
+    Ring r(mem, engine, QueueDesc::Type::Pm4, 1, kRingBytes);
+    watched.watch(r.ring_dw(), kRingBytes);  // add_queue checked all of it once
+    const auto pkt = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x10), 5);
+    r.submit(pkt);
+    ASSERT_TRUE(r.drained());
+    EXPECT_EQ(*data.at<uint32_t>(0x10), 5u);
+    EXPECT_EQ(watched.largest.load(), pkt.size() * 4);
+  }
+  {
+    Ring r(mem, engine, QueueDesc::Type::Sdma, 2, kRingBytes);
+    watched.watch(r.ring_dw(), kRingBytes);
+    const auto pkt = sdma_fence(data.va(0x20), 6);
+    r.submit(pkt);
+    ASSERT_TRUE(r.drained());
+    EXPECT_EQ(*data.at<uint32_t>(0x20), 6u);
+    EXPECT_EQ(watched.largest.load(), pkt.size() * 4);
+  }
+  EXPECT_EQ(ev.fault_count(), 0u);
+}
+
 TEST_F(EngineTest, Pm4PartlySubmittedPacketWaits) {
   Ring r(mem, *eng, QueueDesc::Type::Pm4, 1, 4096);
   auto pkt = release_mem(pm4::V_RELEASE_MEM_DATA_SEL_SEND_32_BIT_LOW, 0, data.va(0x60), 3);

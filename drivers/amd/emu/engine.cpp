@@ -367,6 +367,38 @@ bool Engine::step(Queue& q) {
 }
 
 // ------------------------------------------------------------------------------------------
+// The submitted part of a ring
+
+namespace {
+
+// Dwords [from, from + dwords) of a ring, modulo its size, as host memory: a step reads only
+// what was submitted, so only those pages are translated (the register-level GPU walks its page
+// tables per page: a whole 1 MiB ring is 256 walks a step; docs/performance.md). add_queue has
+// checked the whole ring once.
+class SubmittedRing {
+ public:
+  SubmittedRing(GpuAddressSpace& mem, uint64_t ring_va, uint64_t ring_dwords, uint64_t from,
+                uint64_t dwords)
+      : from_(from), head_dwords_(std::min(dwords, ring_dwords - from)) {
+    if (head_dwords_)
+      head_ = static_cast<const uint32_t*>(mem.translate(ring_va + from * 4, head_dwords_ * 4));
+    if (dwords > head_dwords_)
+      tail_ = static_cast<const uint32_t*>(mem.translate(ring_va, (dwords - head_dwords_) * 4));
+  }
+  // Dword `off` of the ring; it must lie in the submitted part.
+  const uint32_t* at(uint64_t off) const {
+    return off - from_ < head_dwords_ ? head_ + (off - from_) : tail_ + off;
+  }
+
+ private:
+  uint64_t from_, head_dwords_;
+  const uint32_t* head_ = nullptr;  // from `from` up to the ring's end at most
+  const uint32_t* tail_ = nullptr;  // the rest, from the ring's start
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
 // PM4
 
 bool Engine::step_pm4(Queue& q, uint64_t wptr) {
@@ -374,7 +406,7 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
   q.cur_name = "ring";
   q.cur_in_ib = false;
   q.cur_off = (q.pos % ring_dw) * 4;
-  auto* ring = static_cast<const uint32_t*>(mem_.translate(q.d.ring_va, q.d.ring_bytes));
+  const SubmittedRing ring(mem_, q.d.ring_va, ring_dw, q.pos % ring_dw, wptr - q.pos);
   auto* rptr = static_cast<uint64_t*>(mem_.translate(q.d.rptr_va, 8));
   for (int i = 0; i < q.depth; i++) {
     q.cur_name = "INDIRECT_BUFFER";
@@ -419,16 +451,16 @@ bool Engine::step_pm4(Queue& q, uint64_t wptr) {
     const uint64_t off = q.pos % ring_dw;
     q.cur_in_ib = false;
     q.cur_off = off * 4;
-    const uint32_t h = ring[off];
+    const uint32_t h = *ring.at(off);
     const uint64_t len = pm4::packet_dwords(h);  // the framing the decoder uses
     if (len > ring_dw)
       bad(strf("PM4 packet (header 0x%08X) %s is longer than the ring", h, q.where().c_str()));
     if (len > wptr - q.pos) break;  // the rest of the packet is not submitted yet
-    const uint32_t* p = ring + off;
+    const uint32_t* p = ring.at(off);
     if (off + len > ring_dw) {  // wraps the ring end: make it contiguous
       uint64_t first = ring_dw - off;
-      std::memcpy(q.scratch.data(), ring + off, first * 4);
-      std::memcpy(q.scratch.data() + first, ring, (len - first) * 4);
+      std::memcpy(q.scratch.data(), ring.at(off), first * 4);
+      std::memcpy(q.scratch.data() + first, ring.at(0), (len - first) * 4);
       p = q.scratch.data();
     }
     Res r = exec_pm4(q, p, uint32_t(len));
@@ -665,14 +697,15 @@ bool Engine::step_sdma(Queue& q, uint64_t wptr) {
   q.cur_name = "ring";
   q.cur_in_ib = false;
   q.cur_off = q.pos % ring_bytes;
-  auto* ring = static_cast<const uint32_t*>(mem_.translate(q.d.ring_va, ring_bytes));
+  if ((wptr | q.pos) & 3)
+    bad(strf("doorbell 0x%llx (bytes) is not a multiple of 4", ull(wptr)));
+  const SubmittedRing ring(mem_, q.d.ring_va, ring_bytes / 4, q.pos % ring_bytes / 4,
+                           (wptr - q.pos) / 4);
   auto* rptr = static_cast<uint64_t*>(mem_.translate(q.d.rptr_va, 8));
   if (q.depth > 0) {
     q.cur_name = "INDIRECT";
     q.ib[0].host = static_cast<const uint32_t*>(mem_.translate(q.ib[0].va, uint64_t{q.ib[0].size} * 4));
   }
-  if ((wptr | q.pos) & 3)
-    bad(strf("doorbell 0x%llx (bytes) is not a multiple of 4", ull(wptr)));
   // The framing the decoder uses; unknown ops (one dword) fault in exec_sdma.
   auto length = [&](const uint32_t* p, uint64_t avail) -> uint64_t {
     return sdma::packet_dwords(p, avail, sdma_info_[sdma::header_op(p[0])]);
@@ -711,7 +744,7 @@ bool Engine::step_sdma(Queue& q, uint64_t wptr) {
     const uint64_t off = q.pos % ring_bytes;
     q.cur_in_ib = false;
     q.cur_off = off;
-    const uint32_t* p = ring + off / 4;
+    const uint32_t* p = ring.at(off / 4);
     const uint64_t avail = (wptr - q.pos) / 4;
     const uint64_t to_end = (ring_bytes - off) / 4;
     uint64_t len = length(p, std::min(avail, to_end));
