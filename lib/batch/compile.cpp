@@ -156,7 +156,7 @@ class Compiler {
   // Queue q's signal as queues of `area` see it: its own slot, or a mirror the host keeps.
   uint64_t signal_va(uint32_t q, uint32_t area) {
     if (area != x.area_of(q)) mirrored.insert({q, area});
-    return reinterpret_cast<uint64_t>(x.slot(q, area));
+    return x.areas[area].sync.va() + uint64_t(q) * 16;
   }
   // An address operand: patched for input and bound slots (an offset stands in until the
   // first run), fixed for staging.
@@ -175,8 +175,19 @@ class Compiler {
   }
   static void add_site(std::vector<Executable::Impl::Target>& out, Queue& Q, const PatchSite& s) {
     auto [words, device_copy] = Q.patch_bases();
-    out.push_back({words, s});
-    if (device_copy) out.push_back({device_copy, s});
+    // The words that are the bound memory's shadow, where it is one, are marked when patched.
+    ShadowMemory& bound = Q.bound_memory();
+    auto shadow_of = [&](uint32_t* w) {
+      return bound.shadowed() && w == reinterpret_cast<uint32_t*>(bound.host()) ? &bound : nullptr;
+    };
+    out.push_back({words, s, shadow_of(words)});
+    if (device_copy) out.push_back({device_copy, s, shadow_of(device_copy)});
+  }
+  // The kernel-argument shadow holding `at`, or null (see Impl::Target::shadow).
+  ShadowMemory* kernarg_shadow(const void* at) {
+    for (ShadowMemory& k : x.kernargs)
+      if (k.shadowed() && at >= k.host() && at < k.host() + k.size()) return &k;
+    return nullptr;
   }
 
   const Schedule& s_;
@@ -365,7 +376,8 @@ void Compiler::lay_out_queues() {
   // Areas (see Impl::Area): devices that reach host memory share area 0.
   areas = 1;
   for (Device* d : devs_)
-    x.device_area.push_back(d->properties().caps.host_reachable ? 0 : areas++);
+    x.device_area.push_back(
+        d->properties().caps.host_reachable && d->properties().caps.cpu_maps_memory ? 0 : areas++);
   // A copy between devices of different areas goes through the staging of both, the host
   // copying between them on a relay queue (a host queue of the first such copy's source).
   relay_queue = UINT32_MAX;
@@ -514,8 +526,9 @@ void Compiler::allocate_memory() {
   x.kernargs.resize(devs_.size());
   for (size_t d = 0; d < devs_.size(); d++)
     if (karg_bytes[d]) {
-      x.kernargs[d] = devs_[d]->allocate_visible(karg_bytes[d]);
+      x.kernargs[d] = ShadowMemory(*devs_[d], karg_bytes[d]);
       std::memset(x.kernargs[d].host(), 0, karg_bytes[d]);
+      x.kernargs[d].mark(0, karg_bytes[d]);  // published by the first run
     }
   x.inputs.resize(patch_slots);
   input_sites.assign(patch_slots, {});
@@ -702,6 +715,12 @@ void Compiler::close_queues() {
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   x.host_work = !x.mirrors.empty() ||
                 std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end();
+  // The host's copies and relays read and write device memory with the CPU.
+  for (uint32_t q = 0; q < nq && x.host_work; q++)
+    if (x.used[q] && !x.device_of(q).properties().caps.cpu_maps_memory)
+      throw InvalidInput("batch: " + x.device_of(q).name() + ": host copies, loads and copies "
+                         "between devices are not supported yet on a device whose memory the "
+                         "CPU cannot map");
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
 }
@@ -713,10 +732,13 @@ void Compiler::build_patch_table() {
     for (auto& [Q, site] : input_sites[s]) add_site(x.targets, *Q, site);
     for (auto& [word, add] : input_words[s])
       x.targets.push_back({reinterpret_cast<uint32_t*>(word),
-                           offset_site(0, PatchFormat::LoHi64, PatchRole::KernargAddress, add)});
+                           offset_site(0, PatchFormat::LoHi64, PatchRole::KernargAddress, add),
+                           kernarg_shadow(word)});
     in.count = uint32_t(x.targets.size()) - in.first;
     in.patches = uint32_t(input_sites[s].size() + input_words[s].size());
   }
+  for (auto& sc : x.scalars)
+    for (std::byte* at : sc.at) sc.shadow.push_back(kernarg_shadow(at));
   x.timeline_waits.resize(devs_.size());
   x.timeline_signals.resize(devs_.size());
   x.device_queues.resize(devs_.size());

@@ -109,7 +109,10 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     if (sc.set && sc.value == bits) continue;
     sc.set = true;
     sc.value = bits;
-    for (std::byte* at : sc.at) std::memcpy(at, &bits, sc.bytes);
+    for (size_t k = 0; k < sc.at.size(); k++) {
+      std::memcpy(sc.at[k], &bits, sc.bytes);
+      if (sc.shadow[k]) sc.shadow[k]->mark(uint64_t(sc.at[k] - sc.shadow[k]->host()), sc.bytes);
+    }
     patches += sc.at.size();
   }
   if (!x.ran) {  // the first run binds everything
@@ -123,8 +126,14 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   // Re-arm: the queues' signals count from zero again in every run.
   const uint32_t nq = uint32_t(x.queues.size());
   for (uint32_t a = 0; a < x.areas.size(); a++)
-    if (x.areas[a].sync.host())
+    if (x.areas[a].sync.host()) {
       for (uint32_t q = 0; q < nq; q++) __atomic_store_n(x.slot(q, a), 0, __ATOMIC_RELAXED);
+      if (ShadowMemory* sh = x.areas[a].sync.shadow()) {
+        sh->mark(0, uint64_t(nq) * 16);
+        sh->publish();
+      }
+    }
+  for (ShadowMemory& k : x.kernargs) k.publish();  // the patched arguments, where shadows
   // Submit under every device's submission lock.
   std::vector<uint64_t> done(x.devs.size());
   std::vector<std::optional<uint64_t>> sequences;  // the queues' capture records, if capturing

@@ -21,12 +21,22 @@ namespace hcq::batch {
 // the queues' signals and the staging area of copies between devices live there. A device
 // that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
 // same CPU and GPU address, and the others map that. A device that cannot reach host memory
-// at all allocates its own CPU-visible memory (compile gives it a memory area of its own).
+// at all allocates its own CPU-visible memory (compile gives it a memory area of its own), and
+// so does a device whose memory the CPU cannot map: there host() is a shadow (ShadowMemory)
+// its users mark, publish and refresh.
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
   SharedHostMemory(const std::vector<Device*>& devs, uint64_t bytes) {
     bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
+    if (devs.size() == 1 && !devs[0]->properties().caps.cpu_maps_memory) {
+      shadow_ = ShadowMemory(*devs[0], bytes_);
+      mem_ = shadow_.host();  // zeroed, as the device's copy is once published
+      va_ = shadow_.va();
+      shadow_.mark(0, bytes_);
+      shadow_.publish();
+      return;
+    }
     Device* owner = nullptr;
     for (Device* d : devs)
       if ((!d->properties().caps.map_host || !d->properties().caps.host_reachable) && !owner)
@@ -42,6 +52,7 @@ class SharedHostMemory {
       if (!mem_) throw Error("batch: out of host memory for " + std::to_string(bytes_) + " bytes");
     }
     std::memset(mem_, 0, bytes_);
+    va_ = reinterpret_cast<uint64_t>(mem_);
     for (Device* d : devs)
       if (d != owner) maps_.push_back(d->map_host(mem_, bytes_));
   }
@@ -51,17 +62,27 @@ class SharedHostMemory {
     std::swap(bytes_, o.bytes_);
     std::swap(maps_, o.maps_);
     std::swap(owned_, o.owned_);
+    std::swap(shadow_, o.shadow_);
+    std::swap(va_, o.va_);
     return *this;
   }
   ~SharedHostMemory() {
     maps_.clear();  // unmap from the devices before the memory goes
-    if (!owned_) std::free(mem_);
+    if (!owned_ && !shadow_) std::free(mem_);
   }
   std::byte* host() const { return mem_; }
-  uint64_t va() const { return reinterpret_cast<uint64_t>(mem_); }
+  uint64_t va() const { return va_; }
+  // The shadow of a device's memory the CPU cannot map, else null (then host() is the memory).
+  ShadowMemory* shadow() { return shadow_.shadowed() ? &shadow_ : nullptr; }
+  // The GPU's writes into host() where it is a shadow.
+  void refresh() {
+    if (shadow_.shadowed()) shadow_.refresh(0, bytes_);
+  }
 
  private:
   std::byte* mem_ = nullptr;
+  uint64_t va_ = 0;
+  ShadowMemory shadow_;
   uint64_t bytes_ = 0;
   std::vector<Buffer> maps_;
   Buffer owned_;  // the memory itself, when a device allocated it
@@ -86,7 +107,7 @@ struct Executable::Impl {
   std::vector<Area> areas;
   std::vector<uint32_t> device_area;  // per device
   uint32_t area_of(uint32_t q) const { return device_area[queue_device[q]]; }
-  uint64_t* slot(uint32_t q, uint32_t area) const {
+  uint64_t* slot(uint32_t q, uint32_t area) const {  // the CPU's view of it
     return reinterpret_cast<uint64_t*>(areas[area].sync.host() + uint64_t(q) * 16);
   }
   uint64_t* home_slot(uint32_t q) const { return slot(q, area_of(q)); }
@@ -99,18 +120,26 @@ struct Executable::Impl {
   std::vector<Mirror> mirrors;
   bool host_work = false;  // host queues or mirrors: each run wakes the host thread
   bool pump_mirrors(std::vector<uint64_t>& copied) const;
-  std::vector<Buffer> kernargs;  // per device: its launches' arguments
+  std::vector<ShadowMemory> kernargs;  // per device: its launches' arguments
   // The patch table, flat so a replay reads few cache lines: a target is a site in a
   // command buffer (a recording not encoded in place has its device copy as a second
   // target) or a kernel-argument word (a LoHi64 site with the argument's offset added).
+  // `shadow`: the ShadowMemory whose host copy `words` is in (a device whose memory the CPU
+  // cannot map), marked for publishing; null elsewhere.
   struct Target {
     uint32_t* words;
     PatchSite site;
+    ShadowMemory* shadow = nullptr;
   };
   std::vector<Target> targets;  // every input's, input after input
   static void write(const std::vector<Target>& t, uint32_t first, uint32_t count, uint64_t v) {
-    for (const Target* p = t.data() + first; p != t.data() + first + count; ++p)
+    for (const Target* p = t.data() + first; p != t.data() + first + count; ++p) {
       write_site(p->words, p->site, v);
+      if (p->shadow) [[unlikely]]
+        p->shadow->mark(uint64_t(reinterpret_cast<std::byte*>(p->words + p->site.dword) -
+                                 p->shadow->host()),
+                        site_bytes(p->site));
+    }
   }
   struct InputPatches {
     uint32_t first = 0, count = 0;  // its run of `targets`
@@ -163,6 +192,7 @@ struct Executable::Impl {
   void host_loop();
   struct ScalarPatches {
     std::vector<std::byte*> at;
+    std::vector<ShadowMemory*> shadow;  // per `at`: as Target::shadow
     uint32_t bytes;
     uint64_t value = 0;
     bool set = false;

@@ -31,6 +31,7 @@ std::vector<Executable::CallTime> Executable::profile() const {
   if (!x.profile) throw InvalidInput("batch: profile() needs a schedule compiled with profile");
   if (x.last_run().empty()) throw InvalidInput("batch: profile() before the first run");
   wait();
+  for (auto& area : impl_->areas) area.timestamps.refresh();  // where they are shadows
   std::vector<CallTime> out;
   for (size_t i = 0; i < x.ops.size(); i++) {
     const uint32_t q = x.ops[i].queue;

@@ -132,8 +132,17 @@ uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t qu
   }
   if (w.options.full)
     for (const Device::LiveBuffer& b : dev.live_buffers()) {
-      if (!b.host) continue;  // not CPU-visible: cannot be read here
-      const uint64_t h = content_hash(b.host, b.size);
+      // Memory the CPU cannot map is read through the device's port (not the host memory
+      // of a USB bridge's window: the CPU cannot read that through the bridge).
+      std::vector<std::byte> read;
+      const void* bytes = b.host;
+      if (!bytes && !dev.properties().caps.cpu_maps_memory && b.kind == MemoryKind::Device) {
+        read.resize(b.size);
+        dev.read_memory(b.va, read);
+        bytes = read.data();
+      }
+      if (!bytes) continue;  // not CPU-visible: cannot be read here
+      const uint64_t h = content_hash(bytes, b.size);
       auto [at, first] = w.recorded.try_emplace({it->second, b.va}, h);
       if (!first && at->second == h) continue;
       at->second = h;
@@ -146,7 +155,7 @@ uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t qu
         w.put(uint32_t(0));
         w.put(b.va + off);
         w.put(n);
-        w.put(static_cast<const uint8_t*>(b.host) + off, n);
+        w.put(static_cast<const uint8_t*>(bytes) + off, n);
         w.emit(RecordType::Memory);
       } while ((off += kMemoryPieceBytes) < b.size);
     }

@@ -53,6 +53,11 @@ constexpr PatchSite field_site(uint32_t dword, PatchRole role, uint8_t lo, uint8
           uint16_t((lo & 31u) | ((width - 1u) & 31u) << 5 | (shift & 63u) << 10), 0};
 }
 
+// The bytes a site's value occupies in the stream (from its first dword).
+constexpr uint32_t site_bytes(const PatchSite& site) {
+  return site.format == PatchFormat::LoHi64 || site.format == PatchFormat::HiLo64 ? 8 : 4;
+}
+
 // Write `value` (plus the site's `add`) into `words` as `site` says. Relaxed atomic stores:
 // a bound copy may be read by the device (never while it runs that copy, but the host may
 // patch a recording while another thread reads it for a report).

@@ -52,6 +52,55 @@ void Buffer::reset() {
   link_.reset();
 }
 
+// ---- ShadowMemory ---------------------------------------------------------------------
+
+ShadowMemory::ShadowMemory(Device& dev, uint64_t size) {
+  if (dev.properties().caps.cpu_maps_memory) {
+    buf_ = dev.allocate_visible(size);
+    host_ = static_cast<std::byte*>(buf_.host());
+    return;
+  }
+  buf_ = dev.allocate(size, MemoryKind::Device);
+  copy_ = std::make_unique<std::byte[]>(size);  // zeroed
+  host_ = copy_.get();
+  port_ = &dev.driver();
+}
+
+void ShadowMemory::reset() {
+  buf_.reset();
+  copy_.reset();
+  host_ = nullptr;
+  port_ = nullptr;
+  dirty_.clear();
+}
+
+void ShadowMemory::add_dirty(uint64_t offset, uint64_t size) {
+  if (size == 0) return;
+  uint64_t end = offset + size;
+  // Merge with every range it overlaps or touches: the first that ends at or after `offset`
+  // onwards, while they start at or before `end`.
+  auto it = dirty_.upper_bound(offset);
+  if (it != dirty_.begin() && std::prev(it)->second >= offset) --it;
+  while (it != dirty_.end() && it->first <= end) {
+    offset = std::min(offset, it->first);
+    end = std::max(end, it->second);
+    it = dirty_.erase(it);
+  }
+  dirty_.emplace(offset, end);
+}
+
+void ShadowMemory::write_dirty() {
+  // Cleared first: a write that throws leaves nothing half-marked to repeat.
+  auto ranges = std::move(dirty_);
+  dirty_.clear();
+  for (auto& [begin, end] : ranges)
+    port_->write_memory(va() + begin, {host_ + begin, end - begin});
+}
+
+void ShadowMemory::refresh(uint64_t offset, uint64_t size) {
+  if (port_) port_->read_memory(va() + offset, {host_ + offset, size});
+}
+
 // ---- Signal ---------------------------------------------------------------------------
 
 Signal& Signal::operator=(Signal&& o) noexcept {
@@ -59,6 +108,7 @@ Signal& Signal::operator=(Signal&& o) noexcept {
     reset();
     link_ = std::move(o.link_);
     slot_ = o.slot_;
+    port_ = o.port_;
     va_ = o.va_;
     id_ = o.id_;
     o.link_.reset();
@@ -81,6 +131,14 @@ void Signal::throw_detached() const {
   throw Error("signal " + std::to_string(id_) + ": its device was closed");  // not reached
 }
 
+uint64_t Signal::port_read(uint64_t offset) const {
+  uint64_t v = 0;
+  port_->read_memory(va_ + offset, std::as_writable_bytes(std::span(&v, 1)));
+  return v;
+}
+
+void Signal::port_write(uint64_t v) { port_->write_memory(va_, std::as_bytes(std::span(&v, 1))); }
+
 Device& Signal::device() const {
   if (!link_) throw InvalidInput("device() of an empty Signal");
   return link_->checked(("signal " + std::to_string(id_)).c_str());
@@ -91,8 +149,9 @@ void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
   Device* const dev = &device();  // throws once the device was closed
   if (value() >= v) return;
   auto start = clock::now();
-  // Spin first: a round trip on a busy device completes within microseconds.
-  for (int i = 0; i < 4000; i++) {
+  // Spin first: a round trip on a busy device completes within microseconds. Not through
+  // the port: each read there is a transport request.
+  for (int i = 0; i < (port_ ? 0 : 4000); i++) {
     if (value() >= v) return;
     __builtin_ia32_pause();
   }
@@ -166,13 +225,23 @@ Device::Device(std::unique_ptr<DeviceDriver> driver, const Options& opt)
   }
   timeline_.signal_ = new_signal(opt.timeline_start);
   timeline_.last_ = opt.timeline_start;
-  kernarg_mem_ = allocate_visible(opt.kernarg_ring_bytes);
-  staging_mem_ = allocate_visible(opt.staging_ring_bytes);
-  // Fault the rings' pages in now, so the first copies and launches run at full speed.
-  for (Buffer* b : {&kernarg_mem_, &staging_mem_}) std::memset(b->host(), 0, b->size());
+  kernarg_mem_ = ShadowMemory(*this, opt.kernarg_ring_bytes);
+  const Capabilities& caps = properties().caps;
+  uint64_t staging_bytes = opt.staging_ring_bytes;
+  if (caps.cpu_maps_memory) {
+    staging_mem_ = allocate_visible(staging_bytes);
+    // Fault the rings' pages in now, so the first copies and launches run at full speed.
+    std::memset(kernarg_mem_.host(), 0, kernarg_mem_.size());
+    std::memset(staging_mem_.host(), 0, staging_mem_.size());
+  } else if (caps.host_window_bytes && caps.host_reachable) {
+    // Host memory the port writes and the copy queue reads (a USB bridge's SRAM): half the
+    // window at most, so Host allocations of the caller still fit.
+    staging_bytes = std::min(staging_bytes, caps.host_window_bytes / 2 / kPage * kPage);
+    staging_mem_ = allocate(staging_bytes, MemoryKind::Host);
+  }
   auto wait = [this](uint64_t tag) { timeline_.wait(tag); };
   kernarg_ring_ = std::make_unique<TaggedRing>(opt.kernarg_ring_bytes, wait);
-  staging_ring_ = std::make_unique<TaggedRing>(opt.staging_ring_bytes, wait);
+  staging_ring_ = std::make_unique<TaggedRing>(std::max<uint64_t>(staging_bytes, 1), wait);
 }
 
 Device::~Device() {
@@ -270,7 +339,7 @@ std::vector<Device::LiveBuffer> Device::live_buffers() const {
   std::lock_guard lk(live_mu_);
   std::vector<LiveBuffer> out;
   out.reserve(live_.size());
-  for (auto& [va, a] : live_) out.push_back({a.va, a.size, a.host});
+  for (auto& [va, a] : live_) out.push_back({a.va, a.size, a.host, a.kind});
   return out;
 }
 
@@ -308,17 +377,20 @@ void Device::release(Allocation a) {
 }
 
 Signal Device::new_signal(uint64_t initial) {
+  // Where the CPU cannot map device memory, signals live in device memory read through the
+  // port (a USB bridge's host window is not readable by the CPU).
+  const bool mapped = properties().caps.cpu_maps_memory;
   std::lock_guard lk(mem_mu_);
   if (free_signal_slots_.empty()) {
     uint64_t va = heap_.allocate(kPage, kPage);
     Allocation page;
     try {
-      page = driver_->allocate(va, kPage, visible_kind(), false);
+      page = driver_->allocate(va, kPage, mapped ? visible_kind() : MemoryKind::Device, false);
     } catch (...) {
       heap_.free(va);
       throw;
     }
-    if (!page.host) {
+    if (mapped && !page.host) {
       driver_->free(page);
       heap_.free(va);
       check_visible(nullptr, "a signal page");
@@ -335,6 +407,12 @@ Signal Device::new_signal(uint64_t initial) {
   s.link_ = link_;
   s.id_ = id;
   s.va_ = page.va + off;
+  if (!mapped) {
+    s.port_ = driver_.get();
+    const uint64_t words[4] = {initial, 0, 0, 0};  // value, pad, timestamp record
+    driver_->write_memory(s.va_, std::as_bytes(std::span(words)));
+    return s;
+  }
   s.slot_ = reinterpret_cast<uint64_t*>(static_cast<char*>(page.host) + off);
   s.slot_[1] = s.slot_[2] = s.slot_[3] = 0;
   s.set(initial);
@@ -367,10 +445,13 @@ size_t Device::max_indirect_dwords(QueueKind kind, uint32_t index) {
   return size_t(limit);
 }
 
-std::pair<uint64_t, void*> Device::kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag) {
+uint64_t Device::kernarg_write(std::span<const std::byte> args, uint64_t align, uint64_t tag) {
   std::lock_guard lk(ring_mu_);
-  uint64_t off = kernarg_ring_->allocate(std::max<uint64_t>(size, 1), align, tag);
-  return {kernarg_mem_.va() + off, static_cast<char*>(kernarg_mem_.host()) + off};
+  const uint64_t off = kernarg_ring_->allocate(std::max<uint64_t>(args.size(), 1), align, tag);
+  if (!args.empty()) std::memcpy(kernarg_mem_.host() + off, args.data(), args.size());
+  kernarg_mem_.mark(off, args.size());
+  kernarg_mem_.publish();
+  return kernarg_mem_.va() + off;
 }
 
 uint64_t Device::irq_generation() {
@@ -473,11 +554,21 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
     to_device ? std::memcpy(d, h, size) : std::memcpy(h, d, size);
     return;
   }
+  if (!properties().caps.cpu_maps_memory && (!to_device || !staging_mem_)) {
+    // Through the port, which is not ordered after GPU work: wait for the work before it.
+    // (A copy-out cannot stage: the CPU cannot read a USB bridge's host window.)
+    synchronize();
+    if (to_device)
+      driver_->write_memory(buf.va() + off, {reinterpret_cast<const std::byte*>(h), size});
+    else
+      driver_->read_memory(buf.va() + off, {reinterpret_cast<std::byte*>(h), size});
+    return;
+  }
   // One staged copy at a time: a copy-out holds its staging chunks until the host has read
   // them, and a copy that held chunks while it waited for the submission lock would deadlock
   // with one that holds the lock while it waits for those chunks.
   std::lock_guard staging_lock(staging_mu_);
-  const uint64_t chunk = std::min(opt_.staging_chunk_bytes, opt_.staging_ring_bytes / 2);
+  const uint64_t chunk = std::min(opt_.staging_chunk_bytes, staging_ring_->capacity() / 2);
   struct Pending {  // a copy-out chunk the host has not read yet
     uint64_t tag, offset;
     char* host;
@@ -511,9 +602,11 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
         drain_one();  // the ring wants back a chunk of ours not yet read out
       }
       if (!to_device) pending.push_back({r.next, *soff, h + done, n});
-      char* staging = static_cast<char*>(staging_mem_.host()) + *soff;
       uint64_t staging_va = staging_mem_.va() + *soff;
-      if (to_device) std::memcpy(staging, h + done, n);
+      if (to_device && staging_mem_.host())
+        std::memcpy(static_cast<char*>(staging_mem_.host()) + *soff, h + done, n);
+      else if (to_device)  // host memory the CPU does not map: written through the port
+        driver_->write_memory(staging_va, {reinterpret_cast<const std::byte*>(h + done), n});
       CopyQueue q(*this);
       q.wait(timeline_.signal(), r.prev);
       if (to_device)

@@ -70,6 +70,54 @@ class Buffer {
   uint64_t size_ = 0;  // as requested (the allocation may be larger)
 };
 
+// Device memory lib/core lays out with the CPU for the GPU to read (the kernel-argument
+// ring, bound command buffers, batch areas). Where the CPU maps the device's memory, host()
+// is that mapping and mark()/publish()/refresh() cost a branch. On a device whose memory the
+// CPU cannot map (Capabilities::cpu_maps_memory false) host() is a host copy this object
+// owns: the CPU writes it and marks what it wrote, publish() writes the marked ranges
+// through the driver's port (DeviceDriver::write_memory, one request per contiguous range)
+// before the submission that reads them, and refresh() reads a range back before the CPU
+// reads what the GPU wrote there. Move-only; not thread-safe (its owner serialises).
+class ShadowMemory {
+ public:
+  ShadowMemory() = default;
+  // `size` bytes the CPU fills: allocate_visible's memory where the CPU maps the device's
+  // memory, else device memory reached through the port.
+  ShadowMemory(Device& dev, uint64_t size);
+  ShadowMemory(ShadowMemory&&) noexcept = default;
+  ShadowMemory& operator=(ShadowMemory&&) noexcept = default;
+
+  std::byte* host() const { return host_; }
+  uint64_t va() const { return buf_.va(); }
+  uint64_t size() const { return buf_.size(); }
+  const Buffer& buffer() const { return buf_; }
+  explicit operator bool() const { return bool(buf_); }
+  // True where host() is a copy published through the port.
+  bool shadowed() const { return port_ != nullptr; }
+  // The CPU wrote [offset, offset + size) of host().
+  void mark(uint64_t offset, uint64_t size) {
+    if (port_) [[unlikely]]
+      add_dirty(offset, size);
+  }
+  // Writes what was marked since the last publish() to the device.
+  void publish() {
+    if (!dirty_.empty()) [[unlikely]]
+      write_dirty();
+  }
+  // Reads [offset, offset + size) from the device into host() (what the GPU wrote).
+  void refresh(uint64_t offset, uint64_t size);
+  void reset();
+
+ private:
+  void add_dirty(uint64_t offset, uint64_t size);
+  void write_dirty();
+  Buffer buf_;
+  std::unique_ptr<std::byte[]> copy_;
+  std::byte* host_ = nullptr;
+  DeviceDriver* port_ = nullptr;
+  std::map<uint64_t, uint64_t> dirty_;  // marked ranges: start -> end, disjoint, not touching
+};
+
 // A 64-bit value and a timestamp record (Encoder::timestamp: 16 bytes, the timestamp in its
 // second half) in device-visible memory. Move-only handle. value(), set() and wait() may be
 // called from several threads at once. One that outlives its Device throws Error from
@@ -87,14 +135,20 @@ class Signal {
 
   uint64_t value() const {
     check_alive();
+    if (port_) [[unlikely]]
+      return port_read(0);
     return __atomic_load_n(&slot_[0], __ATOMIC_ACQUIRE);
   }
   void set(uint64_t v) {
     check_alive();
+    if (port_) [[unlikely]]
+      return port_write(v);
     __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE);
   }
   uint64_t timestamp() const {
     check_alive();
+    if (port_) [[unlikely]]
+      return port_read(24);
     return __atomic_load_n(&slot_[3], __ATOMIC_ACQUIRE);
   }
   uint64_t va() const { return va_; }  // of the value
@@ -115,8 +169,12 @@ class Signal {
       throw_detached();
   }
   [[noreturn]] void throw_detached() const;
+  // Where the CPU cannot map the signal page: its words through the driver's port.
+  uint64_t port_read(uint64_t offset) const;
+  void port_write(uint64_t v);
   std::shared_ptr<DeviceLink> link_;
-  uint64_t* slot_ = nullptr;
+  uint64_t* slot_ = nullptr;       // the CPU's mapping of the value, or null
+  DeviceDriver* port_ = nullptr;   // where slot_ is null
   uint64_t va_ = 0;
   uint32_t id_ = 0;
 };
@@ -201,6 +259,7 @@ class Device {
   struct LiveBuffer {
     uint64_t va = 0, size = 0;
     const void* host = nullptr;  // null when the CPU cannot see it
+    MemoryKind kind = MemoryKind::Device;
   };
   std::vector<LiveBuffer> live_buffers() const;
 
@@ -235,6 +294,10 @@ class Device {
   // Copies through the staging ring and the copy queue (memcpy on UMA devices). The ring is
   // host memory, or CPU-visible device memory on a device that cannot reach host memory.
   // copy_in returns once `src` may be reused; copy_out returns with the data in `dst`.
+  // Where the CPU cannot map the device's memory (cpu_maps_memory false), copy_in stages
+  // through host memory written with the port when the device has a host window (the ring
+  // is then at most half of it), else writes the buffer through the port after the work
+  // before it; copy_out waits for the work before it, then reads the buffer through the port.
   void copy_in(const Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size);
   void copy_out(void* dst, const Buffer& src, uint64_t src_offset, uint64_t size);
   // Device-to-device: on this device's copy queue, or through host memory when `src` lives
@@ -265,9 +328,13 @@ class Device {
   // Serialises submissions: timeline values are handed out in submission order.
   std::mutex& submit_mutex() { return submit_mu_; }
 
-  // Kernel-argument space: a chunk of CPU-visible memory (as allocate_visible's) freed when
-  // the timeline reaches `tag`. Returns {gpu address, cpu pointer}.
-  std::pair<uint64_t, void*> kernarg_alloc(uint64_t size, uint64_t align, uint64_t tag);
+  // Kernel arguments: `args` laid into the kernel-argument ring (aligned to `align`), on the
+  // device before this returns (through the port where the CPU cannot map the device's
+  // memory: one write), freed when the timeline reaches `tag`. Returns their address.
+  uint64_t kernarg_write(std::span<const std::byte> args, uint64_t align, uint64_t tag);
+  // Reads device memory through the driver's port (a device with cpu_maps_memory false);
+  // the caller orders it after the GPU work that writes there.
+  void read_memory(uint64_t va, std::span<std::byte> out) const { driver_->read_memory(va, out); }
 
   // What this device's handles keep of it (see DeviceLink).
   const std::shared_ptr<DeviceLink>& link() const { return link_; }
@@ -305,7 +372,8 @@ class Device {
   Timeline timeline_;
   std::mutex staging_mu_;  // held for a whole staged copy (see staged_copy)
   std::mutex ring_mu_;
-  Buffer kernarg_mem_, staging_mem_;
+  ShadowMemory kernarg_mem_;
+  Buffer staging_mem_;  // none on a device with neither mapped memory nor a host window
   std::unique_ptr<TaggedRing> kernarg_ring_, staging_ring_;
   // One sleeper in the driver at a time; the rest wait for its wake-up (no lost wake-ups
   // with the driver's auto-reset interrupt event).

@@ -116,8 +116,8 @@ std::optional<double> Program::launch(const KernelArgs& args, Dim3 grid, Dim3 bl
     std::lock_guard lk(dev->submit_mutex());
     auto& tl = dev->timeline();
     auto r = tl.reserve();
-    auto [va, host] = dev->kernarg_alloc(kernel_->kernarg_size, kernel_->kernarg_align, r.next);
-    std::memcpy(host, laid.data(), kernel_->kernarg_size);
+    const uint64_t va = dev->kernarg_write(std::span(laid.data(), kernel_->kernarg_size),
+                                           kernel_->kernarg_align, r.next);
     ComputeQueue q(*dev);
     q.wait(tl.signal(), r.prev);
     q.memory_barrier();

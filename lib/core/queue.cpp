@@ -99,7 +99,7 @@ void Queue::patch(size_t cmd, Cmd expect, PatchRole role, uint64_t value) {
                        std::to_string(cmd) + " of the kind being updated");
   const Recorded& r = cmds_[cmd];
   for (uint32_t i = r.first_site; i < r.first_site + r.sites; i++)
-    if (sites_[i].role == role) cs_.patch(sites_[i], value);
+    if (sites_[i].role == role) patch_site(sites_[i], value);
 }
 
 void Queue::patch(size_t cmd, Cmd expect, PatchRole a, PatchRole b, std::optional<uint64_t> va,
@@ -128,8 +128,8 @@ void Queue::encode_in_place(uint64_t dwords) {
   if (bound_ || cs_.size()) return;
   // Padded to a multiple of 8 dwords, as bind() needs.
   uint64_t bytes = (std::max<uint64_t>(dwords, 1) + 7) / 8 * 32;
-  bound_ = dev_->allocate_visible(bytes);
-  cs_.use_storage(static_cast<uint32_t*>(bound_.host()), bytes / 4);
+  bound_ = ShadowMemory(*dev_, bytes);
+  cs_.use_storage(reinterpret_cast<uint32_t*>(bound_.host()), bytes / 4);
 }
 
 void Queue::bind() {
@@ -138,18 +138,20 @@ void Queue::bind() {
   // is a NOP there). The padding is not part of the stream.
   const uint64_t padded = (cs_.size() + 7) / 8 * 8;
   if (bound_done_) return;
-  if (bound_ && cs_.data() == bound_.host()) {
+  if (bound_ && cs_.data() == reinterpret_cast<uint32_t*>(bound_.host())) {
     if (padded * 4 <= bound_.size()) {
       std::memset(cs_.data() + cs_.size(), 0, (padded - cs_.size()) * 4);
+      bound_.mark(0, padded * 4);
       bound_done_ = true;
       return;
     }
     cs_.reserve(cs_.capacity() + 8);  // no room for the padding: move to host memory
   }
-  Buffer old = std::move(bound_);  // in-place storage outgrown: the stream lives on the host
-  bound_ = dev_->allocate_visible(std::max<uint64_t>(padded, 8) * 4);
+  ShadowMemory old = std::move(bound_);  // in-place storage outgrown: the stream is on the host
+  bound_ = ShadowMemory(*dev_, std::max<uint64_t>(padded, 8) * 4);
   std::memset(bound_.host(), 0, bound_.size());
-  cs_.bind(static_cast<uint32_t*>(bound_.host()));
+  cs_.bind(reinterpret_cast<uint32_t*>(bound_.host()));
+  bound_.mark(0, padded * 4);
   bound_done_ = true;
 }
 
@@ -179,6 +181,7 @@ void Queue::submit_together(std::span<Queue* const> queues, bool capture) {
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
     if (capture && capture::enabled()) q->record_capture();
+    q->bound_.publish();
     if (q->pieces_.empty() && split.empty()) {
       runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};
       continue;
@@ -200,6 +203,7 @@ HwQueue& Queue::hw() {
 void Queue::submit() {
   if (cs_.size() == 0) return;
   if (capture::enabled()) record_capture();
+  if (bound_done_) bound_.publish();
   if (bound_done_ && pieces_.empty()) {
     hw().submit_indirect(bound_.va(), cs_.size());
   } else if (bound_done_) {

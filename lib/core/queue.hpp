@@ -76,14 +76,20 @@ class Queue {
   std::span<const PatchSite> sites_of(size_t cmd) const {
     return {sites_.data() + cmds_.at(cmd).first_site, cmds_.at(cmd).sites};
   }
-  void patch_site(const PatchSite& site, uint64_t value) { cs_.patch(site, value); }
+  void patch_site(const PatchSite& site, uint64_t value) {
+    cs_.patch(site, value);
+    mark_patched(site);
+  }
   // Where patch_site() writes: the recording's words and, when it was bound apart from
-  // them, its device copy (else null). Fixed once bound.
+  // them, its device copy (else null). Fixed once bound. Where the device copy is a shadow
+  // (bound_memory().shadowed()), whoever writes these words marks them there.
   std::pair<uint32_t*, uint32_t*> patch_bases() { return {cs_.data(), cs_.bound()}; }
   const CommandStream& stream() const { return cs_; }
   // Where each indirect buffer a bound submission runs starts, in dwords: {0} unless the
   // recording is longer than one (see above).
   std::vector<size_t> piece_starts() const;
+  // The memory the recording is bound to (empty before bind() or encode_in_place()).
+  ShadowMemory& bound_memory() { return bound_; }
   QueueKind kind() const { return kind_; }
   Device& device() const { return *dev_; }
 
@@ -107,7 +113,11 @@ class Queue {
   std::vector<PatchSite> sites_;
   std::vector<Recorded> cmds_;
   void check_bindable() const;
-  Buffer bound_;
+  // Marks a patched site's dwords for publishing (a device whose memory the CPU cannot map).
+  void mark_patched(const PatchSite& site) {
+    bound_.mark(uint64_t(site.dword) * 4, site_bytes(site));
+  }
+  ShadowMemory bound_;
   bool bound_done_ = false;
   HwQueue& hw();  // the device's queue this records for, looked up once
   HwQueue* hw_ = nullptr;

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "core/error.hpp"
@@ -220,9 +222,12 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
   // reach host memory): a direct read pins the pages it reads into, and BAR-mapped pages
   // (VM_IO | VM_PFNMAP) cannot be pinned (the read fails with EFAULT); buffered reads copy
   // from the page cache with the CPU.
-  const bool host_staging = dev.properties().caps.host_reachable;
+  // A device whose memory the CPU cannot map (USB): the slots are this process's memory and
+  // each chunk goes in with copy_in (its staging, or the device's port) once it is read.
+  const bool ported = !dev.properties().caps.cpu_maps_memory;
+  const bool host_staging = dev.properties().caps.host_reachable && !ported;
   bool direct = false;
-  if (options.direct && staged && host_staging && S_ISREG(st.st_mode)) {
+  if (options.direct && staged && (host_staging || ported) && S_ISREG(st.st_mode)) {
     const int fl = ::fcntl(f.fd, F_GETFL);
     direct = fl >= 0 && ::fcntl(f.fd, F_SETFL, fl | O_DIRECT) == 0;
   }
@@ -246,8 +251,13 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
   }
   const uint64_t stride = chunk + 2 * kAlign;  // room to widen a read to aligned ends
   Buffer staging;
+  std::unique_ptr<char, decltype(&std::free)> own_slots(nullptr, &std::free);
   char* base;
-  if (staged) {
+  if (ported) {
+    own_slots.reset(static_cast<char*>(std::aligned_alloc(kAlign, stride * slots)));
+    if (!own_slots) throw Error(who + "out of host memory for " + std::to_string(slots) + " slots");
+    base = own_slots.get();
+  } else if (staged) {
     staging = dev.allocate_visible(stride * slots);  // host memory, or the device's own
     base = static_cast<char*>(staging.host());
   } else {
@@ -306,6 +316,10 @@ LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const 
       if (error.empty())
         error = who + "short read at " + std::to_string(start) + ": " + std::to_string(got) +
                 " of " + std::to_string(lead + n) + " bytes (did the file shrink?)";
+    } else if (ported && error.empty()) {
+      dev.copy_in(dst, dst_offset + c * chunk, base + slot * stride + lead, n);  // slot free again
+      std::lock_guard lk(dev.submit_mutex());
+      result.done = dev.timeline().last();
     } else if (staged && error.empty()) {
       std::lock_guard lk(dev.submit_mutex());
       auto r = dev.timeline().reserve();
