@@ -288,6 +288,7 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
                        " is not 256-byte aligned (the QMD is sent as address >> 8)");
   if (!fits_every_version(grid, block)) [[unlikely]]
     check_dims(k, grid, block);
+  if (host_view_) return exec_by_address(cs, k, kernargs, grid, block);
   // A launch straight after another (a memory barrier between them allowed) chains to it.
   // (Only V03 chains, and only after a launch's tail: the first command of a stream skips
   // the look.)
@@ -322,6 +323,31 @@ void ComputeEncoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t k
   s[chain.pcas_site].dword = tail + kPcasData;  // the previous launch's SEND_PCAS moved
   s.push_back(site_of(chain.qmd_at, *L.dependent_pointer, PatchRole::KernargAddress,
                       kQmdAddressShift));
+}
+
+void ComputeEncoder::exec_by_address(CommandStream& cs, const NvKernel& k, uint64_t kernargs,
+                                     Dim3 grid, Dim3 block) const {
+  // The prepared launch's words with this launch's values, as the inline path has them; its
+  // inline data (the QMD, then the dimensions) goes to memory, its tail to the stream.
+  constexpr uint32_t kMostDwords = kLaunchInlineAt + 384 / 4 + kCbuf0DimDwords + kLaunchTailDwords;
+  static_assert(qmd_bytes(QmdVersion::V03) <= 384 && qmd_bytes(QmdVersion::V05) <= 384);
+  const size_t n = k.launch_words.size();
+  if (n > kMostDwords)
+    throw Error("NVIDIA launch layout: " + std::to_string(n) + " dwords, more than the " +
+                std::to_string(kMostDwords) + " a launch by address expects");
+  uint32_t words[kMostDwords];
+  std::memcpy(words, k.launch_words.data(), n * 4);
+  put_launch_values(version_, words, kernargs, grid, block);
+  const uint64_t bytes = uint64_t(n - kLaunchInlineAt - kLaunchTailDwords) * 4;
+  void* qmd = host_view_(kernargs, bytes);
+  if (!qmd)
+    throw InvalidInput("kernel '" + k.name + "': kernarg area " + hex(kernargs) +
+                       " is not memory the CPU writes (a launch by address, "
+                       "HCQ_NV_QMD_BY_ADDRESS, writes its QMD there)");
+  std::memcpy(qmd, words + kLaunchInlineAt, bytes);
+  // The CPU's writes reach memory before the doorbell that makes the GPU read them (the
+  // channel's fence before GP_PUT), so the QMD needs no flush of its own.
+  std::memcpy(cs.grow(kLaunchTailDwords), words + n - kLaunchTailDwords, kLaunchTailDwords * 4);
 }
 
 ComputeEncoder::Chain ComputeEncoder::chainable(const CommandStream& cs,

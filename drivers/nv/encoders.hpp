@@ -4,6 +4,7 @@
 // from classes.def / qmd.def.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/driver.hpp"
@@ -47,7 +48,15 @@ void encode_semaphore_release(CommandStream& cs, uint64_t va, uint64_t value, bo
 
 class ComputeEncoder final : public Encoder {
  public:
+  // Where the CPU writes [va, va + bytes) of device-visible memory, or null where it cannot.
+  using HostView = std::function<void*(uint64_t va, uint64_t bytes)>;
+  // Launches send the QMD inline (LOAD_INLINE_DATA into the kernarg area, then SEND_PCAS_A).
   explicit ComputeEncoder(QmdVersion v) : version_(v) {}
+  // Launches by address (HCQ_NV_QMD_BY_ADDRESS, as the CUDA driver launches): exec writes the
+  // QMD and the launch dimensions into the kernarg area through `host_view` and encodes only
+  // SEND_PCAS_A, SEND_SIGNALING_PCAS2_B and the host WFI. Such a launch has no patch sites
+  // (its values are in memory, not in the stream) and never chains.
+  ComputeEncoder(QmdVersion v, HostView host_view) : version_(v), host_view_(std::move(host_view)) {}
   void wait(CommandStream& cs, uint64_t va, uint64_t value, std::vector<PatchSite>& s) override;
   void signal(CommandStream& cs, uint64_t va, uint64_t value, bool wake,
               std::vector<PatchSite>& s) override;
@@ -87,7 +96,11 @@ class ComputeEncoder final : public Encoder {
   // The launch as prepare() lays it into the template.
   void encode_launch(CommandStream& cs, const NvKernel& k, uint64_t kernargs, Dim3 grid,
                      Dim3 block, std::vector<PatchSite>& s) const;
+  // exec with host_view_: the QMD into memory, the tail into the stream.
+  void exec_by_address(CommandStream& cs, const NvKernel& k, uint64_t kernargs, Dim3 grid,
+                       Dim3 block) const;
   QmdVersion version_;
+  HostView host_view_;  // set: launches by address
 };
 
 class CopyEncoder final : public Encoder {

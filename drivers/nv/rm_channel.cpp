@@ -27,10 +27,14 @@ constexpr uint64_t kChannelVaBytes = 0x4000000;
 }  // namespace
 
 GpfifoChannel::GpfifoChannel(RmDriver& drv, QueueKind kind, uint32_t index) : drv_(drv) {
-  // The GPFIFO ring and its USERD in one video-memory allocation (tinygrad's layout); the
-  // push ring and the error notifier in system memory.
+  // The GPFIFO ring and its USERD in one video-memory allocation (tinygrad's layout), or
+  // with HCQ_NV_GPFIFO_HOST in system memory (where UVM's own channels keep them by default:
+  // open-gpu-kernel-modules uvm_channel.c, uvm_channel_gpfifo_loc and uvm_channel_gpput_loc);
+  // the push ring and the error notifier in system memory.
   const uint64_t ring_bytes = uint64_t(kGpfifoEntries) * 8;
-  ring_ = drv.private_alloc(ring_bytes + kUserdBytes, MemoryKind::Device);
+  ring_in_host_ = drv.options().gpfifo_host;
+  ring_ = drv.private_alloc(ring_bytes + kUserdBytes,
+                            ring_in_host_ ? MemoryKind::Host : MemoryKind::Device);
   if (!ring_.host)
     throw Error(drv.properties().name + ": the GPFIFO ring is not CPU-visible (BAR too small?)");
   push_ = drv.private_alloc(kPushBytes, MemoryKind::Host);
@@ -161,7 +165,9 @@ void GpfifoChannel::kick() {
   // another BAR: writes on two paths may land in either order, and a doorbell ahead of its
   // GP_PUT wakes an engine that finds nothing and sleeps on. A read on the BAR1 path cannot
   // pass the writes before it (nouveau reads its channel control page back the same way).
-  order_writes();
+  // In host memory (HCQ_NV_GPFIFO_HOST) they are ordered before the doorbell's write by
+  // put_gp_put's fence, and the GPU reads them from there after it.
+  if (!ring_in_host_) order_writes();
   ring_doorbell();
 }
 

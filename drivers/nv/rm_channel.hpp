@@ -37,6 +37,8 @@ class GpfifoChannel final : public HwQueue {
   void ring_doorbell();
   // Read GP_PUT back through BAR1: no write on that path before it is still on its way.
   void order_writes() const { (void)__atomic_load_n(&userd_->GPPut, __ATOMIC_ACQUIRE); }
+  // Whether the ring and USERD are in system memory (HCQ_NV_GPFIFO_HOST), not video memory.
+  bool ring_in_host_memory() const { return ring_in_host_; }
   // The channel's error notifier: nonzero status once RM (or the emulator) stopped it.
   const rm::Notification& notifier() const {
     return *static_cast<const rm::Notification*>(notifier_.host);
@@ -64,6 +66,7 @@ class GpfifoChannel final : public HwQueue {
   rm::NvHandle handle_ = 0;
   uint32_t token_ = 0;
   Allocation ring_, push_, notifier_;
+  bool ring_in_host_ = false;
   uint64_t* gpfifo_ = nullptr;
   rm::Userd* userd_ = nullptr;
   void* channel_va_ = nullptr;  // UVM_REGISTER_CHANNEL's range

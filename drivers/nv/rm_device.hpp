@@ -16,6 +16,7 @@
 
 #include "core/driver.hpp"
 #include "core/fault.hpp"
+#include "nv/options.hpp"
 #include "nv/push.hpp"
 #include "nv/rm_abi.hpp"
 #include "nv/targets.hpp"
@@ -38,7 +39,8 @@ class GpfifoChannel;
 
 class RmDriver final : public DeviceDriver {
  public:
-  RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name);
+  RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name,
+           const NvOptions& options);
   ~RmDriver() override;
 
   const DeviceProperties& properties() const override { return props_; }
@@ -70,6 +72,7 @@ class RmDriver final : public DeviceDriver {
     __atomic_store_n(doorbell_, token, __ATOMIC_RELEASE);
   }
   const ClassSet& classes() const { return classes_; }
+  const NvOptions& options() const { return options_; }
   os::Kernel& kernel() { return *kernel_; }
   QmdVersion qmd_version() const { return qmd_; }
   Gen gen() const { return gen_; }
@@ -86,7 +89,8 @@ class RmDriver final : public DeviceDriver {
     std::lock_guard lk(mu_);
     std::erase(channels_, c);
   }
-  // The host view of [va, va+bytes) when the driver knows one (for hang reports).
+  // The host view of [va, va+bytes) when the driver knows one (for hang reports, and for
+  // QMDs written into kernarg memory with HCQ_NV_QMD_BY_ADDRESS).
   const void* host_view(uint64_t va, uint64_t bytes);
 
  private:
@@ -99,6 +103,7 @@ class RmDriver final : public DeviceDriver {
   [[noreturn]] void raise_fault(const std::string& what);
 
   std::shared_ptr<os::Kernel> kernel_;
+  NvOptions options_;  // read once, at open
   DeviceProperties props_;
   unsigned rm_major_ = 0;  // the kernel module's version, which picks a few layouts
   int ctl_ = -1, uvm_ = -1, uvm2_ = -1, gpu_fd_ = -1;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -42,10 +43,33 @@ std::string status_text(NvStatus s) {
   return n ? std::string(n) : "NV_STATUS " + hex(s);
 }
 
+// One switch of nv/options.hpp: unset or "0" off, "1" on.
+bool switch_from_environment(const char* variable) {
+  const char* v = std::getenv(variable);
+  if (!v || std::string_view(v) == "0") return false;
+  if (std::string_view(v) == "1") return true;
+  throw InvalidInput(std::string(variable) + "='" + v + "': expected 0 or 1");
+}
+
 }  // namespace
 
-RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name)
-    : kernel_(std::move(kernel)) {
+NvOptions NvOptions::from_environment() {
+  NvOptions o;
+  o.gpfifo_host = switch_from_environment("HCQ_NV_GPFIFO_HOST");
+  o.qmd_by_address = switch_from_environment("HCQ_NV_QMD_BY_ADDRESS");
+  return o;
+}
+
+std::string NvOptions::text() const {
+  std::string out;
+  if (gpfifo_host) out += "gpfifo_host";
+  if (qmd_by_address) out += out.empty() ? "qmd_by_address" : ",qmd_by_address";
+  return out;
+}
+
+RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::string& name,
+                   const NvOptions& options)
+    : kernel_(std::move(kernel)), options_(options) {
   props_.name = name;
   ctl_ = kernel_->open("/dev/nvidiactl", O_RDWR | O_CLOEXEC);
   if (ctl_ < 0) throw OsError(name + ": open /dev/nvidiactl", -ctl_);
@@ -233,6 +257,8 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   props_.arch = "sm_" + std::to_string(sm);
   props_.emulated = kernel_->emulated();
   props_.description = gpu_name + " (" + props_.arch + ", RM " + v.versionString + ")";
+  // The switches on (nv/options.hpp), so every figure and log names the path it took.
+  if (const std::string on = options_.text(); !on.empty()) props_.description += " [" + on + "]";
   props_.timestamp_hz = 1'000'000'000;  // the GPU timer counts nanoseconds
   props_.compute_units = enabled_sms(gr[3].data, gr[1].data * gr[2].data * gr[3].data);
   props_.wave_size = 32;
@@ -556,12 +582,20 @@ void RmDriver::submit_indirect(std::span<const IndirectRun> runs) {
   for (const IndirectRun& r : runs) static_cast<GpfifoChannel*>(r.queue)->stage_indirect(r.va, r.ndwords);
   // One read orders every GP_PUT and entry written above (all through BAR1) before the
   // doorbells; a channel another thread submits to in between is covered by its own read.
-  static_cast<GpfifoChannel*>(runs.back().queue)->order_writes();
+  // With the rings in host memory (HCQ_NV_GPFIFO_HOST) nothing went through BAR1.
+  if (!options_.gpfifo_host) static_cast<GpfifoChannel*>(runs.back().queue)->order_writes();
   for (const IndirectRun& r : runs) static_cast<GpfifoChannel*>(r.queue)->ring_doorbell();
 }
 
 std::unique_ptr<Encoder> RmDriver::encoder(QueueKind kind) {
-  if (kind == QueueKind::Compute) return std::make_unique<ComputeEncoder>(qmd_);
+  if (kind == QueueKind::Compute) {
+    if (!options_.qmd_by_address) return std::make_unique<ComputeEncoder>(qmd_);
+    // The QMD goes where the CPU sees the kernarg area (at its own address, as all of this
+    // driver's CPU-visible memory).
+    return std::make_unique<ComputeEncoder>(qmd_, [this](uint64_t va, uint64_t bytes) {
+      return const_cast<void*>(host_view(va, bytes));
+    });
+  }
   return std::make_unique<CopyEncoder>();
 }
 
@@ -618,8 +652,9 @@ ProgramLayout RmDriver::program_layout(std::span<const std::byte> image) {
 }
 
 std::unique_ptr<DeviceDriver> open_rm_device(std::shared_ptr<os::Kernel> kernel, int index,
-                                             const std::string& device_name) {
-  return std::make_unique<RmDriver>(std::move(kernel), index, device_name);
+                                             const std::string& device_name,
+                                             const NvOptions& options) {
+  return std::make_unique<RmDriver>(std::move(kernel), index, device_name, options);
 }
 
 std::vector<std::string> rm_gpus(os::Kernel& kernel) {

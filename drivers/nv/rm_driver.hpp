@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/driver.hpp"
+#include "nv/options.hpp"
 #include "os/kernel.hpp"
 
 namespace hcq {
@@ -20,9 +21,11 @@ class Device;
 namespace hcq::nv {
 
 // Opens the `index`-th GPU RM reports; `device_name` is the name it reports ("nv:0",
-// "emu:sm_90").
-std::unique_ptr<DeviceDriver> open_rm_device(std::shared_ptr<os::Kernel> kernel, int index,
-                                             const std::string& device_name);
+// "emu:sm_90"). `options`: the submission switches (nv/options.hpp), by default as the
+// environment sets them when the device opens.
+std::unique_ptr<DeviceDriver> open_rm_device(
+    std::shared_ptr<os::Kernel> kernel, int index, const std::string& device_name,
+    const NvOptions& options = NvOptions::from_environment());
 
 // GPUs RM reports on this machine (NV_ESC_CARD_INFO): one line each; empty without the module.
 std::vector<std::string> rm_gpus(os::Kernel& kernel);

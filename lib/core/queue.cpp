@@ -233,6 +233,13 @@ ComputeQueue& ComputeQueue::exec(const Program& p, uint64_t kernargs, Dim3 grid,
 
 void ComputeQueue::update_exec(size_t cmd, std::optional<uint64_t> kernargs,
                                std::optional<Dim3> grid, std::optional<Dim3> block) {
+  // A launch the encoder wrote into memory rather than the recording (NVIDIA with
+  // HCQ_NV_QMD_BY_ADDRESS) has no sites: patching it would change nothing.
+  if ((kernargs || grid || block) && cmd < commands() && cmds_[cmd].cmd == Cmd::Exec &&
+      sites_of(cmd).empty())
+    throw InvalidInput(dev_->name() + ": launch #" + std::to_string(cmd) +
+                       " cannot be updated: its launch descriptor is in memory, not in the "
+                       "recording (record the launch again)");
   if (kernargs) patch(cmd, Cmd::Exec, PatchRole::KernargAddress, *kernargs);
   if (grid) {
     patch(cmd, Cmd::Exec, PatchRole::GridX, grid->x);

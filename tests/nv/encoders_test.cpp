@@ -135,6 +135,55 @@ TEST(NvEncoders, LaunchWritesTheQmdInlineAndSchedulesIt) {
             (Words{0x200120ad, uint32_t(args >> 8), 0x200120b0, 9, 0x2001001e, 0}));
 }
 
+// HCQ_NV_QMD_BY_ADDRESS: the QMD and the launch dimensions go to the kernarg area from the
+// CPU, bit for bit what the inline launch's LOAD_INLINE_DATA carries; the push buffer holds
+// only the launch by address. clcbc0.h (Hopper): SEND_PCAS_A 0x02b4, QMD_ADDRESS_SHIFTED8
+// 31:0; SEND_SIGNALING_PCAS2_B 0x02c0, PCAS_ACTION 3:0; incrementing headers of one method on
+// subchannel 1: 0x20010000 | 1 << 13 | method >> 2.
+TEST(NvEncoders, LaunchByAddressWritesTheQmdToMemoryAndSendsItsAddress) {
+  const uint64_t args = 0x7f0000100000;
+  for (QmdVersion v : {QmdVersion::V03, QmdVersion::V04, QmdVersion::V05}) {
+    SCOPED_TRACE(int(v));
+    NvKernel k = kernel(v);
+    CommandStream inline_cs;
+    std::vector<PatchSite> inline_sites;
+    ComputeEncoder(v).exec(inline_cs, k, args, {40, 2, 3}, {64, 2, 1}, inline_sites);
+    const uint32_t data_dw = qmd_bytes(v) / 4 + 6;  // what LOAD_INLINE_DATA carries
+    const uint32_t* inline_data = inline_cs.data() + 9;
+
+    Words memory(data_dw + 16, 0xdeadbeef);
+    std::vector<std::pair<uint64_t, uint64_t>> asked;
+    ComputeEncoder enc(v, [&](uint64_t va, uint64_t bytes) -> void* {
+      asked.push_back({va, bytes});
+      return va == args ? memory.data() : nullptr;
+    });
+    CommandStream cs;
+    std::vector<PatchSite> s;
+    enc.exec(cs, k, args, {40, 2, 3}, {64, 2, 1}, s);
+    EXPECT_EQ(words(cs), (Words{0x200120ad, uint32_t(args >> 8), 0x200120b0, 9, 0x2001001e, 0}));
+    EXPECT_TRUE(s.empty());  // the values are in memory: nothing in the stream to patch
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(asked[0], (std::pair<uint64_t, uint64_t>{args, data_dw * 4}));
+    EXPECT_EQ(Words(memory.begin(), memory.begin() + data_dw), Words(inline_data, inline_data + data_dw));
+    EXPECT_EQ(memory[data_dw], 0xdeadbeefu);  // nothing past the dimensions
+    EXPECT_EQ(Words(memory.begin() + data_dw - 6, memory.begin() + data_dw),
+              (Words{64, 2, 1, 40, 2, 3}));  // blockDim, gridDim at constant bank 0's start
+
+    // A second launch in the same stream does not chain (V03 would inline): two launches.
+    enc.exec(cs, k, args, {1, 1, 1}, {32, 1, 1}, s);
+    EXPECT_EQ(cs.size(), 12u);
+    // A kernarg area the CPU cannot write is an error naming it.
+    try {
+      enc.exec(cs, k, 0x1000, {1, 1, 1}, {1, 1, 1}, s);
+      ADD_FAILURE() << "expected an error";
+    } catch (const InvalidInput& e) {
+      EXPECT_STREQ(e.what(), "kernel 'k': kernarg area 0x1000 is not memory the CPU writes (a "
+                             "launch by address, HCQ_NV_QMD_BY_ADDRESS, writes its QMD there)");
+    }
+    EXPECT_EQ(cs.size(), 12u);
+  }
+}
+
 TEST(NvEncoders, LaunchPatchSitesRewriteOnlyTheirFields) {
   for (QmdVersion v : {QmdVersion::V03, QmdVersion::V04, QmdVersion::V05}) {
     SCOPED_TRACE(int(v));

@@ -5,13 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
 #include "core/hcq.hpp"
 #include "kernels.hpp"
 #include "nv/emu/rm.hpp"
 #include "nv/rm_abi.hpp"
+#include "nv/rm_channel.hpp"
+#include "nv/rm_device.hpp"
 #include "nv/targets.hpp"
 
 namespace hcq::nv {
@@ -237,6 +241,89 @@ TEST(NvDriver, ConstantBankZeroDriverWordsFollowTheGeneration) {
   EXPECT_EQ(blackwell[190], 0xff000000u);
   EXPECT_EQ(blackwell[223], 0xfffdc0u);
   EXPECT_EQ(blackwell[6], 0u);
+}
+
+// Sets an environment variable for the scope and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(NvDriver, SwitchesComeFromTheEnvironmentAtOpen) {
+  ScopedEnv host("HCQ_NV_GPFIFO_HOST", "1"), qmd("HCQ_NV_QMD_BY_ADDRESS", nullptr);
+  NvOptions o = NvOptions::from_environment();
+  EXPECT_TRUE(o.gpfifo_host);
+  EXPECT_FALSE(o.qmd_by_address);
+  EXPECT_EQ(o.text(), "gpfifo_host");
+  EXPECT_EQ(NvOptions{}.text(), "");
+  EXPECT_EQ((NvOptions{true, true}).text(), "gpfifo_host,qmd_by_address");
+  // The description names the switches on, so every figure says which path it took.
+  EXPECT_EQ(open_emulated("sm_90", "595.45.04")->properties().description,
+            "NVIDIA H100 80GB HBM3 (emulated) (sm_90, RM 595.45.04) [gpfifo_host]");
+  {
+    ScopedEnv off("HCQ_NV_GPFIFO_HOST", "0");
+    EXPECT_FALSE(NvOptions::from_environment().gpfifo_host);
+  }
+  ScopedEnv bad("HCQ_NV_QMD_BY_ADDRESS", "yes");
+  try {
+    open_emulated("sm_90", "595.45.04");
+    FAIL() << "expected an error";
+  } catch (const InvalidInput& e) {
+    EXPECT_STREQ(e.what(), "HCQ_NV_QMD_BY_ADDRESS='yes': expected 0 or 1");
+  }
+}
+
+// Each switch alone and both: the ring where the switch puts it, and launches and copies on
+// both channels running in the order submitted (V03 on sm_80, V04 on sm_90).
+TEST(NvDriver, EachSwitchRunsLaunchesAndCopiesInOrder) {
+  kernels::register_cpu_implementations();
+  for (const char* target : {"sm_80", "sm_90"}) {
+    auto image = kernels::code_object(target);
+    if (image.empty()) continue;
+    for (NvOptions o : {NvOptions{}, NvOptions{true, false}, NvOptions{false, true},
+                        NvOptions{true, true}}) {
+      SCOPED_TRACE(std::string(target) + " [" + o.text() + "]");
+      auto driver = open_rm_device(emu::make_emulated_system(*find_target(target)), 0,
+                                   std::string("emu:") + target, o);
+      auto* rm = static_cast<RmDriver*>(driver.get());
+      EXPECT_EQ(rm->options().text(), o.text());
+      auto extra = rm->create_queue(QueueKind::Copy);
+      EXPECT_EQ(static_cast<GpfifoChannel&>(*extra).ring_in_host_memory(), o.gpfifo_host);
+      extra.reset();
+      Device dev(std::move(driver), Device::Options{});
+      const uint32_t n = 4096, block = 256;
+      Buffer a = dev.allocate(n * 4), b = dev.allocate(n * 4);
+      Program fill(dev, image, "fill_u32");
+      // Each launch overwrites the last, each copy carries the launch's value on: only the
+      // order submitted leaves 20 in both.
+      for (uint32_t v = 1; v <= 20; v++) {
+        fill.launch(KernelArgs().buffer(a).value(v).value(n).value(block), {n / block, 1, 1},
+                    {block, 1, 1});
+        dev.copy(b, 0, a, 0, n * 4);
+      }
+      std::vector<uint32_t> out(n);
+      dev.copy_out(out.data(), b, 0, n * 4);
+      EXPECT_EQ(std::count(out.begin(), out.end(), 20u), n);
+      dev.copy_out(out.data(), a, 0, n * 4);
+      EXPECT_EQ(std::count(out.begin(), out.end(), 20u), n);
+    }
+  }
 }
 
 }  // namespace

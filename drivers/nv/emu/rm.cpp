@@ -304,6 +304,14 @@ NvStatus RmState::alloc(Nvos21& a) {
         p->userdOffset[0] + kUserdBytes > userd->second.size || p->userdOffset[0] % kUserdBytes)
       return NV_ERR_INVALID_ARGUMENT;
     if (p->gpFifoEntries == 0 || (p->gpFifoEntries & (p->gpFifoEntries - 1))) return NV_ERR_INVALID_ARGUMENT;
+    // The ring lies in the memory hObjectBuffer names, video memory or system memory alike
+    // (UVM's own channels keep theirs in system memory: uvm_channel_gpfifo_loc). USERD may
+    // be either too (uvm_channel_gpput_loc); the engine reads both wherever they are.
+    auto ring = mems_.find(p->hObjectBuffer);
+    if (ring == mems_.end() || ring->second.usermode) return NV_ERR_INVALID_OBJECT_HANDLE;
+    if (!ring->second.backing || p->gpFifoOffset < ring->second.backing ||
+        p->gpFifoOffset + uint64_t(p->gpFifoEntries) * 8 > ring->second.backing + ring->second.size)
+      return NV_ERR_INVALID_ARGUMENT;
     try {
       memory_.translate(p->gpFifoOffset, uint64_t(p->gpFifoEntries) * 8);
     } catch (const hcq::emu::Fault&) {
