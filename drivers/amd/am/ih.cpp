@@ -199,9 +199,7 @@ void Ih::init() {
 }
 
 uint32_t Ih::read_wptr_writeback() const {
-  uint32_t v;
-  std::memcpy(&v, writeback_[0].cpu, 4);  // little-endian, as the GPU writes it
-  return v;
+  return writeback_[0].read32(0);  // little-endian, as the GPU writes it
 }
 
 std::vector<IhEntry> Ih::drain() {
@@ -233,7 +231,7 @@ std::vector<IhEntry> Ih::drain() {
   std::vector<IhEntry> out;
   while (rptr_ != wptr) {
     std::array<uint32_t, 8> dw;
-    std::memcpy(dw.data(), rings_[0].cpu + rptr_, sizeof dw);
+    rings_[0].read(rptr_, std::as_writable_bytes(std::span(dw)));
     out.push_back(IhEntry::decode(dw));
     rptr_ = (rptr_ + kEntryBytes) & mask;
   }
