@@ -291,7 +291,11 @@ class Enumerator {
           }
         }
         b->size = chosen;
-        if (chosen != r.current) resize(i, r, *b);
+        // Only a size the capability offers is written (when none fits, the BAR keeps what it
+        // decodes, which need not be an offered size).
+        const bool offered =
+            std::find(r.supported.begin(), r.supported.end(), chosen) != r.supported.end();
+        if (chosen != r.current && offered) resize(i, r, *b);
       }
     }
   }

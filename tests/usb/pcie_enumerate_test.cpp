@@ -318,6 +318,25 @@ TEST(PcieEnumerate, ABarWithAHoleInItsMaskIsSizedByItsLowestBit) {
   EXPECT_EQ(t.value[0x10], 0x10000000u);
 }
 
+// Found by fuzz/fuzz_usb.cpp: a Resizable BAR offering only sizes that do not fit (1 TiB) on a
+// BAR that decodes 4 KiB while its control says 256 MiB was "resized" to the 4 KiB it had,
+// computing the size field as ctz(0) (undefined; UBSan). A size no entry offers is never
+// written: the control stays as it was and the BAR keeps its size.
+TEST(PcieEnumerate, AResizableBarWithNoSizeThatFitsIsLeftAlone) {
+  RawFunction t;
+  // BAR0 64-bit prefetchable, 4 KiB; Resizable BAR at 0x100: offers 1 TiB only (bit 24),
+  // control: BAR 0, one BAR, size 8 (256 MiB).
+  t.value = {{0x00, 0x12341002}, {0x08, 0x03000000}, {0x10, 0xc}, {0x100, 0x00010015},
+             {0x104, 1u << 24}, {0x108, 0x820}};
+  t.writable = {{0x04, 0x7}, {0x10, 0xfffff000}, {0x14, 0xffffffff}, {0x108, 0x3f00}};
+  const PcieHierarchy h = enumerate_pcie(t, options());
+  ASSERT_EQ(h.functions.size(), 1u);
+  ASSERT_EQ(h.functions[0].bars.size(), 1u);
+  EXPECT_EQ(h.functions[0].bars[0].size, 4096u);
+  EXPECT_EQ(h.functions[0].bars[0].address, 32 * kGiB);
+  EXPECT_EQ(t.value[0x108], 0x820u);
+}
+
 TEST(PcieTransport, ConfigRequestsUseByteEnablesAndCheckTheirSize) {
   Asm2464 a;
   auto& t = a.topology;
