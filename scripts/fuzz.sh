@@ -38,13 +38,21 @@ EOF
 "$out/write_gfx1100_discovery" "$out/corpus_fuzz_am_discovery/gfx1100.bin"
 clang++ "${flags[@]}" fuzz/fuzz_am_firmware.cpp drivers/amd/am/firmware.cpp lib/core/error.cpp \
   -lzstd -o "$out/fuzz_am_firmware"
+clang++ "${flags[@]}" fuzz/fuzz_usb.cpp drivers/usb/asm2464_protocol.cpp \
+  drivers/usb/pcie_transport.cpp drivers/usb/pcie_enumerate.cpp lib/os/usb.cpp lib/os/pci.cpp \
+  lib/core/error.cpp -lpci -o "$out/fuzz_usb"
+# The USB corpus starts from a few completions, a bridge's sysfs and a bridge with a GPU.
+python3 scripts/fuzz_usb_seeds.py "$out/corpus_fuzz_usb"
 for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3 \
-    fuzz_am_discovery fuzz_am_firmware; do
+    fuzz_am_discovery fuzz_am_firmware fuzz_usb; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
   echo "== $t for ${seconds}s"
-  "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" \
+  # fuzz_usb's hierarchies are up to 8 functions of 0x800 bytes.
+  max_len=()
+  if [ "$t" = fuzz_usb ]; then max_len=(-max_len=8192); fi
+  "$out/$t" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$out/" "${max_len[@]}" \
     "$out/corpus_$t" 2>&1 |
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY" || true
 done

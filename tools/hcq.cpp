@@ -30,6 +30,7 @@
 #include "numbers.hpp"
 #include "os/output_file.hpp"
 #include "pci.hpp"
+#include "usb.hpp"
 #include "usage.hpp"
 
 namespace {
@@ -284,7 +285,9 @@ constexpr const char* kDevices =
     "        sm_80|sm_90|sm_100|a660|a740|a660_msm|a740_msm (emulated), auto (the default: the\n"
     "        best device, an emulated AMD GPU when no GPU is present); for pci and reg a PCI\n"
     "        address (0000:03:00.0 or 03:00.0). HCQ_EMULATED_PCI=1 runs pci and reg on an\n"
-    "        emulated PCI system.\n";
+    "        emulated PCI system. For usb bench and reg a GPU behind an ASM2464 USB bridge:\n"
+    "        usb:<bus>-<port> (usb:2-1); HCQ_EMULATED_USB=1 runs usb and reg usb:... on an\n"
+    "        emulated bridge on port 2-1.\n";
 
 // Everything the command line asked for; the subcommand that was given runs.
 struct Command {
@@ -296,6 +299,10 @@ struct Command {
   CLI::App* pci = nullptr;
   CLI::App* reg = nullptr;
   CLI::App* boot = nullptr;
+  CLI::App* usb = nullptr;
+  CLI::App* usb_ls = nullptr;
+  CLI::App* usb_bench = nullptr;
+  std::string usb_device;
   bool all = false, json = false, reset = false;
   std::string device = "auto", trace_file = "hcq-trace.json";
   uint32_t size = 1 << 20;
@@ -381,7 +388,9 @@ void define(CLI::App& app, Command& c) {
 
   auto& r = c.reg_args;
   c.reg = sub("reg", "MMIO peek/poke in a GPU's register BAR; list the registers hcq knows");
-  c.reg->add_option("DEVICE", r.device, "a PCI address (0000:03:00.0 or 03:00.0)")->required();
+  c.reg->add_option("DEVICE", r.device, "a PCI address (0000:03:00.0 or 03:00.0), or usb:<bus>-<port>\n"
+                                        "for the GPU behind an ASM2464 USB bridge")
+      ->required();
   c.reg->add_option("ACTION", r.action, "read, write or list")
       ->required()
       ->check(CLI::IsMember({"read", "write", "list"}));
@@ -398,6 +407,17 @@ void define(CLI::App& app, Command& c) {
   c.reg->add_flag("--json", r.json, "read's dwords as JSON Lines: {address, bar, offset, name,\n"
                                     "value, fields}");
   c.reg->add_flag("--force", r.force, "needed to write");
+  c.usb = sub("usb", "GPUs behind ASMedia ASM2464 USB-to-PCIe bridges: list them, measure the "
+                     "bridge");
+  c.usb->require_subcommand(1);
+  c.usb_ls = c.usb->add_subcommand("ls", "every ASM2464 bridge: port, ids, firmware, PCIe link, "
+                                         "the GPU behind it and its BARs");
+  c.usb_ls->add_flag("--json", c.json, "the same as one JSON object: {bridges}");
+  c.usb_bench = c.usb->add_subcommand("bench", "TLP round trips and streamed VRAM reads and "
+                                               "writes through the bridge (medians)");
+  c.usb_bench->add_option("DEVICE", c.usb_device, "usb:<bus>-<port> (default: the only bridge "
+                                                  "with tinygrad's\ncustom firmware)");
+  c.usb_bench->add_flag("--json", c.json, "the figures as one JSON object");
   c.boot = sub("boot", "boot a GPU hcq drives without a kernel GPU driver (am:) and report");
   c.boot->add_option("DEVICE", c.device, "am:<PCI address> (on vfio-pci) or emu:gfx1100_am")
       ->required();
@@ -411,7 +431,11 @@ int run_command(const Command& c) {
   if (*c.trace) return cmd_trace(c.device, c.trace_file);
   if (*c.dump) return hcq::tools::cmd_dump(c.dump_args);
   if (*c.pci) return hcq::tools::cmd_pci(c.pci_args);
-  if (*c.reg) return hcq::tools::cmd_reg(c.reg_args);
+  if (*c.reg)
+    return c.reg_args.device.rfind("usb:", 0) == 0 ? hcq::tools::cmd_reg_usb(c.reg_args)
+                                                   : hcq::tools::cmd_reg(c.reg_args);
+  if (*c.usb_ls) return hcq::tools::cmd_usb_ls(c.json);
+  if (*c.usb_bench) return hcq::tools::cmd_usb_bench(c.usb_device, c.json);
   if (*c.boot) return cmd_boot(c.device, c.reset);
   return 2;  // unreachable: CLI11 requires one subcommand
 }
@@ -453,7 +477,7 @@ int main(int argc, char** argv) {
                              app.get_subcommands().empty()))
         message = extra[0].rfind('-', 0) == 0 ? "unknown option " + extra[0]
                   : app.get_subcommands().empty()
-                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, boot)"
+                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, usb, boot)"
                       : "unexpected argument " + extra[0];
       rc = usage_error(app, message);
     } catch (const hcq::tools::UsageError& e) {

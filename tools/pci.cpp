@@ -307,7 +307,7 @@ std::string close_names(const std::string& want, const std::vector<Register>& kn
   return out;
 }
 
-int list_registers(const os::PciFunction& f, const std::vector<Register>& known,
+int list_registers(const RegDevice& f, const std::vector<Register>& known,
                    const std::string& pattern) {
   std::vector<const Register*> shown;
   for (auto& r : known)
@@ -346,7 +346,8 @@ int list_registers(const os::PciFunction& f, const std::vector<Register>& known,
 
 }  // namespace
 
-int cmd_reg(const RegArgs& args) {
+// Checks the arguments that need no device: usage errors before any device is opened.
+void check_reg_args(const RegArgs& args) {
   const bool write = args.action == "write", list = args.action == "list";
   if (!list && args.target.empty())
     throw UsageError("reg: " + args.action + " needs a REGISTER (a name, or an offset with 0x)");
@@ -354,29 +355,51 @@ int cmd_reg(const RegArgs& args) {
   if (!write && args.value) throw UsageError("reg: " + args.action + " takes no VALUE");
   if (args.count && args.action != "read") throw UsageError("reg: --count is for read");
   if (args.json && args.action != "read") throw UsageError("reg: --json is for read");
-  const std::string& target = args.target;
-  int bar = args.bar.value_or(-1);
+}
+
+int cmd_reg(const RegArgs& args) {
+  check_reg_args(args);
   Bus bus;
   os::PciFunction f = os::pci_function(*bus.kernel, args.device);
   if (!f.is_gpu())
     throw InvalidInput(f.address + " is not a GPU (class " + class_of(f.class_code) +
                        "); hcq reg maps GPU register BARs only");
+  RegDevice d;
+  d.address = f.address;
+  d.vendor = f.vendor;
+  d.device = f.device;
   const PciSupport* s = support_of(f.vendor);
-  std::vector<Register> known = s && s->registers ? s->registers(f.device) : std::vector<Register>();
+  d.known = s && s->registers ? s->registers(f.device) : std::vector<Register>();
   // Registers the GPU's own tables place (AMD's IP discovery) replace the same names.
-  std::string undiscovered;  // why those could not be read
   if (s && s->discovered_registers) {
     try {
-      for (Register& r : s->discovered_registers(bus.kernel, f)) {
-        auto same = std::find_if(known.begin(), known.end(),
-                                 [&](const Register& k) { return k.name == r.name; });
-        if (same != known.end()) *same = std::move(r);
-        else known.push_back(std::move(r));
-      }
+      add_discovered(d, s->discovered_registers(bus.kernel, f));
     } catch (const Error& e) {
-      undiscovered = e.what();
+      d.undiscovered = e.what();
     }
   }
+  d.open_bar = [&](int bar) -> std::unique_ptr<os::Mmio> {
+    return std::make_unique<os::PciBarMap>(bus.kernel, f, bar);
+  };
+  return reg_on(args, d);
+}
+
+void add_discovered(RegDevice& d, std::vector<Register> found) {
+  for (Register& r : found) {
+    auto same = std::find_if(d.known.begin(), d.known.end(),
+                             [&](const Register& k) { return k.name == r.name; });
+    if (same != d.known.end()) *same = std::move(r);
+    else d.known.push_back(std::move(r));
+  }
+}
+
+int reg_on(const RegArgs& args, RegDevice& f) {
+  const bool write = args.action == "write", list = args.action == "list";
+  const std::string& target = args.target;
+  int bar = args.bar.value_or(-1);
+  const PciSupport* s = support_of(f.vendor);
+  const std::vector<Register>& known = f.known;
+  const std::string& undiscovered = f.undiscovered;
   if (list) return list_registers(f, known, target);
 
   // A name (any case) picks its register's BAR; an offset goes to --bar, else the vendor's
@@ -438,7 +461,8 @@ int cmd_reg(const RegArgs& args) {
       throw InvalidInput("refusing to write " + hex(value) + " to " + where(offset) +
                          " without --force (an MMIO write can hang the GPU or the machine)");
   }
-  os::PciBarMap map(bus.kernel, f, bar);
+  const std::unique_ptr<os::Mmio> mapped = f.open_bar(bar);
+  os::Mmio& map = *mapped;
   if (write) {
     map.write32(offset, value);
     std::printf("%s <- %s (reads back %s)\n", where(offset).c_str(), hex(value).c_str(),

@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "core/registry.hpp"
 #include "json.hpp"
+#include "os/mmio.hpp"
 
 namespace hcq::tools {
 
@@ -33,5 +38,22 @@ struct RegArgs {
   bool force = false, json = false;
 };
 int cmd_reg(const RegArgs& args);
+
+// What `hcq reg` acts on, wherever the GPU is (the PCI bus, behind a USB bridge): its name in
+// messages, its IDs, the registers hcq knows on it (and why the ones its discovery table
+// places are missing, if they are) and a way to open a BAR as an os::Mmio.
+struct RegDevice {
+  std::string address;  // "0000:03:00.0", "usb:2-1 04:00.0"
+  uint16_t vendor = 0, device = 0;
+  std::vector<PciSupport::Register> known;
+  std::string undiscovered;
+  std::function<std::unique_ptr<os::Mmio>(int bar)> open_bar;
+};
+// The usage checks that need no device (usage errors come before any device is opened).
+void check_reg_args(const RegArgs& args);
+// Registers a GPU's discovery table places replace the known ones of the same name.
+void add_discovered(RegDevice& d, std::vector<PciSupport::Register> found);
+// read, write or list on `d`, as cmd_reg does on a PCI function.
+int reg_on(const RegArgs& args, RegDevice& d);
 
 }  // namespace hcq::tools

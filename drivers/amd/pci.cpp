@@ -38,6 +38,30 @@ std::string refusal(const Target& t, const regs::Reg& r) {
 
 }  // namespace
 
+std::vector<PciSupport::Register> discovered_registers(uint16_t device, os::Mmio& regs,
+                                                       os::Mmio* vram, bool may_use_mm_index) {
+  std::vector<PciSupport::Register> out;
+  const Target* t = find_target_by_device_id(device);
+  if (!t || t->name != "gfx1100") return out;
+  const am::IpSegmentBases bases =
+      am::segment_bases(am::read_discovery(regs, vram, may_use_mm_index));
+  for (const am::RegDesc& r : am::registers()) {
+    PciSupport::Register reg{std::string(r.name), kRegisterBar, 0, {}, {}};
+    try {
+      reg.offset = am::absolute_dword(r, bases) * 4;
+      if (reg.offset + 4 > regs.size())
+        reg.refused = "at byte " + hex(reg.offset) + ", past the register BAR (" +
+                      hex(regs.size()) + " bytes): reached through the SMN index/data pair";
+    } catch (const InvalidInput& e) {
+      reg.refused = e.what();
+    }
+    for (const am::RegField& fl : r.fields)
+      reg.fields.push_back({std::string(fl.name), fl.lo, fl.width});
+    out.push_back(std::move(reg));
+  }
+  return out;
+}
+
 PciSupport pci_support() {
   PciSupport s;
   s.vendor = kPciVendor;
@@ -50,32 +74,15 @@ PciSupport pci_support() {
   // VRAM). A register past the register BAR is named but refused: hcq reaches it through the
   // SMN index/data pair, which `hcq reg` does not.
   s.discovered_registers = [](std::shared_ptr<os::Kernel> k, const os::PciFunction& f) {
-    std::vector<PciSupport::Register> out;
     const Target* t = find_target_by_device_id(f.device);
-    if (!t || t->name != "gfx1100") return out;
+    if (!t || t->name != "gfx1100") return std::vector<PciSupport::Register>();
     os::PciBarMap regs(k, f, kRegisterBar);
     std::unique_ptr<os::PciBarMap> vram;
     for (const os::PciBar& b : f.bars)
       if (b.index == 0 && !b.io) vram = std::make_unique<os::PciBarMap>(k, f, 0);
     // MM_INDEX/MM_DATA only where no kernel GPU driver uses them (amdgpu does, under its lock).
     const bool own_index = f.driver.empty() || f.driver == "vfio-pci";
-    const am::IpSegmentBases bases =
-        am::segment_bases(am::read_discovery(regs, vram.get(), own_index));
-    for (const am::RegDesc& r : am::registers()) {
-      PciSupport::Register reg{std::string(r.name), kRegisterBar, 0, {}, {}};
-      try {
-        reg.offset = am::absolute_dword(r, bases) * 4;
-        if (reg.offset + 4 > regs.size())
-          reg.refused = "at byte " + hex(reg.offset) + ", past the register BAR (" +
-                        hex(regs.size()) + " bytes): reached through the SMN index/data pair";
-      } catch (const InvalidInput& e) {
-        reg.refused = e.what();
-      }
-      for (const am::RegField& fl : r.fields)
-        reg.fields.push_back({std::string(fl.name), fl.lo, fl.width});
-      out.push_back(std::move(reg));
-    }
-    return out;
+    return discovered_registers(f.device, regs, vram.get(), own_index);
   };
   // hcq's own boot (drivers/amd/am, issue 17) knows gfx1100 only.
   s.boot_name = [](const std::string& address, uint16_t device) {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/registry.hpp"
+#include "os/mmio.hpp"
 
 namespace hcq::amd {
 
@@ -17,5 +19,13 @@ constexpr int kRegisterBar = 5;
 constexpr uint64_t kGrbmStatus = 0x8010, kGrbmStatus2 = 0x8008;
 
 PciSupport pci_support();
+
+// gfx1100's registers as the AM boot describes them (am/*.def), at the offsets the GPU's own
+// IP discovery table gives, read through the register BAR `regs` and the VRAM BAR `vram`
+// (null: none; MM_INDEX/MM_DATA only when `may_use_mm_index`, i.e. no kernel driver uses the
+// pair). A register past the register BAR is named but refused. Empty for other GPUs. The
+// windows may be mapped BARs or TLPs behind a USB bridge (usb::TransportMmio).
+std::vector<PciSupport::Register> discovered_registers(uint16_t device, os::Mmio& regs,
+                                                       os::Mmio* vram, bool may_use_mm_index);
 
 }  // namespace hcq::amd

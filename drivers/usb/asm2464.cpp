@@ -99,19 +99,13 @@ Completion Asm2464Transport::tlp(uint8_t fmt_type, uint8_t byte_enables, uint64_
     if (attempt) std::this_thread::sleep_for(options_.retry_delay);
     send(tlp_request(fmt_type, byte_enables, address, value));
     if (posted) return Completion::ok();
-    // tinygrad _f0_in: 8 bytes; u32 data, status in byte 4 bits 7:5, return status byte 7.
     uint8_t in[8] = {};
     device_.control({0xC0, kTlp, 0, 0}, in, sizeof in, options_.control_timeout_ms);
-    ret_status = in[7];
-    if (ret_status != 0) continue;  // no completion came: tinygrad sends the TLP again
-    CompletionStatus status;
-    const uint8_t field = uint8_t(in[4] >> 5 & 0x7);
-    if (!completion_status(field, status))
-      return {CompletionStatus::CA, std::string("reserved completion status ") + hex(field)};
-    if (status == CompletionStatus::SC)
-      value = uint32_t(in[0]) | uint32_t(in[1]) << 8 | uint32_t(in[2]) << 16 |
-              uint32_t(in[3]) << 24;
-    return {status, {}};
+    const TlpCompletion c = decode_completion(in);
+    ret_status = c.return_status;
+    if (!c.answered()) continue;  // no completion came: tinygrad sends the TLP again
+    if (c.completion.status == CompletionStatus::SC) value = c.value;
+    return c.completion;
   }
   throw Error(device_.name() + ": " + what + ": the ASM2464 answered return status " +
               hex(ret_status) + " " + std::to_string(options_.retries + 1) +

@@ -39,6 +39,21 @@ bool completion_status(uint8_t field, CompletionStatus& status) {
   return false;
 }
 
+TlpCompletion decode_completion(std::span<const uint8_t, 8> in) {
+  TlpCompletion c;
+  c.return_status = in[7];
+  if (!c.answered()) return c;
+  const uint8_t field = uint8_t(in[4] >> 5 & 0x7);
+  if (!completion_status(field, c.completion.status)) {
+    c.completion = {CompletionStatus::CA, std::string("reserved completion status ") + hex(field)};
+    return c;
+  }
+  if (c.completion.status == CompletionStatus::SC)
+    c.value = uint32_t(in[0]) | uint32_t(in[1]) << 8 | uint32_t(in[2]) << 16 |
+              uint32_t(in[3]) << 24;
+  return c;
+}
+
 }  // namespace asm2464
 
 }  // namespace hcq::usb

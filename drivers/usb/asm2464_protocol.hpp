@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 
 #include "os/usb.hpp"
 #include "usb/pcie_transport.hpp"
@@ -38,6 +39,15 @@ TlpRequest tlp_request(uint8_t fmt_type, uint8_t byte_enables, uint64_t address,
 uint64_t config_address(Bdf f, uint32_t dword_offset);
 // A completion status field (byte 4 bits 7:5) as a CompletionStatus; false for a reserved one.
 bool completion_status(uint8_t field, CompletionStatus& status);
+// The 8 bytes of a 0xF0 IN (tinygrad _f0_in): u32 data, byte 4 bits 7:5 the completion status,
+// byte 7 the firmware's return status (non-zero: no completion came; the caller retries).
+struct TlpCompletion {
+  uint8_t return_status = 0;
+  Completion completion;  // a reserved status field: CA, detail "reserved completion status 0x3"
+  uint32_t value = 0;     // the data; 0 unless the completion is successful
+  bool answered() const { return return_status == 0; }
+};
+TlpCompletion decode_completion(std::span<const uint8_t, 8> in);
 }  // namespace asm2464
 
 }  // namespace hcq::usb

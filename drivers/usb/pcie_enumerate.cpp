@@ -201,7 +201,10 @@ class Enumerator {
       // A 32-bit BAR's mask (a 16-bit I/O BAR's: upper half 0) sets the bits above it.
       mask |= io && !(mask >> 16) ? ~0xffffull : ~0xffffffffull;
     }
-    return mask ? ~mask + 1 : 0;  // no bit sticks: the BAR is not implemented
+    // The lowest writable bit is the size the BAR decodes, whatever bits above it are stuck
+    // (Linux drivers/pci/probe.c pci_size: "the lowest of them" gives the decode size); no
+    // bit sticks: the BAR is not implemented.
+    return mask & (~mask + 1);
   }
 
   void size_bars(int index) {
@@ -288,7 +291,11 @@ class Enumerator {
           }
         }
         b->size = chosen;
-        if (chosen != r.current) resize(i, r, *b);
+        // Only a size the capability offers is written (when none fits, the BAR keeps what it
+        // decodes, which need not be an offered size).
+        const bool offered =
+            std::find(r.supported.begin(), r.supported.end(), chosen) != r.supported.end();
+        if (chosen != r.current && offered) resize(i, r, *b);
       }
     }
   }

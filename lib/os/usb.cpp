@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,9 @@ namespace hcq::os {
 namespace {
 
 constexpr const char* kDevices = "/sys/bus/usb/devices";
+// The node /dev/bus/usb/BBB/DDD has three digits for the bus (drivers/usb/core/usb.c
+// usb_devnode); USB addresses are 1 to 127 (USB 2.0 9.4.6; hub.c choose_devnum).
+constexpr unsigned long kMaxBus = 999, kMaxDevnum = 127;
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -29,12 +33,13 @@ std::string attr(Kernel& k, const std::string& dir, const char* name) {
 }
 
 // sysfs writes these attributes in decimal or in hex without 0x (drivers/usb/core/sysfs.c:
-// busnum "%d", idVendor "%04x", bInterfaceClass "%02x", bAlternateSetting "%2d").
-unsigned long number(const std::string& s, int base) {
-  if (s.empty()) return 0;
-  char* end = nullptr;
-  unsigned long v = std::strtoul(s.c_str(), &end, base);
-  return *end == 0 ? v : 0;
+// busnum "%d", idVendor "%04x", bInterfaceClass "%02x", bAlternateSetting "%2d"). Anything
+// but digits of `base` (a sign, a prefix, a NUL inside) or a value above `max` reads as 0,
+// which leaves a device without bus or device number out.
+unsigned long number(const std::string& s, int base, unsigned long max) {
+  unsigned long v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  return ec == std::errc() && end == s.data() + s.size() && v <= max ? v : 0;
 }
 
 // A uevent file's DRIVER= line: the bound driver's name (drivers/base/core.c dev_uevent).
@@ -91,28 +96,28 @@ std::vector<UsbDeviceInfo> list_usb_devices(Kernel& k) {
     const std::string dir = std::string(kDevices) + "/" + name;
     UsbDeviceInfo d;
     d.port = name;
-    d.bus = int(number(attr(k, dir, "busnum"), 10));
-    d.devnum = int(number(attr(k, dir, "devnum"), 10));
+    d.bus = int(number(attr(k, dir, "busnum"), 10, kMaxBus));
+    d.devnum = int(number(attr(k, dir, "devnum"), 10, kMaxDevnum));
     if (!d.bus || !d.devnum) continue;  // not a device
-    d.vendor = uint16_t(number(attr(k, dir, "idVendor"), 16));
-    d.product = uint16_t(number(attr(k, dir, "idProduct"), 16));
+    d.vendor = uint16_t(number(attr(k, dir, "idVendor"), 16, 0xffff));
+    d.product = uint16_t(number(attr(k, dir, "idProduct"), 16, 0xffff));
     d.manufacturer = attr(k, dir, "manufacturer");
     d.product_name = attr(k, dir, "product");
     d.serial = attr(k, dir, "serial");
     d.speed = attr(k, dir, "speed");
-    d.configuration = int(number(attr(k, dir, "bConfigurationValue"), 10));
+    d.configuration = int(number(attr(k, dir, "bConfigurationValue"), 10, 0xff));
     // The active configuration's interfaces are "<port>:<config>.<interface>".
     const std::string prefix = name + ":";
     for (const auto& i : names) {
       if (i.compare(0, prefix.size(), prefix) != 0) continue;
       const std::string idir = std::string(kDevices) + "/" + i;
       UsbInterface f;
-      f.number = uint8_t(number(attr(k, idir, "bInterfaceNumber"), 16));
-      f.alt_setting = uint8_t(number(attr(k, idir, "bAlternateSetting"), 10));
-      f.cls = uint8_t(number(attr(k, idir, "bInterfaceClass"), 16));
-      f.subclass = uint8_t(number(attr(k, idir, "bInterfaceSubClass"), 16));
-      f.protocol = uint8_t(number(attr(k, idir, "bInterfaceProtocol"), 16));
-      f.endpoints = uint8_t(number(attr(k, idir, "bNumEndpoints"), 16));
+      f.number = uint8_t(number(attr(k, idir, "bInterfaceNumber"), 16, 0xff));
+      f.alt_setting = uint8_t(number(attr(k, idir, "bAlternateSetting"), 10, 0xff));
+      f.cls = uint8_t(number(attr(k, idir, "bInterfaceClass"), 16, 0xff));
+      f.subclass = uint8_t(number(attr(k, idir, "bInterfaceSubClass"), 16, 0xff));
+      f.protocol = uint8_t(number(attr(k, idir, "bInterfaceProtocol"), 16, 0xff));
+      f.endpoints = uint8_t(number(attr(k, idir, "bNumEndpoints"), 16, 0xff));
       f.driver = uevent_driver(k, idir);
       d.interfaces.push_back(f);
     }

@@ -160,6 +160,39 @@ TEST_F(EmulatedUsbTest, ListsTheDevicesWithTheirInterfacesAndDrivers) {
   EXPECT_TRUE(list_usb_devices(*std::make_shared<EmulatedKernel>()).empty());  // no USB bus
 }
 
+// Found by fuzz/fuzz_usb.cpp: strtoul read "-1" as a bus number, "0x1d6b" and "0001<NUL>..."
+// as ids, and wrapped "12345" into a 16-bit id. sysfs writes plain decimals and %04x
+// (drivers/usb/core/sysfs.c); anything else is no number.
+TEST(UsbSysfs, OnlyPlainInRangeNumbersAreRead) {
+  EmulatedKernel k;
+  auto device = [&](const std::string& port, const std::string& bus, const std::string& devnum,
+                    const std::string& vendor, const std::string& product) {
+    const std::string dir = "/sys/bus/usb/devices/" + port + "/";
+    k.add_file(dir + "busnum", bus + "\n");
+    k.add_file(dir + "devnum", devnum + "\n");
+    k.add_file(dir + "idVendor", vendor + "\n");
+    k.add_file(dir + "idProduct", product + "\n");
+  };
+  device("3-1", "-1", "2", "174c", "2464");       // a negative bus: not a device
+  device("3-2", "3", "128", "174c", "2464");      // USB addresses end at 127 (USB 2.0 9.4.6)
+  device("3-3", "+3", "4", "174c", "2464");       // a sign
+  device("3-4", "1000", "4", "174c", "2464");     // beyond the node's %03d (usb_devnode)
+  device("3-5", "3", "5", "0x1d6b", "12345");     // a prefix; more than 16 bits
+  device("3-6", "3", "6", "add1", std::string("0001\0junk", 9));  // a NUL inside
+  device("3-7", "3", "7", "ADD1", "0001");        // upper-case hex is still hex
+  const auto all = list_usb_devices(k);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].port, "3-5");
+  EXPECT_EQ(all[0].vendor, 0);
+  EXPECT_EQ(all[0].product, 0);
+  EXPECT_EQ(all[1].port, "3-6");
+  EXPECT_EQ(all[1].vendor, 0xadd1);
+  EXPECT_EQ(all[1].product, 0);
+  EXPECT_EQ(all[2].port, "3-7");
+  EXPECT_EQ(all[2].vendor, 0xadd1);
+  EXPECT_EQ(all[2].product, 1);
+}
+
 TEST_F(EmulatedUsbTest, ClaimTakesTheInterfaceFromUsbStorageAndGivesItBack) {
   {
     UsbDevice dev(k, info());

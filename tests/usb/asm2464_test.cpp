@@ -65,6 +65,30 @@ class Asm2464Test : public ::testing::Test {
   std::unique_ptr<os::UsbDevice> device;
 };
 
+// The 8 bytes of a 0xF0 IN as tinygrad _f0_in reads them: u32 data, status in byte 4 bits 7:5,
+// the firmware's return status in byte 7 (what fuzz/fuzz_usb.cpp checks on arbitrary bytes).
+TEST(Asm2464Completion, DecodesDataStatusAndReturnStatus) {
+  using asm2464::decode_completion;
+  const uint8_t ok[8] = {0x02, 0x10, 0x4c, 0x74, 0x1f, 0, 0, 0};
+  auto c = decode_completion(ok);
+  EXPECT_TRUE(c.answered());
+  EXPECT_EQ(c.completion.status, CompletionStatus::SC);
+  EXPECT_EQ(c.value, 0x744c1002u);
+  const uint8_t ur[8] = {0xff, 0xff, 0xff, 0xff, 1 << 5, 0, 0, 0};
+  c = decode_completion(ur);
+  EXPECT_EQ(c.completion.status, CompletionStatus::UR);
+  EXPECT_EQ(c.value, 0u);  // data only with a successful completion
+  const uint8_t reserved[8] = {0, 0, 0, 0, 3 << 5, 0, 0, 0};
+  c = decode_completion(reserved);
+  EXPECT_EQ(c.completion.status, CompletionStatus::CA);
+  EXPECT_EQ(c.completion.detail, "reserved completion status 0x3");
+  const uint8_t none[8] = {1, 2, 3, 4, 0, 0, 0, 0x5};
+  c = decode_completion(none);
+  EXPECT_FALSE(c.answered());
+  EXPECT_EQ(c.return_status, 0x5);
+  EXPECT_EQ(c.value, 0u);
+}
+
 TEST_F(Asm2464Test, ListsAsTinygradsCustomFirmware) {
   const os::UsbDeviceInfo d = info();
   EXPECT_EQ(d.vendor, 0xadd1);

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "amd/pci.hpp"
 #include "common/error_of.hpp"
 #include "usb/emu/pcie_topology.hpp"
@@ -273,6 +275,66 @@ TEST(PcieEnumerate, LimitsAreExactErrors) {
   EXPECT_EQ(limit_error([](auto& o) { o.prefetchable = {32 * kGiB + 4096, 64 * kGiB}; }),
             "PCIe enumeration: the prefetchable aperture [0x800001000, 0x1800001000) 64 GiB is "
             "not 1 MiB aligned (bridge windows are)");
+}
+
+// One function at 00:00.0 whose config space is given as dwords with their writable bits:
+// hostile hardware the emulated topology cannot describe (fuzz/fuzz_usb.cpp's model).
+class RawFunction final : public PcieTransport {
+ public:
+  std::map<uint32_t, uint32_t> value, writable;
+  std::vector<DmaWindow> dma_windows() const override { return {}; }
+
+ protected:
+  Completion do_config_read(Bdf f, uint32_t at, uint8_t, uint32_t& v) override {
+    if (f != Bdf{}) return {CompletionStatus::UR, {}};
+    v = value.count(at) ? value[at] : 0;
+    return Completion::ok();
+  }
+  Completion do_config_write(Bdf f, uint32_t at, uint8_t byte_enables, uint32_t v) override {
+    if (f != Bdf{}) return {CompletionStatus::UR, {}};
+    uint32_t mask = 0;
+    for (int b = 0; b < 4; b++)
+      if (byte_enables >> b & 1) mask |= 0xffu << (8 * b);
+    mask &= writable.count(at) ? writable[at] : 0;
+    value[at] = (value[at] & ~mask) | (v & mask);
+    return Completion::ok();
+  }
+  Completion do_memory_read(uint64_t, std::span<std::byte>) override { return {}; }
+  Completion do_memory_write(uint64_t, std::span<const std::byte>) override { return {}; }
+};
+
+// Found by fuzz/fuzz_usb.cpp: a BAR whose writable bits have a hole (0xffef0000: bit 20 stuck)
+// was taken as 0x110000 bytes (~mask + 1) and placed misaligned. Linux pci_size() takes the
+// lowest writable bit as the size (the BAR decodes that much): 64 KiB, naturally aligned.
+TEST(PcieEnumerate, ABarWithAHoleInItsMaskIsSizedByItsLowestBit) {
+  RawFunction t;
+  t.value = {{0x00, 0x12341002}, {0x08, 0x03000000}};
+  t.writable = {{0x04, 0x7}, {0x10, 0xffef0000}};
+  const PcieHierarchy h = enumerate_pcie(t, options());
+  ASSERT_EQ(h.functions.size(), 1u);
+  ASSERT_EQ(h.functions[0].bars.size(), 1u);
+  EXPECT_EQ(h.functions[0].bars[0].size, 64u << 10);
+  EXPECT_EQ(h.functions[0].bars[0].address, 0x10000000u);
+  EXPECT_EQ(t.value[0x10], 0x10000000u);
+}
+
+// Found by fuzz/fuzz_usb.cpp: a Resizable BAR offering only sizes that do not fit (1 TiB) on a
+// BAR that decodes 4 KiB while its control says 256 MiB was "resized" to the 4 KiB it had,
+// computing the size field as ctz(0) (undefined; UBSan). A size no entry offers is never
+// written: the control stays as it was and the BAR keeps its size.
+TEST(PcieEnumerate, AResizableBarWithNoSizeThatFitsIsLeftAlone) {
+  RawFunction t;
+  // BAR0 64-bit prefetchable, 4 KiB; Resizable BAR at 0x100: offers 1 TiB only (bit 24),
+  // control: BAR 0, one BAR, size 8 (256 MiB).
+  t.value = {{0x00, 0x12341002}, {0x08, 0x03000000}, {0x10, 0xc}, {0x100, 0x00010015},
+             {0x104, 1u << 24}, {0x108, 0x820}};
+  t.writable = {{0x04, 0x7}, {0x10, 0xfffff000}, {0x14, 0xffffffff}, {0x108, 0x3f00}};
+  const PcieHierarchy h = enumerate_pcie(t, options());
+  ASSERT_EQ(h.functions.size(), 1u);
+  ASSERT_EQ(h.functions[0].bars.size(), 1u);
+  EXPECT_EQ(h.functions[0].bars[0].size, 4096u);
+  EXPECT_EQ(h.functions[0].bars[0].address, 32 * kGiB);
+  EXPECT_EQ(t.value[0x108], 0x820u);
 }
 
 TEST(PcieTransport, ConfigRequestsUseByteEnablesAndCheckTheirSize) {
