@@ -5,6 +5,8 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <sstream>
 #include <cstdio>
 #include <cctype>
@@ -73,7 +75,9 @@ class AmDriver::VfioWindows final : public DeviceWindows {
 // ---- queues -----------------------------------------------------------------------------
 
 // A compute (MEC HQD) or copy (SDMA) queue: ring and pointers in host memory, the EOP buffer
-// in VRAM, programmed by the hooks; the ring logic is RingQueue's.
+// in VRAM, programmed by the hooks; the ring logic is RingQueue's. Where the CPU maps no
+// device memory, ring and pointers are in VRAM too and the ring is published from a host copy
+// through the port (RingMemory::published).
 class AmDriver::Queue final : public RingQueue {
  public:
   Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks);
@@ -93,12 +97,40 @@ class AmDriver::Queue final : public RingQueue {
   // flushes before every AM doorbell (ops_amd.py signal_doorbell). The ring and its pointers
   // are host memory and need no flush; the write alone is enough (hdp.hpp post_flush).
   void before_doorbell() override { drv_.boot_->hdp().post_flush(); }
+  // Through the port (RingMemory::published): the ring at its VRAM address + offset.
+  void publish_ring(uint64_t offset, std::span<const uint32_t> words) override {
+    drv_.write_memory(setup_.ring_va + offset, std::as_bytes(words));
+  }
+  void publish_write_pointer(uint64_t wptr) override {
+    drv_.write_memory(setup_.wptr_va, std::as_bytes(std::span(&wptr, 1)));
+  }
+  uint64_t fetch_read_pointer() const override {
+    uint64_t rptr = 0;
+    drv_.read_memory(setup_.rptr_va, std::as_writable_bytes(std::span(&rptr, 1)));
+    return rptr;
+  }
+  void write_doorbell(uint64_t value) override {
+    *reinterpret_cast<volatile uint64_t*>(static_cast<char*>(drv_.doorbell_bar_.base) +
+                                          uint64_t(doorbell_) * 8) = value;
+  }
+  // A report's indirect buffer where the CPU does not map it; false where the port cannot
+  // (outside every allocation, or a window the CPU cannot read back).
+  bool read_device(uint64_t va, std::span<std::byte> out) override {
+    try {
+      drv_.read_memory(va, out);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
   void release() noexcept;
 
   AmDriver& drv_;
   const AmQueueHooks& hooks_;
   AmQueueSetup setup_;
   bool created_ = false;
+  uint32_t doorbell_ = 0;
+  std::vector<uint32_t> shadow_;  // the ring's host copy where it is published
   std::vector<Allocation> memory_;
 };
 
@@ -117,9 +149,12 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
     : RingQueue(kind, drv.props_.name), drv_(drv), hooks_(hooks) {
   const std::string name = std::string(to_string(kind)) + " queue " + std::to_string(index);
   try {
-    Allocation ring = drv.memory_->private_alloc(kRingBytes, MemoryKind::Host);
+    // Host memory the CPU writes directly, else VRAM through the port (the bridge's small
+    // SRAM window is not for rings).
+    const MemoryKind kind_of_ring = drv.through_port_ ? MemoryKind::Device : MemoryKind::Host;
+    Allocation ring = drv.memory_->private_alloc(kRingBytes, kind_of_ring);
     memory_.push_back(ring);
-    Allocation ptrs = drv.memory_->private_alloc(4096, MemoryKind::Host);
+    Allocation ptrs = drv.memory_->private_alloc(4096, kind_of_ring);
     memory_.push_back(ptrs);
     setup_.kind = kind;
     setup_.index = index;
@@ -134,13 +169,22 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
       setup_.eop_bytes = kEopBytes;
     }
     RingMemory m;
-    m.ring = static_cast<uint32_t*>(ring.host);
     m.ring_bytes = kRingBytes;
-    m.rptr = static_cast<uint64_t*>(ptrs.host);
-    m.wptr = m.rptr + 8;
-    *m.rptr = *m.wptr = 0;
+    if (drv.through_port_) {
+      shadow_.assign(kRingBytes / 4, 0);
+      m.ring = shadow_.data();
+      m.published = true;
+      const std::array<std::byte, 72> zeros{};  // the read pointer at 0, the write pointer at 64
+      drv.write_memory(ptrs.va, zeros);
+    } else {
+      m.ring = static_cast<uint32_t*>(ring.host);
+      m.rptr = static_cast<uint64_t*>(ptrs.host);
+      m.wptr = m.rptr + 8;
+      *m.rptr = *m.wptr = 0;
+    }
     const uint32_t doorbell = hooks_.create(setup_);
     created_ = true;
+    doorbell_ = doorbell;
     if ((uint64_t(doorbell) + 1) * 8 > drv.doorbell_bar_.size)
       throw Error(drv.props_.name + ": " + name + ": doorbell " + std::to_string(doorbell) +
                   " is past the " + hex(drv.doorbell_bar_.size) + " bytes of BAR2");
@@ -220,7 +264,9 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   boot_->run(hooks_.boot, memory_->page_table_base());
   // From now on every page-table write is flushed (the soc phase flushed what came before).
   memory_->set_flush_tables([this] { boot_->hdp().flush(); });
-  mailbox_ = memory_->private_alloc(4096, MemoryKind::Host);
+  // Host memory the CPU reads directly, else VRAM through the port (zeroed there).
+  mailbox_ = memory_->private_alloc(4096, through_port_ ? MemoryKind::Device : MemoryKind::Host);
+  if (through_port_) write_memory(mailbox_.va, std::array<std::byte, 8>{});
   // The GPU's MSI through an eventfd (the IH raises it for every entry it writes).
   const int fd = kernel_->eventfd(0, EFD_NONBLOCK);
   if (fd < 0) throw OsError(device_name + ": eventfd for the GPU's interrupts", -fd);
@@ -273,6 +319,72 @@ void AmDriver::free(const Allocation& a) { memory_->free(a); }
 
 Allocation AmDriver::map_user(void* host, uint64_t size) { return memory_->map_user(host, size); }
 
+namespace {
+
+constexpr uint64_t kDword = 4;
+uint64_t dword_floor(uint64_t v) { return v / kDword * kDword; }
+uint64_t dword_ceil(uint64_t v) { return (v + kDword - 1) / kDword * kDword; }
+
+}  // namespace
+
+// A port that streams dwords (USB) takes whole, aligned dwords only (VramPort): a range that
+// is not is widened to them, the edge dwords read first so that their other bytes stay.
+void AmDriver::write_vram(uint64_t pa, std::span<const std::byte> data) {
+  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + data.size());
+  if (begin == pa && end == pa + data.size()) return vram_write(pa, data);
+  std::vector<std::byte> words(end - begin);
+  const std::span<std::byte> all(words);
+  vram_read(begin, all.first(kDword));
+  if (end - begin > kDword) vram_read(end - kDword, all.last(kDword));
+  std::copy(data.begin(), data.end(), words.begin() + long(pa - begin));
+  vram_write(begin, words);
+}
+
+void AmDriver::read_vram(uint64_t pa, std::span<std::byte> out) {
+  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + out.size());
+  if (begin == pa && end == pa + out.size()) return vram_read(pa, out);
+  std::vector<std::byte> words(end - begin);
+  vram_read(begin, words);
+  std::copy_n(words.begin() + long(pa - begin), out.size(), out.begin());
+}
+
+// VRAM through the BAR's mapping (every allocation's range lies inside it).
+void AmDriver::vram_write(uint64_t pa, std::span<const std::byte> data) {
+  std::memcpy(vram_->base() + pa, data.data(), data.size());
+}
+
+void AmDriver::vram_read(uint64_t pa, std::span<std::byte> out) {
+  std::memcpy(out.data(), vram_->base() + pa, out.size());
+}
+
+void AmDriver::write_memory(uint64_t va, std::span<const std::byte> data) {
+  const MemoryPlace at = memory_->locate(va, data.size());
+  if (data.empty()) return;
+  switch (at.in) {
+    case MemoryPlace::In::Vram:
+      return write_vram(at.address, data);
+    case MemoryPlace::In::HostWindow:
+      throw Error(props_.name + ": this function has no host window");
+    case MemoryPlace::In::Host:
+      std::memcpy(reinterpret_cast<void*>(at.address), data.data(), data.size());
+      return;
+  }
+}
+
+void AmDriver::read_memory(uint64_t va, std::span<std::byte> out) {
+  const MemoryPlace at = memory_->locate(va, out.size());
+  if (out.empty()) return;
+  switch (at.in) {
+    case MemoryPlace::In::Vram:
+      return read_vram(at.address, out);
+    case MemoryPlace::In::HostWindow:
+      throw Error(props_.name + ": this function has no host window");
+    case MemoryPlace::In::Host:
+      std::memcpy(out.data(), reinterpret_cast<const void*>(at.address), out.size());
+      return;
+  }
+}
+
 std::unique_ptr<HwQueue> AmDriver::create_queue(QueueKind kind) {
   const AmQueueHooks& hooks = kind == QueueKind::Compute ? hooks_.compute : hooks_.copy;
   if (!hooks.create)
@@ -322,10 +434,23 @@ void AmDriver::wait_msi(std::chrono::steady_clock::duration left) {
   if (n < 0 && n != -EAGAIN) throw OsError(props_.name + ": read of the interrupt eventfd", int(-n));
 }
 
+bool AmDriver::take_mailbox() {
+  if (mailbox_.host)
+    return __atomic_exchange_n(static_cast<uint64_t*>(mailbox_.host), 0, __ATOMIC_ACQ_REL) != 0;
+  // Through the port: a read, and a clear only when it was written. A wake-up the GPU writes
+  // between the two merges into this one (both happened before the waiter returns).
+  std::lock_guard lk(mailbox_mu_);
+  uint64_t value = 0;
+  read_memory(mailbox_.va, std::as_writable_bytes(std::span(&value, 1)));
+  if (value == 0) return false;
+  const uint64_t zero = 0;
+  write_memory(mailbox_.va, std::as_bytes(std::span(&zero, 1)));
+  return true;
+}
+
 void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   // A wake signal writes the event id into the mailbox (Pm4Encoder/SdmaEncoder) and raises an
   // end-of-pipe or SDMA trap interrupt, so the mailbox is written when the MSI arrives.
-  auto* mailbox = static_cast<uint64_t*>(mailbox_.host);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::chrono::microseconds step{10};
   for (;;) {
@@ -335,7 +460,7 @@ void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
     } else {
       check_faults();
     }
-    if (__atomic_exchange_n(mailbox, 0, __ATOMIC_ACQ_REL) != 0) return;
+    if (take_mailbox()) return;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       check_faults();  // the registers: a fault whose ring entry was lost (ring full or off)
