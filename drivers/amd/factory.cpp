@@ -1,15 +1,18 @@
 // The AMD driver's entry in the driver registry: "amd:N" opens the N-th KFD GPU of this
 // machine, "am:<PCI address>" a GPU on vfio-pci that hcq boots itself (am/am_driver.hpp),
+// "usb:<bus>-<port>" a GPU behind an ASM2464 USB bridge that hcq boots itself over the bridge,
 // "emu:<gfx target>" an emulated AMD GPU of that target (emu:gfx1100_usb: one behind a USB
 // bridge, which cannot reach host memory).
 #include "amd/factory.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <iterator>
 
 #include "amd/am/am_driver.hpp"
 #include "amd/am/gfx1100.hpp"
+#include "amd/am/usb_function.hpp"
 #include "amd/emu/am_system.hpp"
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
@@ -51,6 +54,41 @@ std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force
                                           std::move(hooks));
   }
   return nullptr;
+}
+
+bool is_usb_port(const std::string& port) {
+  // Digits, one '-', then digit groups separated by '.' (Linux drivers/usb/core/usb.c names
+  // a device "<bus>-<port>[.<port>...]").
+  const size_t dash = port.find('-');
+  if (dash == 0 || dash == std::string::npos) return false;
+  for (size_t i = 0; i < dash; i++)
+    if (!std::isdigit(static_cast<unsigned char>(port[i]))) return false;
+  bool digit_before = false;
+  for (size_t i = dash + 1; i < port.size(); i++) {
+    if (std::isdigit(static_cast<unsigned char>(port[i]))) {
+      digit_before = true;
+    } else if (port[i] == '.' && digit_before) {
+      digit_before = false;
+    } else {
+      return false;
+    }
+  }
+  return digit_before;
+}
+
+std::unique_ptr<am::AmDriver> open_usb_am_driver(std::shared_ptr<os::Kernel> kernel,
+                                                 const std::string& name,
+                                                 const std::string& firmware_dir,
+                                                 bool force_reset) {
+  const std::string port = name.rfind("usb:", 0) == 0 ? name.substr(4) : std::string();
+  if (!is_usb_port(port))
+    throw InvalidInput("bad device name '" + name +
+                       "': expected usb:<bus>-<port>, e.g. usb:2-1");
+  std::unique_ptr<am::UsbFunction> function = am::open_usb_function(kernel, port, name);
+  am::AmDriverHooks hooks = am::gfx1100_hooks();
+  hooks.boot_options.force_reset = force_reset;
+  return std::make_unique<am::AmDriver>(std::move(kernel), std::move(function), firmware_dir,
+                                        name, std::move(hooks));
 }
 
 DriverFactory factory() {
@@ -97,6 +135,7 @@ DriverFactory factory() {
       return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
     }
     if (auto am = open_am_driver(name)) return am;
+    if (name.rfind("usb:", 0) == 0) return open_usb_am_driver(os::real_kernel(), name);
     if (name.rfind("emu:", 0) == 0) {
       std::string target = name.substr(4);
       emu::SystemOptions o;

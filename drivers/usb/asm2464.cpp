@@ -56,18 +56,25 @@ void Asm2464Transport::xdata_write(uint16_t address, std::span<const uint8_t> da
                     options_.control_timeout_ms);
 }
 
-void Asm2464Transport::sram_write(std::span<const uint8_t> data) {
+void Asm2464Transport::sram_write(std::span<const uint8_t> data) { sram_write(0, data); }
+
+void Asm2464Transport::sram_write(uint64_t offset, std::span<const uint8_t> data) {
+  constexpr uint64_t kSlotBytes = 0x4000;
   const DmaWindow sram = kSramWindow;
-  if (data.size() > sram.size)
-    throw InvalidInput(device_.name() + ": SRAM write of " + hex(data.size()) +
-                       " bytes: the SRAM has " + hex(sram.size));
+  if (offset % kSlotBytes)
+    throw InvalidInput(device_.name() + ": SRAM write at " + hex(offset) +
+                       ": the bridge writes from 16 KiB slots (offset a multiple of 0x4000)");
   // tinygrad scsi_write: the length padded to 512 bytes, wValue its 512-byte units, wIndex the
   // slot | its 16 KiB units << 8, then the bytes on bulk OUT 0x02.
+  const uint64_t padded_size = (data.size() + 511) / 512 * 512;
+  if (offset > sram.size || padded_size > sram.size - offset)
+    throw InvalidInput(device_.name() + ": SRAM write of " + hex(data.size()) + " bytes at " +
+                       hex(offset) + ": the SRAM has " + hex(sram.size));
   std::vector<uint8_t> padded(data.begin(), data.end());
-  padded.resize((padded.size() + 511) / 512 * 512);
+  padded.resize(padded_size);
   std::lock_guard lock(mutex_);
   device_.control({0x40, kSramWrite, uint16_t(padded.size() / 512),
-                   uint16_t(((padded.size() + 0x3fff) / 0x4000) << 8)},
+                   uint16_t(offset / kSlotBytes | ((padded.size() + 0x3fff) / 0x4000) << 8)},
                   nullptr, 0, options_.control_timeout_ms);
   device_.bulk_out(kBulkOut, padded.data(), padded.size(), options_.stream_timeout_ms);
 }

@@ -12,8 +12,8 @@
 //   bulk OUT 0x02 / bulk IN 0x81   the data of a streamed write / read
 //   0xE4 IN   XDATA read (wValue = address, at most 0xFF bytes a request)
 //   0xE5 OUT  XDATA write of one byte (wValue = address, wIndex = the byte)
-//   0xF2 OUT  SRAM write (wValue = 512-byte units, wIndex = slot | 16 KiB units << 8), data
-//             on bulk OUT 0x02
+//   0xF2 OUT  SRAM write (wValue = 512-byte units, wIndex = slot | 16 KiB units << 8, a slot
+//             being 16 KiB of SRAM), data on bulk OUT 0x02
 //   0xF3 OUT  PCIe power (wValue 1 on, 0 off)
 //   XDATA 0xB450  the PCIe LTSSM state; 0x78 is L0 (link up)
 //
@@ -68,6 +68,11 @@ class Asm2464Transport final : public PcieTransport {
   void xdata_write(uint16_t address, std::span<const uint8_t> data);
   // Writes `data` to the SRAM from its start (slot 0), padded to 512 bytes.
   void sram_write(std::span<const uint8_t> data);
+  // Writes `data` at `offset` in the SRAM, padded with zeros to 512 bytes. The request names
+  // its start as a slot of 16 KiB (tinygrad ops_amd.py writes its second 256 KiB bounce window,
+  // SRAM offset 0x40000, as slot_start=16), so `offset` must be a multiple of 0x4000:
+  // InvalidInput otherwise, or when the padded data runs past the SRAM.
+  void sram_write(uint64_t offset, std::span<const uint8_t> data);
   void set_pcie_power(bool on);
 
  protected:

@@ -61,6 +61,37 @@ void EmulatedBar::write32(uint64_t offset, uint32_t value) {
   if (::pwrite(fd(), &value, 4, off_t(offset)) != 4) throw OsError("emulated BAR write", errno);
 }
 
+void EmulatedBar::read(uint64_t offset, std::span<std::byte> out) {
+  if (handler_) {
+    for (size_t i = 0; i < out.size(); i += 4) {
+      const uint32_t v = handler_->read32(offset + i);
+      std::memcpy(out.data() + i, &v, 4);
+    }
+    return;
+  }
+  for (size_t done = 0; done < out.size();) {  // pread moves at most ~2 GiB a call
+    const ssize_t n = ::pread(fd(), out.data() + done, out.size() - done, off_t(offset + done));
+    if (n <= 0) throw OsError("emulated BAR read", n < 0 ? errno : EIO);
+    done += size_t(n);
+  }
+}
+
+void EmulatedBar::write(uint64_t offset, std::span<const std::byte> data) {
+  if (handler_) {
+    for (size_t i = 0; i < data.size(); i += 4) {
+      uint32_t v = 0;
+      std::memcpy(&v, data.data() + i, 4);
+      handler_->write32(offset + i, v);
+    }
+    return;
+  }
+  for (size_t done = 0; done < data.size();) {
+    const ssize_t n = ::pwrite(fd(), data.data() + done, data.size() - done, off_t(offset + done));
+    if (n <= 0) throw OsError("emulated BAR write", n < 0 ? errno : EIO);
+    done += size_t(n);
+  }
+}
+
 void EmulatedBar::reset() {
   if (handler_) return;  // the model's state is the model's to reset
   // Dropping the pages zeroes the BAR without touching what is not resident.

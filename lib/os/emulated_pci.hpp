@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ class EmulatedBar {
   // handler.
   uint32_t read32(uint64_t offset);
   void write32(uint64_t offset, uint32_t value);
+  // A range of whole dwords at a dword-aligned offset, as read32/write32 of each dword would
+  // (one pread/pwrite where the BAR is memory).
+  void read(uint64_t offset, std::span<std::byte> out);
+  void write(uint64_t offset, std::span<const std::byte> data);
   // A function-level reset: every register back to its reset value, the rest zero. A handled
   // BAR keeps nothing itself: its model is reset through EmulatedPciFunction::on_reset.
   void reset();

@@ -1,6 +1,5 @@
 #include "amd/am/am_driver.hpp"
 
-#include <linux/pci_regs.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 
@@ -16,6 +15,7 @@
 
 #include "amd/encoders.hpp"
 #include "amd/fault_log.hpp"
+#include "amd/am/vfio_function.hpp"
 #include "amd/ib_positions.hpp"
 #include "amd/kfd_driver.hpp"
 #include "amd/ring_queue.hpp"
@@ -26,9 +26,6 @@
 namespace hcq::amd::am {
 namespace {
 
-// The BARs tinygrad's AMDev maps (am/amdev.py: map_bar(0) VRAM, map_bar(2) 64-bit
-// doorbells, map_bar(5) registers).
-constexpr int kVramBar = 0, kDoorbellBar = 2, kRegisterBar = 5;
 constexpr uint64_t kRingBytes = 1 << 20;
 constexpr uint64_t kEopBytes = 4096;
 // lib/core's heap, as large as the KFD driver's.
@@ -51,25 +48,21 @@ bool is_pci_address(std::string_view a) {
   return device <= 0x1f && a[11] >= '0' && a[11] <= '7';
 }
 
-// ---- the parts over VFIO ----------------------------------------------------------------
+// ---- the parts over the function ----------------------------------------------------------------
 
-AmDriver::Bar::~Bar() {
-  if (base) device->unmap_region(base, size);
-}
-
-class AmDriver::VfioWindows final : public DeviceWindows {
+class AmDriver::FunctionWindows final : public DeviceWindows {
  public:
-  explicit VfioWindows(os::VfioDevice& device) : device_(device) {}
+  explicit FunctionWindows(AmFunction& function) : function_(function) {}
   void map_vram(void* at, uint64_t pa, uint64_t size) override {
-    device_.map_region_at(kVramBar, pa, size, at);
+    function_.map_vram(at, pa, size);
   }
   void map_dma(void* host, uint64_t iova, uint64_t size) override {
-    device_.map_dma(host, iova, size);
+    function_.map_dma(host, iova, size);
   }
-  void unmap_dma(uint64_t iova, uint64_t size) override { device_.unmap_dma(iova, size); }
+  void unmap_dma(uint64_t iova, uint64_t size) override { function_.unmap_dma(iova, size); }
 
  private:
-  os::VfioDevice& device_;
+  AmFunction& function_;
 };
 
 // ---- queues -----------------------------------------------------------------------------
@@ -109,10 +102,8 @@ class AmDriver::Queue final : public RingQueue {
     drv_.read_memory(setup_.rptr_va, std::as_writable_bytes(std::span(&rptr, 1)));
     return rptr;
   }
-  void write_doorbell(uint64_t value) override {
-    *reinterpret_cast<volatile uint64_t*>(static_cast<char*>(drv_.doorbell_bar_.base) +
-                                          uint64_t(doorbell_) * 8) = value;
-  }
+  // Where BAR2 is not mapped for the CPU (a USB bridge).
+  void write_doorbell(uint64_t value) override { drv_.function_->ring_doorbell(doorbell_, value); }
   // A report's indirect buffer where the CPU does not map it; false where the port cannot
   // (outside every allocation, or a window the CPU cannot read back).
   bool read_device(uint64_t va, std::span<std::byte> out) override {
@@ -185,11 +176,11 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
     const uint32_t doorbell = hooks_.create(setup_);
     created_ = true;
     doorbell_ = doorbell;
-    if ((uint64_t(doorbell) + 1) * 8 > drv.doorbell_bar_.size)
+    const uint64_t doorbell_bytes = drv.function_->doorbell_bytes();
+    if ((uint64_t(doorbell) + 1) * 8 > doorbell_bytes)
       throw Error(drv.props_.name + ": " + name + ": doorbell " + std::to_string(doorbell) +
-                  " is past the " + hex(drv.doorbell_bar_.size) + " bytes of BAR2");
-    m.doorbell = reinterpret_cast<volatile uint64_t*>(static_cast<char*>(drv.doorbell_bar_.base) +
-                                                      uint64_t(doorbell) * 8);
+                  " is past the " + hex(doorbell_bytes) + " bytes of BAR2");
+    m.doorbell = drv.function_->doorbell_mapping(doorbell);
     attach(m, name);
   } catch (...) {
     release();
@@ -223,43 +214,54 @@ void AmDriver::Queue::release() noexcept {
 
 // ---- driver -----------------------------------------------------------------------------
 
-AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
-                   const std::string& firmware_dir, const std::string& device_name,
-                   AmDriverHooks hooks)
-    : kernel_(std::move(kernel)), hooks_(std::move(hooks)) {
-  props_.name = device_name;
-  const os::PciFunction fn = os::pci_function(*kernel_, pci_address);
+namespace {
+
+// The VFIO function of `pci_address`, which must be an AMD device.
+std::unique_ptr<AmFunction> open_vfio_function(const std::shared_ptr<os::Kernel>& kernel,
+                                               const std::string& pci_address,
+                                               const std::string& device_name,
+                                               const AmDriverHooks& hooks) {
+  const os::PciFunction fn = os::pci_function(*kernel, pci_address);
   if (fn.vendor != kAmdVendor)
     throw InvalidInput(device_name + ": " + fn.address + " is not an AMD device (vendor " +
                        hex(fn.vendor) + ")");
-  vfio_ = std::make_unique<os::VfioDevice>(kernel_, fn);
-  vfio_->enable_bus_master();
-  for (auto [bar, index] : {std::pair{&vram_bar_, kVramBar}, {&doorbell_bar_, kDoorbellBar}}) {
-    bar->device = vfio_.get();
-    bar->size = vfio_->region(uint32_t(index)).size;
-    bar->base = vfio_->map_region(uint32_t(index));
-  }
-  // The register window: mapped where VFIO lets BAR5 be mapped, else pread/pwrite.
-  regs_ = hooks_.register_window
-              ? hooks_.register_window(*vfio_, kRegisterBar)
-              : os::open_register_window(*vfio_, kRegisterBar);
+  return std::make_unique<VfioFunction>(kernel, fn, hooks.register_window);
+}
 
+}  // namespace
+
+AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
+                   const std::string& firmware_dir, const std::string& device_name,
+                   AmDriverHooks hooks)
+    : AmDriver(kernel, open_vfio_function(kernel, pci_address, device_name, hooks),
+               firmware_dir, device_name, hooks) {}  // copied: the function reads it first
+
+AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
+                   const std::string& firmware_dir, const std::string& device_name,
+                   AmDriverHooks hooks)
+    : kernel_(std::move(kernel)), hooks_(std::move(hooks)), function_(std::move(function)) {
+  props_.name = device_name;
   BootOptions options = hooks_.boot_options;
   options.firmware_dir = am_firmware_dir(firmware_dir);
-  options.bus_master = [this](bool on) {
-    const uint16_t cmd = vfio_->config16(PCI_COMMAND);
-    vfio_->set_config16(PCI_COMMAND, on ? cmd | PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY
-                                        : cmd & ~PCI_COMMAND_MASTER);
-  };
-  std::span<std::byte> vram(static_cast<std::byte*>(vram_bar_.base), vram_bar_.size);
-  boot_ = std::make_unique<AmBoot>(*regs_, vram, options);
+  options.bus_master = [this](bool on) { function_->set_bus_master(on); };
+  VramPort& vram = function_->vram();
+  boot_ = std::make_unique<AmBoot>(function_->registers(), vram, options);
 
   // VMID 0's page tables exist before the GMC phase points the hubs at their root.
-  vram_ = std::make_unique<MappedVram>(vram.data(), vram.size());
   allocator_ = std::make_unique<VramAllocator>(0, boot_->allocatable_vram());
-  windows_ = std::make_unique<VfioWindows>(*vfio_);
-  memory_ = std::make_unique<GpuMemory>(kernel_, *windows_, *vram_, *allocator_, kHeapBytes,
-                                        device_name);
+  windows_ = std::make_unique<FunctionWindows>(*function_);
+  // What the CPU and the device reach of each other: behind a USB bridge neither VRAM
+  // mapped for the CPU nor any host page but the bridge's SRAM window for the device.
+  GpuMemoryReach reach;
+  reach.cpu_maps_vram = vram.mapping() != nullptr;
+  if (!function_->maps_host_memory())
+    if (const std::optional<HostWindow> window = function_->host_window()) {
+      reach.window_address = window->device_address;
+      reach.window_bytes = window->size;
+    }
+  through_port_ = !reach.cpu_maps_vram || !function_->maps_host_memory();
+  memory_ = std::make_unique<GpuMemory>(kernel_, *windows_, vram, *allocator_, kHeapBytes,
+                                        device_name, reach);
   memory_->set_invalidate(hooks_.invalidate);
   boot_->run(hooks_.boot, memory_->page_table_base());
   // From now on every page-table write is flushed (the soc phase flushed what came before).
@@ -271,7 +273,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   const int fd = kernel_->eventfd(0, EFD_NONBLOCK);
   if (fd < 0) throw OsError(device_name + ": eventfd for the GPU's interrupts", -fd);
   try {
-    if (vfio_->enable_msi(fd)) msi_fd_ = fd;
+    if (function_->enable_msi(fd)) msi_fd_ = fd;
   } catch (...) {
     kernel_->close(fd);
     throw;
@@ -282,7 +284,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   props_.vendor = "AMD";
   props_.arch = target->name;
   props_.emulated = kernel_->emulated();
-  props_.description = "AMD " + target->name + " at " + fn.address + ", booted by hcq";
+  props_.description = "AMD " + target->name + " at " + function_->name() + ", booted by hcq";
   props_.timestamp_hz = 100'000'000;  // the GPU clock counter runs at 100 MHz (tinygrad, ROCr)
   // Compute units from the GC table (tinygrad ops_amd.py _compute_props), else the target's.
   const auto& gc = boot_->discovery().gc;
@@ -292,6 +294,10 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_ad
   props_.device_memory_bytes = boot_->vram_size();
   props_.caps = Capabilities{};
   props_.caps.max_copy_queues = 2;  // queue 0 of SDMA0 and of SDMA1 (gfx1100.hpp)
+  // Behind a USB bridge: every CPU access through the port, host memory only the window.
+  props_.caps.cpu_maps_memory = !through_port_;
+  props_.caps.host_window_bytes = reach.window_bytes;
+  if (!function_->maps_host_memory()) props_.caps.map_host = false;
 }
 
 AmDriver::~AmDriver() {
@@ -302,7 +308,7 @@ AmDriver::~AmDriver() {
   }
   if (msi_fd_ >= 0) {
     try {
-      vfio_->disable_msi();
+      function_->disable_msi();
     } catch (...) {
       // Closing the device fd turns it off anyway (vfio_pci_core_disable).
     }
@@ -348,14 +354,11 @@ void AmDriver::read_vram(uint64_t pa, std::span<std::byte> out) {
   std::copy_n(words.begin() + long(pa - begin), out.size(), out.begin());
 }
 
-// VRAM through the BAR's mapping (every allocation's range lies inside it).
 void AmDriver::vram_write(uint64_t pa, std::span<const std::byte> data) {
-  std::memcpy(vram_->base() + pa, data.data(), data.size());
+  function_->vram().write(pa, data);
 }
 
-void AmDriver::vram_read(uint64_t pa, std::span<std::byte> out) {
-  std::memcpy(out.data(), vram_->base() + pa, out.size());
-}
+void AmDriver::vram_read(uint64_t pa, std::span<std::byte> out) { function_->vram().read(pa, out); }
 
 void AmDriver::write_memory(uint64_t va, std::span<const std::byte> data) {
   const MemoryPlace at = memory_->locate(va, data.size());
@@ -364,7 +367,7 @@ void AmDriver::write_memory(uint64_t va, std::span<const std::byte> data) {
     case MemoryPlace::In::Vram:
       return write_vram(at.address, data);
     case MemoryPlace::In::HostWindow:
-      throw Error(props_.name + ": this function has no host window");
+      return function_->write_host_window(at.address, data);
     case MemoryPlace::In::Host:
       std::memcpy(reinterpret_cast<void*>(at.address), data.data(), data.size());
       return;
@@ -378,7 +381,7 @@ void AmDriver::read_memory(uint64_t va, std::span<std::byte> out) {
     case MemoryPlace::In::Vram:
       return read_vram(at.address, out);
     case MemoryPlace::In::HostWindow:
-      throw Error(props_.name + ": this function has no host window");
+      return function_->read_host_window(at.address, out);
     case MemoryPlace::In::Host:
       std::memcpy(out.data(), reinterpret_cast<const void*>(at.address), out.size());
       return;

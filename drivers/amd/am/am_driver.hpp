@@ -1,14 +1,14 @@
 // The am: driver (issue 17 item 7): an AMD GPU that hcq boots itself, with no kernel GPU
-// driver, through VFIO: BAR0 (VRAM, mapped whole), BAR2 (64-bit doorbells), BAR5 (registers),
-// DMA to host memory through the IOMMU. It implements the same DeviceDriver as the KFD driver
-// and reuses its encoders (Pm4Encoder, SdmaEncoder), ring queues (RingQueue), program layout
-// and hang reports.
+// driver, through its PCI function (AmFunction: VFIO, or a PcieTransport behind a USB bridge):
+// BAR0 (VRAM), BAR2 (64-bit doorbells), BAR5 (registers), DMA to host memory. It implements
+// the same DeviceDriver as the KFD driver and reuses its encoders (Pm4Encoder, SdmaEncoder),
+// ring queues (RingQueue), program layout and hang reports.
 //
-// Opening: the function is opened through VFIO, bus mastering enabled, the BARs mapped, the
-// GPU booted (AmBoot: discovery, reset of a previous boot, the phases), the memory set up
-// (GpuMemory: VMID 0's page tables built before the GMC phase needs their root). Closing:
-// the queues the caller still holds must be gone; the boot's shutdown hook, the memory, the
-// BARs, then the VFIO device.
+// Opening: the function is opened (VFIO: bus mastering enabled, the BARs mapped), the GPU
+// booted (AmBoot over the function's VramPort: discovery, reset of a previous boot, the
+// phases), the memory set up (GpuMemory: VMID 0's page tables built before the GMC phase needs
+// their root). Closing: the queues the caller still holds must be gone; the boot's shutdown
+// hook, the memory, then the function (its BARs, then the VFIO device).
 //
 // What other parts of the driver supply comes in as AmDriverHooks (the GMC's invalidation and
 // fault registers, the PSP/GMC/IH/GFX/SDMA boot phases, the HQD and SDMA queue programming);
@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "amd/am/am_function.hpp"
 #include "amd/am/boot.hpp"
 #include "amd/am/gpu_memory.hpp"
 #include "amd/ring_queue.hpp"
@@ -105,9 +106,15 @@ bool is_pci_address(std::string_view address);
 
 class AmDriver final : public DeviceDriver {
  public:
-  // Opens `pci_address` (bound to vfio-pci) and boots it; `device_name` is what it is opened
-  // by ("am:0000:03:00.0"). Throws what VFIO, the boot or the memory set-up throws.
+  // Opens `pci_address` (bound to vfio-pci) as a VfioFunction and boots it; `device_name` is
+  // what it is opened by ("am:0000:03:00.0"). Throws what VFIO, the boot or the memory set-up
+  // throws.
   AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
+           const std::string& firmware_dir, const std::string& device_name,
+           AmDriverHooks hooks = {});
+  // Boots the GPU behind `function` (hooks.register_window is not used: the function has its
+  // registers).
+  AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
            const std::string& firmware_dir, const std::string& device_name,
            AmDriverHooks hooks = {});
   ~AmDriver() override;
@@ -143,13 +150,7 @@ class AmDriver final : public DeviceDriver {
 
  private:
   friend class Queue;
-  struct Bar {
-    os::VfioDevice* device = nullptr;
-    void* base = nullptr;
-    uint64_t size = 0;
-    ~Bar();
-  };
-  class VfioWindows;
+  class FunctionWindows;
   [[noreturn]] void raise_fault(const std::string& fault);
   // Whether the wake mailbox was written since the last look (and clears it).
   bool take_mailbox();
@@ -164,20 +165,17 @@ class AmDriver final : public DeviceDriver {
   std::shared_ptr<os::Kernel> kernel_;
   AmDriverHooks hooks_;
   DeviceProperties props_;
-  std::unique_ptr<os::VfioDevice> vfio_;
-  Bar vram_bar_, doorbell_bar_;
-  std::unique_ptr<os::Mmio> regs_;
+  std::unique_ptr<AmFunction> function_;
   std::unique_ptr<AmBoot> boot_;
-  std::unique_ptr<MappedVram> vram_;
   std::unique_ptr<VramAllocator> allocator_;
-  std::unique_ptr<VfioWindows> windows_;
+  std::unique_ptr<FunctionWindows> windows_;
   std::unique_ptr<GpuMemory> memory_;
   // The CPU maps no device memory: rings, pointers and the mailbox go through the port.
   bool through_port_ = false;
   Allocation mailbox_;  // where a wake signal writes its event id
   std::mutex mailbox_mu_;  // through the port: one waiter reads and clears it at a time
   uint32_t event_id_ = 1;
-  int msi_fd_ = -1;  // the eventfd VFIO signals the GPU's MSI through; -1: none (sleep-poll)
+  int msi_fd_ = -1;  // the eventfd the function signals the GPU's MSI through; -1: none (sleep-poll)
   StickyFault fault_;
   std::mutex queues_mu_;
   std::vector<Queue*> queues_;  // guarded by queues_mu_

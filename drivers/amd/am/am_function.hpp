@@ -54,6 +54,10 @@ class AmFunction {
   // Only where maps_host_memory(); else InvalidInput.
   virtual void map_dma(void* host, uint64_t iova, uint64_t size) = 0;
   virtual void unmap_dma(uint64_t iova, uint64_t size) = 0;
+  // Maps VRAM [pa, pa + size) for the CPU exactly at `at`, replacing what is there (GpuMemory
+  // puts device memory at its GPU address this way); only where vram().mapping() is not null,
+  // else InvalidInput.
+  virtual void map_vram(void* at, uint64_t pa, uint64_t size) = 0;
   virtual std::optional<HostWindow> host_window() const = 0;
   // [offset, offset + size) of host_window(); InvalidInput where there is none, outside it,
   // or (read) where the CPU cannot read it back.

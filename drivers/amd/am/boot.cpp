@@ -1,9 +1,11 @@
 #include "amd/am/boot.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
+#include "amd/am/gpu_memory.hpp"
 #include "amd/am/regs.hpp"
 #include "core/error.hpp"
 
@@ -26,14 +28,76 @@ constexpr uint16_t kReportedIps[] = {hw_id::NBIO,  hw_id::MMHUB, hw_id::OSSSYS, 
 
 // ---- boot memory ------------------------------------------------------------------------
 
-VramBootMemory::VramBootMemory(std::span<std::byte> vram, uint64_t begin, uint64_t end,
-                               uint64_t fb_base)
+void VramBuffer::write(uint64_t offset, std::span<const std::byte> data) const {
+  if (offset > size || size - offset < data.size())
+    throw Error("VRAM buffer at " + hex(pa) + ": write of " + hex(data.size()) + " bytes at +" +
+                hex(offset) + " is outside its " + hex(size) + " bytes");
+  if (data.empty()) return;
+  if (cpu) {
+    std::memcpy(cpu + offset, data.data(), data.size());
+  } else if (port) {
+    port->write(pa + offset, data);
+  } else {
+    throw Error("VRAM buffer at " + hex(pa) + ": neither mapped nor reachable through a port");
+  }
+}
+
+void VramBuffer::read(uint64_t offset, std::span<std::byte> out) const {
+  if (offset > size || size - offset < out.size())
+    throw Error("VRAM buffer at " + hex(pa) + ": read of " + hex(out.size()) + " bytes at +" +
+                hex(offset) + " is outside its " + hex(size) + " bytes");
+  if (out.empty()) return;
+  if (cpu) {
+    std::memcpy(out.data(), cpu + offset, out.size());
+  } else if (port) {
+    port->read(pa + offset, out);
+  } else {
+    throw Error("VRAM buffer at " + hex(pa) + ": neither mapped nor reachable through a port");
+  }
+}
+
+uint32_t VramBuffer::read32(uint64_t offset) const {
+  if (cpu && offset <= size && size - offset >= 4 && offset % 4 == 0)
+    return *reinterpret_cast<const volatile uint32_t*>(cpu + offset);  // the GPU writes it
+  uint8_t b[4];
+  read(offset, std::span<uint8_t>(b));
+  return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
+}
+
+void VramBuffer::zero() const {
+  if (cpu) {
+    std::memset(cpu, 0, size);
+    return;
+  }
+  // Through the port in pieces of at most 1 MiB.
+  const std::vector<std::byte> zeros(std::min<uint64_t>(size, 1 << 20));
+  for (uint64_t at = 0; at < size; at += zeros.size())
+    write(at, std::span(zeros).first(std::min<uint64_t>(zeros.size(), size - at)));
+}
+
+VramBootMemory::VramBootMemory(VramPort& vram, uint64_t begin, uint64_t end, uint64_t fb_base)
     : vram_(vram), begin_(begin), end_(end), fb_base_(fb_base), next_(begin) {
   if (begin % 4096 || end % 4096 || begin > end || end > vram.size())
     throw InvalidInput("boot memory: [" + hex(begin) + ", " + hex(end) +
                        ") is not a 4 KiB-aligned range of the " + hex(vram.size()) +
                        " bytes of VRAM");
 }
+
+VramBootMemory::VramBootMemory(std::span<std::byte> vram, uint64_t begin, uint64_t end,
+                               uint64_t fb_base)
+    : owned_(std::make_unique<MappedVram>(vram.data(), vram.size())),
+      vram_(*owned_),
+      begin_(begin),
+      end_(end),
+      fb_base_(fb_base),
+      next_(begin) {
+  if (begin % 4096 || end % 4096 || begin > end || end > vram.size())
+    throw InvalidInput("boot memory: [" + hex(begin) + ", " + hex(end) +
+                       ") is not a 4 KiB-aligned range of the " + hex(vram.size()) +
+                       " bytes of VRAM");
+}
+
+VramBootMemory::~VramBootMemory() = default;
 
 VramBuffer VramBootMemory::alloc(uint64_t size, uint64_t align, const char* what) {
   if (align < 4096 || (align & (align - 1)))
@@ -47,8 +111,10 @@ VramBuffer VramBootMemory::alloc(uint64_t size, uint64_t align, const char* what
                 " bytes aligned to " + hex(align) + " requested, " + hex(end_ - next_) +
                 " of [" + hex(begin_) + ", " + hex(end_) + ") left");
   next_ = at + bytes;
-  std::memset(vram_.data() + at, 0, bytes);
-  return VramBuffer{at, fb_base_ + at, bytes, vram_.data() + at};
+  std::byte* mapping = vram_.mapping();
+  const VramBuffer buffer{at, fb_base_ + at, bytes, mapping ? mapping + at : nullptr, &vram_};
+  buffer.zero();
+  return buffer;
 }
 
 const Firmware& find_firmware(const std::vector<Firmware>& firmware, FirmwareKind kind) {
@@ -124,8 +190,20 @@ void AmBoot::timed(const std::string& name, bool run, Fn&& fn) {
   report_.phases.push_back(p);
 }
 
-AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
+AmBoot::AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options)
     : regs_(regs), vram_(vram), options_(std::move(options)) {
+  discover_and_read_firmware();
+}
+
+AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
+    : regs_(regs),
+      owned_vram_(std::make_unique<MappedVram>(vram.data(), vram.size())),
+      vram_(*owned_vram_),
+      options_(std::move(options)) {
+  discover_and_read_firmware();
+}
+
+void AmBoot::discover_and_read_firmware() {
   timed("discovery", true, [&] {
     // RCC_CONFIG_MEMSIZE sits at a fixed dword: readable before any segment base is known.
     vram_size_ = read_vram_size(regs_);
@@ -138,7 +216,9 @@ AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
       throw Error(regs_.name() + ": " + hex(vram_size_) + " bytes of VRAM leave nothing below " +
                   "the firmware's reservation and the boot memory");
     const uint64_t at = discovery_table_offset(vram_size_);
-    discovery_ = parse_discovery(vram_.subspan(at, kDiscoveryTmrSize));
+    std::vector<std::byte> table(kDiscoveryTmrSize);
+    vram_.read(at, table);
+    discovery_ = parse_discovery(table);
     const IpVersion gc = discovery_.version(hw_id::GC);
     if (!(gc == IpVersion{11, 0, 0}))
       throw InvalidInput("IP discovery table: GC " + gc.to_string() +

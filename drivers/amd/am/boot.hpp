@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "amd/am/am_function.hpp"
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/discovery.hpp"
 #include "amd/am/firmware.hpp"
@@ -56,11 +57,15 @@ inline constexpr uint64_t kBootMemoryBytes = 32ull << 20;
 inline constexpr uint32_t kHcqBootMarker = 0x68637101;
 inline constexpr uint32_t kTinygradMarkerMask = 0xffffff00, kTinygradMarker = 0xa0000000;
 
-// Boot memory over VRAM [begin, end) mapped at `vram` (the VRAM BAR): handed out upwards,
-// zeroed, never freed. Threads: alloc may be called from several threads (one mutex).
+// Boot memory over VRAM [begin, end) of `vram` (the VRAM BAR, mapped or not): handed out
+// upwards, zeroed, never freed. Threads: alloc may be called from several threads (one mutex).
 class VramBootMemory final : public BootMemory {
  public:
+  // `vram` must outlive the memory.
+  VramBootMemory(VramPort& vram, uint64_t begin, uint64_t end, uint64_t fb_base);
+  // VRAM mapped at `vram` (a MappedVram of it, owned).
   VramBootMemory(std::span<std::byte> vram, uint64_t begin, uint64_t end, uint64_t fb_base);
+  ~VramBootMemory() override;
   // Throws hcq::Error "boot memory: no room for <what>: 0x4000 bytes aligned to 0x1000
   // requested, 0x2000 of [0x5e00000, 0x7e00000) left"; InvalidInput for an alignment that is
   // not a power of two of at least 4096.
@@ -70,7 +75,8 @@ class VramBootMemory final : public BootMemory {
   uint64_t end() const { return end_; }
 
  private:
-  std::span<std::byte> vram_;
+  std::unique_ptr<VramPort> owned_;
+  VramPort& vram_;
   uint64_t begin_, end_, fb_base_;
   std::mutex mu_;
   uint64_t next_;  // guarded by mu_
@@ -149,10 +155,12 @@ struct BootReport {
 
 class AmBoot {
  public:
-  // Step 1: reads the VRAM size, the discovery table and the frame buffer base, and the
-  // firmware files. The window and VRAM must outlive this object. Throws hcq::Error when the
-  // VRAM BAR is smaller than VRAM (hcq needs the whole VRAM mapped: resizable BAR),
-  // InvalidInput for a corrupt discovery table or a GC other than 11.0.0.
+  // Step 1: reads the VRAM size, the discovery table (through the port) and the frame buffer
+  // base, and the firmware files. The window and VRAM must outlive this object. Throws
+  // hcq::Error when the VRAM BAR is smaller than VRAM (hcq needs the whole VRAM reachable:
+  // resizable BAR), InvalidInput for a corrupt discovery table or a GC other than 11.0.0.
+  AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options);
+  // VRAM mapped at `vram` (the VRAM BAR).
   AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options);
   AmBoot(const AmBoot&) = delete;
   AmBoot& operator=(const AmBoot&) = delete;
@@ -188,8 +196,11 @@ class AmBoot {
   uint32_t read_any(const RegDesc& r);
   void write_any(const RegDesc& r, uint32_t value);
 
+  void discover_and_read_firmware();
+
   os::Mmio& regs_;
-  std::span<std::byte> vram_;
+  std::unique_ptr<VramPort> owned_vram_;  // the span constructor's
+  VramPort& vram_;
   BootOptions options_;
   uint64_t vram_size_ = 0, fb_base_ = 0;
   Discovery discovery_;

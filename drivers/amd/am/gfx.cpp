@@ -225,7 +225,7 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
   hqd(gc::CP_HQD_QUEUE_PRIORITY) = 0xf;
   hqd(gc::CP_HQD_QUANTUM) = 0x111;
   hqd(gc::CP_HQD_ACTIVE) = 1;
-  std::memcpy(mqd_.cpu, m.data(), sizeof m);
+  mqd_.write(0, std::as_bytes(std::span(m)));
 
   RegisterIo& io = gfx_.io();
   std::lock_guard lock(gfx_.select_mutex());

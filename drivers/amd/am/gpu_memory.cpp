@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <iterator>
 
 #include "core/error.hpp"
@@ -43,6 +44,24 @@ uint64_t MappedVram::read64(uint64_t pa) { return *static_cast<volatile uint64_t
 
 void MappedVram::write64(uint64_t pa, uint64_t value) {
   *static_cast<volatile uint64_t*>(at(pa)) = value;
+}
+
+// A byte range of the BAR, checked as one access.
+static std::byte* mapped_range(std::byte* base, uint64_t size, uint64_t pa, uint64_t bytes) {
+  if (pa > size || size - pa < bytes)
+    throw Error("VRAM BAR: " + hex(bytes) + " bytes at " + hex(pa) + " are outside its " +
+                hex(size) + " bytes");
+  return base + pa;
+}
+
+void MappedVram::write(uint64_t pa, std::span<const std::byte> data) {
+  std::byte* at = mapped_range(base_, size_, pa, data.size());
+  if (!data.empty()) std::memcpy(at, data.data(), data.size());
+}
+
+void MappedVram::read(uint64_t pa, std::span<std::byte> out) {
+  const std::byte* at = mapped_range(base_, size_, pa, out.size());
+  if (!out.empty()) std::memcpy(out.data(), at, out.size());
 }
 
 GpuMemory::GpuMemory(std::shared_ptr<os::Kernel> kernel, DeviceWindows& device,

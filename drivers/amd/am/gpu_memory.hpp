@@ -32,6 +32,7 @@
 #include <span>
 #include <string>
 
+#include "amd/am/am_function.hpp"
 #include "amd/am/page_tables.hpp"
 #include "amd/am/vram_allocator.hpp"
 #include "core/allocators.hpp"
@@ -44,15 +45,19 @@ namespace hcq::amd::am {
 enum class VmHub : uint8_t { Gc, Mm };
 const char* vm_hub_name(VmHub hub);  // "GC", "MM"
 
-// VRAM as the VRAM BAR maps it into the process: physical address = offset in the BAR. An
-// access outside the BAR or not 8-byte aligned throws hcq::Error naming the address.
-class MappedVram final : public VramAccess {
+// VRAM as the VRAM BAR maps it into the process: physical address = offset in the BAR (the
+// VramPort of a mapped BAR0). An access outside the BAR, or a 64-bit one not 8-byte aligned,
+// throws hcq::Error naming the address.
+class MappedVram final : public VramPort {
  public:
   MappedVram(std::byte* base, uint64_t size) : base_(base), size_(size) {}
   uint64_t read64(uint64_t pa) override;
   void write64(uint64_t pa, uint64_t value) override;
+  void write(uint64_t pa, std::span<const std::byte> data) override;
+  void read(uint64_t pa, std::span<std::byte> out) override;
+  std::byte* mapping() const override { return base_; }
   std::byte* base() const { return base_; }
-  uint64_t size() const { return size_; }
+  uint64_t size() const override { return size_; }
 
  private:
   uint64_t* at(uint64_t pa) const;

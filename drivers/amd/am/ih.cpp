@@ -200,11 +200,8 @@ void Ih::init() {
 }
 
 void Ih::read(const VramBuffer& buffer, uint64_t offset, std::span<std::byte> out) const {
-  if (buffer.cpu) {
-    std::memcpy(out.data(), buffer.cpu + offset, out.size());
-    return;
-  }
-  if (!vram_) throw Error("IH: VRAM at " + hex(buffer.pa + offset) + " is not mapped for the CPU");
+  // The buffer's own mapping or port (VramBuffer::read), else the port given.
+  if (buffer.cpu || buffer.port || !vram_) return buffer.read(offset, out);
   vram_->read(buffer.pa + offset, out);
 }
 

@@ -215,8 +215,10 @@ std::optional<VramBuffer> Psp::tmr() const {
 void Psp::copy_to_firmware_buffer(std::span<const uint8_t> bytes, const std::string& what) {
   check_fits(bytes, what);
   // Linux clears the whole buffer before each component (memset(psp->fw_pri_buf, 0, ...)).
-  std::memset(fw_pri_.cpu, 0, fw_pri_.size);
-  if (!bytes.empty()) std::memcpy(fw_pri_.cpu, bytes.data(), bytes.size());
+  // One write of the whole buffer (the component, then zeros), as a port streams it best.
+  std::vector<uint8_t> image(fw_pri_.size);
+  std::copy(bytes.begin(), bytes.end(), image.begin());
+  fw_pri_.write(0, std::span<const uint8_t>(image));
   flush();
 }
 
@@ -322,7 +324,7 @@ void Psp::create_ring() {
     ring_created_ = false;
     throw;
   }
-  std::memset(ring_.cpu, 0, ring_.size);
+  ring_.zero();
   ring_created_ = true;
 }
 
@@ -351,29 +353,28 @@ std::vector<uint8_t> Psp::submit_locked(std::span<const uint8_t> command,
   if (!ring_created_) throw Error(what + ": no KM ring (create_ring first)");
   // psp_cmd_submit_buf: the command into the command buffer, a new fence value
   // (psp->fence_value), then psp_ring_cmd_submit writes the frame at the write pointer.
-  std::memset(cmd_.cpu, 0, cmd_.size);
-  std::memcpy(cmd_.cpu, command.data(), kResp);  // the response part stays zero
+  std::vector<uint8_t> cmd(cmd_.size);  // the response part stays zero
+  std::copy(command.begin(), command.begin() + kResp, cmd.begin());
+  cmd_.write(0, std::span<const uint8_t>(cmd));
   const uint32_t fence = ++fence_value_;
   const uint32_t ring_dwords = uint32_t(ring_.size / 4);
   const uint32_t wptr = io_.read(c2pmsg67_);
   const uint32_t frame_index = (wptr % ring_dwords) / (kFrameBytes / 4);
-  std::span<uint8_t> frame(reinterpret_cast<uint8_t*>(ring_.cpu) + frame_index * kFrameBytes,
-                           kFrameBytes);
-  std::fill(frame.begin(), frame.end(), 0);
+  std::vector<uint8_t> frame(kFrameBytes);
   put32(frame, kFrameCmdBufAddrLo, uint32_t(cmd_.mc));
   put32(frame, kFrameCmdBufAddrHi, uint32_t(cmd_.mc >> 32));
   put32(frame, kFrameFenceAddrLo, uint32_t(fence_.mc));
   put32(frame, kFrameFenceAddrHi, uint32_t(fence_.mc >> 32));
   put32(frame, kFrameFenceValue, fence);
+  ring_.write(uint64_t(frame_index) * kFrameBytes, std::span<const uint8_t>(frame));
   flush();
   io_.write(c2pmsg67_, (wptr + kFrameBytes / 4) % ring_dwords);
 
   // Wait for the PSP to write the fence (psp_cmd_submit_buf polls psp->fence_buf).
-  const volatile uint32_t* fence_word = reinterpret_cast<const volatile uint32_t*>(fence_.cpu);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (int polls = 0;; ++polls) {
     const bool late = std::chrono::steady_clock::now() >= deadline;
-    const uint32_t seen = *fence_word;
+    const uint32_t seen = fence_.read32(0);
     if (seen == fence) break;
     if (late)
       throw TimeoutError(what + ": no fence: waited " + duration_text(timeout_) +
@@ -384,8 +385,8 @@ std::vector<uint8_t> Psp::submit_locked(std::span<const uint8_t> command,
     else
       std::this_thread::sleep_for(std::chrono::microseconds(10));
   }
-  std::vector<uint8_t> answer(reinterpret_cast<const uint8_t*>(cmd_.cpu),
-                              reinterpret_cast<const uint8_t*>(cmd_.cpu) + kCmdBytes);
+  std::vector<uint8_t> answer(kCmdBytes);
+  cmd_.read(0, std::span<uint8_t>(answer));
   const uint32_t status = get32(answer, kRespStatus);
   if (status != kStatusOk) {
     const std::string name = status_name(status);

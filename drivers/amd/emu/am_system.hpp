@@ -10,7 +10,8 @@
 //                   pwrite of the device fd) but will not map it, so the driver opens it with
 //                   os::open_register_window.
 //
-// The BARs are those tinygrad's AMDev maps (am/amdev.py: vram BAR0, doorbell BAR2, mmio BAR5).
+// The BARs are those tinygrad's AMDev maps (am/amdev.py: vram BAR0, doorbell BAR2, mmio BAR5);
+// the GPU and its blocks are assembled as every emulated system does (am_emulated_gpu.hpp).
 // A VFIO_DEVICE_RESET of the GPU is AmGpu::function_reset (VRAM kept). The DMA the model does
 // reaches host memory through the emulated VFIO's DMA mappings only while bus mastering is on.
 // The system also holds a directory of synthesized gfx1100 firmware (am_firmware_writer.hpp),
@@ -21,15 +22,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "amd/emu/am_firmware_writer.hpp"
-#include "amd/emu/am_gfx.hpp"
-#include "amd/emu/am_gmc.hpp"
-#include "amd/emu/am_gpu.hpp"
-#include "amd/emu/am_ih.hpp"
-#include "amd/emu/am_psp.hpp"
+#include "amd/emu/am_emulated_gpu.hpp"
 #include "os/emulated_pci.hpp"
 
 namespace hcq::amd::emu {
@@ -52,32 +47,22 @@ class AmEmulatedSystem {
   os::EmulatedPciBus& bus() { return *bus_; }
   // The kernel the driver uses (os::Kernel calls: sysfs, /dev/vfio, the BARs).
   const std::shared_ptr<os::EmulatedKernel>& kernel() const { return bus_->kernel(); }
-  AmGpu& gpu() { return *gpu_; }
+  AmGpu& gpu() { return model_->gpu(); }
   // The IP blocks on it (also routed to through gpu()).
-  AmPsp& psp() { return *psp_; }
-  AmGmc& gmc() { return *gmc_; }
-  AmIh& ih() { return *ih_; }
-  AmGfx& gfx() { return *gfx_; }
+  AmPsp& psp() { return model_->psp(); }
+  AmGmc& gmc() { return model_->gmc(); }
+  AmIh& ih() { return model_->ih(); }
+  AmGfx& gfx() { return model_->gfx(); }
   // A directory holding every file of am::gfx1100_firmware_names().
-  const std::string& firmware_dir() const { return firmware_dir_; }
+  const std::string& firmware_dir() const { return model_->firmware_dir(); }
 
  private:
-  class RegisterBar;
-  void assemble();
-  std::shared_ptr<RegisterBar> registers_;
+  std::shared_ptr<AmRegisterBar> registers_;
   std::unique_ptr<os::EmulatedPciBus> bus_;
   void* vram_ = nullptr;
   void* doorbells_ = nullptr;
   uint64_t vram_bytes_ = 0;
-  std::unique_ptr<AmGpu> gpu_;
-  std::shared_ptr<AmPsp> psp_;
-  std::shared_ptr<AmGmc> gmc_;
-  std::shared_ptr<AmIh> ih_;
-  std::unique_ptr<AmAddressSpace> engine_memory_;  // the engines' view: the GC hub's MMU
-  std::shared_ptr<AmGfx> gfx_;
-  std::string firmware_dir_;
-  std::mutex fault_log_mu_;
-  std::string fault_log_;  // what the engines said about each fault
+  std::unique_ptr<AmEmulatedGpu> model_;
 };
 
 std::unique_ptr<AmEmulatedSystem> make_am_emulated_system(AmSystemOptions options = {});

@@ -77,11 +77,13 @@ UsbReply EmulatedAsm2464::control(const os::UsbSetup& setup, std::span<uint8_t> 
       topology_->set_link_down(!power_ || training_ltssm_ != kLtssmL0);
       return UsbReply::done(0);
     case kSramWrite:
-      // tinygrad scsi_write: wValue 512-byte units; slot 0 only here.
-      if (in || (setup.index & 0xff) != 0 || setup.value * 512u > sram_.size())
+      // tinygrad scsi_write: wValue 512-byte units, wIndex bits 7:0 the 16 KiB slot it
+      // starts at (ops_amd.py: slot_start=16 for SRAM offset 0x40000).
+      if (in || (setup.value & 0x8000) ||
+          (setup.index & 0xffu) * 0x4000u + setup.value * 512u > sram_.size())
         return UsbReply::stall();
       stream_ = Stream::Sram;
-      stream_address_ = 0;
+      stream_address_ = (setup.index & 0xffu) * 0x4000u;
       stream_bytes_ = setup.value * 512u;
       return UsbReply::done(0);
     case kTlp:
@@ -177,7 +179,7 @@ UsbReply EmulatedAsm2464::bulk_out(uint8_t ep, unsigned /*stream*/,
   if (auto f = take_bulk_fault()) return *f;
   if (ep != kBulkOut || data.size() != stream_bytes_) return UsbReply::stall();
   if (stream_ == Stream::Sram) {
-    std::copy(data.begin(), data.end(), sram_.begin());
+    std::copy(data.begin(), data.end(), sram_.begin() + long(stream_address_));
   } else if (stream_ == Stream::Write) {
     try {
       topology_->memory_write(stream_address_, std::as_bytes(data));

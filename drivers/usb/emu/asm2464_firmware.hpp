@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "os/emulated_usb.hpp"
@@ -54,6 +55,9 @@ class EmulatedAsm2464 final : public os::UsbFunction {
   std::vector<uint8_t> last_tlp_data() const;
   unsigned lost_writes() const;
   std::vector<uint8_t> sram(size_t offset, size_t length) const;
+  // The SRAM as the device behind the bridge reaches it by DMA (the same bytes 0xF2 writes):
+  // valid as long as the firmware; the device's accesses take no lock, as real DMA does not.
+  std::span<uint8_t> device_sram() { return sram_; }
 
  private:
   os::UsbReply tlp_out(const os::UsbSetup& setup, std::span<const uint8_t> data);

@@ -367,10 +367,7 @@ Completion EmulatedPcieTopology::do_memory_read(uint64_t address, std::span<std:
   uint64_t offset = 0;
   if (Completion c = reach(address, out.size(), bar, offset); c.status != CompletionStatus::SC)
     return c;
-  for (size_t i = 0; i < out.size(); i += 4) {
-    const uint32_t v = bar->read32(offset + i);
-    std::memcpy(out.data() + i, &v, 4);
-  }
+  bar->read(offset, out);
   return Completion::ok();
 }
 
@@ -381,11 +378,7 @@ Completion EmulatedPcieTopology::do_memory_write(uint64_t address,
   uint64_t offset = 0;
   if (Completion c = reach(address, data.size(), bar, offset); c.status != CompletionStatus::SC)
     return c;
-  for (size_t i = 0; i < data.size(); i += 4) {
-    uint32_t v = 0;
-    std::memcpy(&v, data.data() + i, 4);
-    bar->write32(offset + i, v);
-  }
+  bar->write(offset, data);
   return Completion::ok();
 }
 

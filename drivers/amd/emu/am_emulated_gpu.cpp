@@ -1,0 +1,121 @@
+#include "amd/emu/am_emulated_gpu.hpp"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "amd/am/psp_gfx_if.hpp"
+#include "amd/fault_log.hpp"
+#include "amd/ib_positions.hpp"
+#include "core/error.hpp"
+
+namespace hcq::amd::emu {
+
+os::EmulatedPciFunction am_gpu_function(uint64_t vram_bar_bytes,
+                                        std::shared_ptr<os::MmioHandler> registers,
+                                        std::shared_ptr<os::MmioHandler> doorbells) {
+  os::EmulatedPciFunction gpu;
+  gpu.vendor = 0x1002;  // AMD; Navi 31 RX 7900 XTX (pci.ids 744c)
+  gpu.device = 0x744c;
+  gpu.subsystem_vendor = 0x1002;
+  gpu.subsystem_device = 0x0e3b;
+  gpu.class_code = 0x030000;
+  gpu.revision = 0xc8;
+  gpu.link = {4, 16, 4, 16};
+  gpu.bars = {{0, vram_bar_bytes, true, true, false, {}, {}},
+              {2, AmGpu::kDoorbellBarBytes, true, true, false, {}, std::move(doorbells)},
+              {5, AmGpu::kRegisterBarBytes, false, false, false, {}, std::move(registers)}};
+  return gpu;
+}
+
+void* map_emulated_bar(os::EmulatedBar& bar, uint64_t bytes) {
+  void* p = bar.map(nullptr, bytes, PROT_READ | PROT_WRITE, 0);
+  if (p == MAP_FAILED) throw OsError("emulated AM GPU: mapping a BAR of " + hex(bytes) + " bytes", errno);
+  return p;
+}
+
+// The IP blocks of gfx1100 on the GPU: each owns its registers; the PSP model says when the
+// MEC and SDMA firmware are loaded and the RLC autoload has run, which the queue model needs;
+// the engines read memory through the GC hub's MMU, whose faults the GMC model latches; every
+// block's interrupts go into the IH ring.
+AmEmulatedGpu::AmEmulatedGpu(AmGpuWiring wiring)
+    : gpu_(std::make_unique<AmGpu>(wiring.vram, wiring.doorbells, std::move(wiring.dma))) {
+  AmGpu& g = *gpu_;
+  psp_ = std::make_shared<AmPsp>(g.bases(), g.bus());
+  gmc_ = std::make_shared<AmGmc>(g.bases(), g.bus());
+  ih_ = std::make_shared<AmIh>(g.bases(), g.bus());
+  AmGmc* gmc = gmc_.get();
+  engine_memory_ = std::make_unique<AmAddressSpace>(
+      gmc->gfx_mmu(), g.bus(), kClientCpc,
+      [gmc](const MmuFault& f) { gmc->report_fault(AmGmc::Hub::Gfx, f); });
+  AmPsp* psp = psp_.get();
+  namespace fw = am::psp::fw;
+  AmGfxHooks hooks;
+  hooks.rlc_autoload_done = [psp] { return psp->rlc_autoload_done(); };
+  hooks.mec_firmware_ready = [psp] { return psp->loaded(fw::kRs64Mec) || psp->loaded(fw::kCpMec); };
+  hooks.sdma_firmware_ready = [psp] { return psp->loaded(fw::kSdmaUcodeTh0); };
+  // A queue stopped on a bad packet raises the CP's bad-opcode interrupt (client GRBM_CP,
+  // source GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR, am/ih_ids.hpp); a memory
+  // fault has already been latched by the GMC, which raised its own entry.
+  AmBus* bus = &g.bus();
+  hooks.fault = [this, bus](const std::string&, bool memory_fault, uint64_t,
+                            const std::string& what) {
+    {
+      std::lock_guard lk(fault_log_mu_);
+      fault_log_ += what + "\n";  // the engine's message names the queue
+    }
+    if (memory_fault || !bus->interrupt) return;
+    bus->interrupt({am::ih::kClientGrbmCp | am::ih::kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
+  };
+  gfx_ = std::make_shared<AmGfx>(g.bases(), g.bus(), *engine_memory_, hooks);
+  for (std::shared_ptr<AmBlock> b : {std::shared_ptr<AmBlock>(psp_), std::shared_ptr<AmBlock>(gmc_),
+                                     std::shared_ptr<AmBlock>(ih_), std::shared_ptr<AmBlock>(gfx_)})
+    g.add_block(std::move(b));
+  // An entry written raises the GPU's MSI (ih_v6_0: ENABLE_INTR on ring 0).
+  AmIh* ih = ih_.get();
+  g.set_interrupt([ih, msi = std::move(wiring.msi)](const std::array<uint32_t, 8>& e) {
+    if (ih->push(e) && msi) msi();
+  });
+
+  if (wiring.registers) wiring.registers->gpu_ = gpu_.get();
+
+  std::string tmpl = (std::filesystem::temp_directory_path() / "hcq-am-firmware-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data())) throw OsError("emulated AM GPU: mkdtemp for the firmware", errno);
+  firmware_dir_ = tmpl;
+  try {
+    write_gfx1100_firmware(firmware_dir_, wiring.firmware);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(firmware_dir_, ec);
+    throw;
+  }
+}
+
+AmEmulatedGpu::~AmEmulatedGpu() {
+  std::error_code ec;
+  std::filesystem::remove_all(firmware_dir_, ec);
+  // The engines stop first (they read memory through the GMC's MMU and the DMA callback).
+  gpu_.reset();
+  gfx_.reset();
+  engine_memory_.reset();
+  ih_.reset();
+  gmc_.reset();
+  psp_.reset();
+}
+
+std::string AmEmulatedGpu::fault_log() const {
+  std::lock_guard lk(fault_log_mu_);
+  return fault_log_;
+}
+
+void AmEmulatedGpu::publish(os::EmulatedKernel& kernel) {
+  // The emulated GPU's own words about each fault, in a debugfs-style file only the emulated
+  // kernel has (amd/fault_log.hpp); the driver adds them to its fault errors.
+  kernel.add_generated_file(kAmEmulatorFaultLog, [this] { return fault_log(); });
+  AmGfx* gfx = gfx_.get();
+  kernel.add_generated_file(kAmEmulatorIbPositions, [gfx] { return gfx->ib_positions(); });
+}
+
+}  // namespace hcq::amd::emu
