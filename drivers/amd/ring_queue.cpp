@@ -1,5 +1,6 @@
 #include "amd/ring_queue.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -44,8 +45,9 @@ void RingQueue::attach(const RingMemory& m, std::string queue_name) {
   ring_mask_ = m.ring_bytes / 4 - 1;
   rptr_ = m.rptr;
   wptr_ = m.wptr;
+  published_ = m.published;
   doorbell_ = m.doorbell;
-  put_ = rptr_seen_ = 0;
+  put_ = rptr_seen_ = published_put_ = 0;
   name_ = std::move(queue_name);
 }
 
@@ -114,25 +116,66 @@ std::string RingQueue::ib_report(const DecodedPacket& call, Gen gen) {
   const std::optional<IbPosition> where = ib_position();
   if (where) va = where->va, size = where->dwords, at = where->at;
   const void* host = host_view(va, size * 4);
-  if (!host)
-    return "    indirect buffer " + hex(va) + ", " + std::to_string(size) +
-           " dwords: not mapped for the CPU";
+  std::vector<uint32_t> read;  // through the owner's port where the CPU does not map it
+  if (!host) {
+    read.resize(size_t(size));
+    if (!read_device(va, std::as_writable_bytes(std::span(read))))
+      return "    indirect buffer " + hex(va) + ", " + std::to_string(size) +
+             " dwords: not mapped for the CPU";
+    host = read.data();
+  }
   std::span<const uint32_t> words{static_cast<const uint32_t*>(host), size_t(size)};
   auto packets = kind_ == QueueKind::Compute ? decode_pm4(words, gen) : decode_sdma(words, gen);
   return indirect_buffer_text(va, size, packets, where ? &at : nullptr, "    ");
 }
 
+void RingQueue::publish_pending() {
+  // The dwords written since the last doorbell, [published_put_, put_) in queue units: at most
+  // the ring (wait_for_space), so one range, or two where it wraps around the ring's end.
+  const uint64_t unit = kind_ == QueueKind::Compute ? 1 : 4;
+  const uint64_t ring_dw = ring_mask_ + 1;
+  const uint64_t first = published_put_ / unit, count = put_ / unit - first;
+  const uint64_t start = first & ring_mask_, head = std::min(count, ring_dw - start);
+  if (head) publish_ring(start * 4, {ring_ + start, size_t(head)});
+  if (count > head) publish_ring(0, {ring_, size_t(count - head)});
+  published_put_ = put_;
+}
+
 void RingQueue::ring_doorbell() {
-  __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
-  // Ring contents and wptr must reach memory before the doorbell. On x86 stores stay in
-  // order, and an sfence drains write-combining buffers (rings are mapped uncached/WC).
+  if (published_) {
+    publish_pending();
+    publish_write_pointer(put_);
+  } else {
+    __atomic_store_n(wptr_, put_, __ATOMIC_RELEASE);
+    // Ring contents and wptr must reach memory before the doorbell. On x86 stores stay in
+    // order, and an sfence drains write-combining buffers (rings are mapped uncached/WC).
 #if defined(__x86_64__)
-  __builtin_ia32_sfence();
+    __builtin_ia32_sfence();
 #else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
+  }
   before_doorbell();
-  *doorbell_ = put_;
+  if (doorbell_)
+    *doorbell_ = put_;
+  else
+    write_doorbell(put_);
+}
+
+void RingQueue::publish_ring(uint64_t, std::span<const uint32_t>) {
+  throw Error(device_name_ + ": " + name_ + ": this queue cannot publish its ring");
+}
+
+void RingQueue::publish_write_pointer(uint64_t) {
+  throw Error(device_name_ + ": " + name_ + ": this queue cannot publish its write pointer");
+}
+
+uint64_t RingQueue::fetch_read_pointer() const {
+  throw Error(device_name_ + ": " + name_ + ": this queue cannot read its read pointer");
+}
+
+void RingQueue::write_doorbell(uint64_t) {
+  throw Error(device_name_ + ": " + name_ + ": this queue has no doorbell");
 }
 
 void RingQueue::submit(const uint32_t* words, size_t n) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "amd/packets.hpp"
@@ -24,12 +25,19 @@
 
 namespace hcq::amd {
 
-// Where the owner put the queue: the ring and its pointers, mapped for the CPU.
+// Where the owner put the queue: the ring and its pointers, mapped for the CPU, or (published)
+// in memory the CPU cannot map (VRAM behind a USB bridge): then `ring` is the queue's host
+// shadow of it, the dwords written since the last doorbell go out through publish_ring (one
+// call per contiguous range: two where they wrap around the ring's end), the write pointer
+// through publish_write_pointer, and the read pointer comes from fetch_read_pointer; rptr and
+// wptr are unused.
 struct RingMemory {
-  uint32_t* ring = nullptr;  // the CPU's view of the ring
+  uint32_t* ring = nullptr;  // the CPU's view of the ring, or its host shadow (published)
   uint64_t ring_bytes = 0;   // a power of two, at least 256
   uint64_t* rptr = nullptr;  // the read pointer the engine writes back (queue units)
   uint64_t* wptr = nullptr;  // the write pointer the engine polls (queue units)
+  bool published = false;
+  // The doorbell's CPU address, or null: write_doorbell rings it.
   volatile uint64_t* doorbell = nullptr;
 };
 
@@ -60,7 +68,9 @@ class RingQueue : public HwQueue {
   size_t indirect_granule_dwords() const override {
     return kind_ == QueueKind::Compute ? 1 : kSdmaIbAlign;
   }
-  uint64_t read_pointer() const { return __atomic_load_n(rptr_, __ATOMIC_ACQUIRE); }
+  uint64_t read_pointer() const {
+    return published_ ? fetch_read_pointer() : __atomic_load_n(rptr_, __ATOMIC_ACQUIRE);
+  }
   QueueKind kind() const { return kind_; }
   // "compute queue 3": how reports and errors name the queue.
   const std::string& name() const { return name_; }
@@ -87,6 +97,16 @@ class RingQueue : public HwQueue {
   // Runs after the ring and write pointer are stored, before the doorbell (an AM queue
   // flushes the HDP there). Default: nothing.
   virtual void before_doorbell() {}
+  // A published ring's hooks (RingMemory::published); the defaults throw hcq::Error.
+  // `words` go to the ring at byte `offset`; called under the queue's lock.
+  virtual void publish_ring(uint64_t offset, std::span<const uint32_t> words);
+  virtual void publish_write_pointer(uint64_t wptr);
+  virtual uint64_t fetch_read_pointer() const;
+  // Rings the doorbell where RingMemory::doorbell is null.
+  virtual void write_doorbell(uint64_t value);
+  // Reads device memory the CPU does not map (host_view null), for an indirect buffer in a
+  // report: false where the owner cannot (the default).
+  virtual bool read_device(uint64_t /*va*/, std::span<std::byte> /*out*/) { return false; }
 
  private:
   // The packets of the indirect buffer `call` runs, around where the engine is in it.
@@ -94,6 +114,7 @@ class RingQueue : public HwQueue {
   void wait_for_space(uint64_t needed_units);
   void submit_locked(const uint32_t* words, size_t n);
   void ring_doorbell();
+  void publish_pending();
   void remember_start(uint64_t at) { starts_[nstarts_++ % kStarts] = at; }
 
   // What a submission reads and writes first, together at the object's start.
@@ -103,6 +124,8 @@ class RingQueue : public HwQueue {
   uint64_t ring_mask_ = 0;  // ring dwords - 1
   uint64_t put_ = 0;        // the write pointer, queue units
   uint64_t rptr_seen_ = 0;  // the read pointer as last read
+  uint64_t published_put_ = 0;  // published ring: the write pointer its dwords went out up to
+  bool published_ = false;
   QueueKind kind_;
   std::mutex mu_;
   uint64_t* rptr_ = nullptr;

@@ -140,6 +140,104 @@ TEST(AmRingQueue, ReportsThePacketsAroundTheReadPointer) {
   EXPECT_EQ(q.report(Gen::Gfx11), "");
 }
 
+// A ring queue whose ring and pointers the CPU cannot map (VRAM behind a USB bridge): a host
+// shadow, published through the hooks, which record every call.
+class PublishedRing final : public RingQueue {
+ public:
+  PublishedRing(QueueKind kind, uint64_t ring_bytes) : RingQueue(kind, "test:gpu") {
+    shadow_.assign(ring_bytes / 4, 0);
+    device_.assign(ring_bytes / 4, 0xdeadbeef);
+    RingMemory m;
+    m.ring = shadow_.data();
+    m.ring_bytes = ring_bytes;
+    m.published = true;  // no rptr, wptr or doorbell pointer
+    attach(m, std::string(to_string(kind)) + " queue 7");
+  }
+  std::vector<uint32_t> shadow_, device_;
+  std::vector<std::string> calls;
+  uint64_t rptr_ = 0;
+  mutable int rptr_reads = 0;
+  std::map<uint64_t, std::vector<uint32_t>> memory;  // what read_device finds, by va
+
+ private:
+  void check_faults() override {}
+  const void* host_view(uint64_t, uint64_t) override { return nullptr; }
+  void publish_ring(uint64_t offset, std::span<const uint32_t> words) override {
+    calls.push_back("ring " + hex(offset) + " " + std::to_string(words.size()) + " dwords");
+    std::copy(words.begin(), words.end(), device_.begin() + long(offset / 4));
+  }
+  void publish_write_pointer(uint64_t wptr) override { calls.push_back("wptr " + hex(wptr)); }
+  uint64_t fetch_read_pointer() const override {
+    rptr_reads++;
+    return rptr_;
+  }
+  void write_doorbell(uint64_t value) override { calls.push_back("doorbell " + hex(value)); }
+  bool read_device(uint64_t va, std::span<std::byte> out) override {
+    auto it = memory.find(va);
+    if (it == memory.end() || it->second.size() * 4 != out.size()) return false;
+    std::memcpy(out.data(), it->second.data(), out.size());
+    return true;
+  }
+};
+
+TEST(AmRingQueue, APublishedRingWritesWhatChangedInOneRangeOrTwoWhereItWraps) {
+  PublishedRing q(QueueKind::Compute, 256);  // 64 dwords
+  std::vector<uint32_t> words(60, 0x11);
+  q.submit(words.data(), words.size());
+  EXPECT_EQ(q.calls, (std::vector<std::string>{"ring 0x0 60 dwords", "wptr 0x3c", "doorbell 0x3c"}));
+  EXPECT_EQ(q.rptr_reads, 0);  // the cached read pointer says there is room
+  q.calls.clear();
+  q.rptr_ = 60;  // the engine has read it all
+  const uint32_t more[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  q.submit(more, 8);
+  EXPECT_EQ(q.calls, (std::vector<std::string>{"ring 0xf0 4 dwords", "ring 0x0 4 dwords",
+                                               "wptr 0x44", "doorbell 0x44"}));
+  EXPECT_EQ(q.rptr_reads, 2);
+  EXPECT_EQ(std::vector<uint32_t>(q.device_.begin() + 60, q.device_.end()),
+            (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(std::vector<uint32_t>(q.device_.begin(), q.device_.begin() + 4),
+            (std::vector<uint32_t>{5, 6, 7, 8}));
+  EXPECT_EQ(q.device_[4], 0x11u);
+  EXPECT_EQ(q.read_pointer(), 60u);
+}
+
+TEST(AmRingQueue, APublishedSdmaRingPublishesItsPaddingWithThePacket) {
+  PublishedRing q(QueueKind::Copy, 256);
+  std::vector<uint32_t> words(60, 0x22);
+  q.submit(words.data(), words.size());
+  q.calls.clear();
+  q.rptr_ = 240;
+  const uint32_t more[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  q.submit(more, 8);
+  // The 4 NOPs at the end and the packet at dword 0: bytes [0xf0, 0x100) and [0, 0x20).
+  EXPECT_EQ(q.calls, (std::vector<std::string>{"ring 0xf0 4 dwords", "ring 0x0 8 dwords",
+                                               "wptr 0x120", "doorbell 0x120"}));
+  EXPECT_EQ(std::vector<uint32_t>(q.device_.begin() + 60, q.device_.end()),
+            (std::vector<uint32_t>{0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<uint32_t>(q.device_.begin(), q.device_.begin() + 8),
+            (std::vector<uint32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST(AmRingQueue, APublishedRingReportsFromItsShadowAndReadsIndirectBuffersThroughThePort) {
+  PublishedRing q(QueueKind::Compute, 4096);
+  q.submit_indirect(0x10000, 2);
+  const std::string head =
+      "test:gpu: compute queue 7: read pointer 0x0, write pointer 0x4 (dwords); packets "
+      "from the start of the submission it is in:\n"
+      "  HERE >  0x0000  0xc0023f00  INDIRECT_BUFFER  IB_BASE_LO=0x10000  IB_BASE_HI=0  "
+      "IB_SIZE=2  CHAIN=0  VALID=1  VMID=0  CACHE_POLICY=0\n";
+  EXPECT_EQ(q.report(Gen::Gfx11),
+            head + "    indirect buffer 0x10000, 2 dwords: not mapped for the CPU");
+  q.memory[0x10000] = {0xc0001000, 0};  // a PM4 NOP with one dword of payload
+  EXPECT_EQ(q.report(Gen::Gfx11),
+            head + "    indirect buffer 0x10000, 2 dwords: position inside the indirect buffer "
+                   "unknown; its first packets:\n"
+                   "      ?       0x0000  0xc0001000  NOP");
+  EXPECT_EQ(q.rptr_reads, 2);  // the read pointer through the hook, once per report
+  q.rptr_ = 4;  // done
+  EXPECT_EQ(q.report(Gen::Gfx11), "");
+}
+
 // ---- memory -----------------------------------------------------------------------------
 
 // VRAM as a memfd mapped whole (the BAR); DMA mappings recorded.
@@ -147,6 +245,7 @@ class TestWindows final : public DeviceWindows {
  public:
   explicit TestWindows(const Memory& vram) : vram_(vram) {}
   void map_vram(void* at, uint64_t pa, uint64_t size) override {
+    vram_maps++;
     void* p = mmap(at, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, vram_.fd, off_t(pa));
     ASSERT_EQ(p, at);
   }
@@ -160,6 +259,7 @@ class TestWindows final : public DeviceWindows {
   }
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> dma;  // iova -> (host, size)
   std::vector<uint64_t> unmapped;
+  int vram_maps = 0;
 
  private:
   const Memory& vram_;
@@ -172,12 +272,12 @@ struct Invalidation {
 
 class AmMemory : public testing::Test {
  protected:
-  AmMemory()
+  explicit AmMemory(GpuMemoryReach reach = {})
       : vram_(64 * kMiB, true),
         windows_(vram_),
         access_(vram_.base, vram_.size),
         allocator_(0, 64 * kMiB),
-        memory_(os::real_kernel(), windows_, access_, allocator_, 1ull << 30, "test:am"),
+        memory_(os::real_kernel(), windows_, access_, allocator_, 1ull << 30, "test:am", reach),
         mmu_(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(vram_.base), vram_.size)) {
     mmu_.set_context(memory_.page_table_base(), 0, (1ull << 48) - 1);
     memory_.set_invalidate([this](VmHub hub, std::span<const VaRange> ranges) {
@@ -291,6 +391,104 @@ TEST_F(AmMemory, PrivateMemoryAndErrors) {
   EXPECT_EQ(memory_.live_allocations(), 0u);
   Allocation again = memory_.allocate(heap, 4096, MemoryKind::Device, false);
   memory_.free(again);
+}
+
+// Behind a USB bridge: VRAM not mapped for the CPU, host memory only the bridge's SRAM window
+// (0x80000 bytes at PCI address 0x200000).
+class AmUnmappedMemory : public AmMemory {
+ protected:
+  AmUnmappedMemory() : AmMemory(GpuMemoryReach{false, 0x200000, 0x80000}) {}
+};
+
+TEST_F(AmUnmappedMemory, DeviceMemoryHasNoHostPointerAndIsLocatedInVram) {
+  const uint64_t va = memory_.heap_base();
+  Allocation a = memory_.allocate(va, 0x3000, MemoryKind::Device, false);
+  EXPECT_EQ(a.host, nullptr);
+  EXPECT_EQ(windows_.vram_maps, 0);
+  auto t = translate(va + 0x1238, emu::MmuAccess::Write);
+  ASSERT_TRUE(t.ok()) << t.fault->describe();
+  EXPECT_FALSE(t.system);
+  EXPECT_EQ(t.pa, a.handle + 0x1238);
+  EXPECT_EQ(memory_.host_view(va, 16), nullptr);
+  const MemoryPlace p = memory_.locate(va + 0x1238, 0x10);
+  EXPECT_EQ(p.in, MemoryPlace::In::Vram);
+  EXPECT_EQ(p.address, a.handle + 0x1238);
+  EXPECT_EQ(error_of([&] { memory_.locate(va + 0x2ff8, 16); }),
+            "test:am: [" + hex(va + 0x2ff8) + ", +0x10) leaves the allocation [" + hex(va) +
+                ", +0x3000)");
+  EXPECT_EQ(error_of([&] { memory_.locate(va + 0x3000, 4); }),
+            "test:am: [" + hex(va + 0x3000) + ", +0x4) is in no allocation");
+  EXPECT_EQ(error_of([&] { memory_.locate(va - 8, 4); }),
+            "test:am: [" + hex(va - 8) + ", +0x4) is in no allocation");
+  memory_.free(a);
+  EXPECT_EQ(allocator_.live_allocations(), 1u);  // the page tables' root only
+}
+
+TEST_F(AmUnmappedMemory, HostMemoryIsCarvedFromTheWindowFirstFit) {
+  const uint64_t heap = memory_.heap_base();
+  Allocation a = memory_.allocate(heap, 0x2000, MemoryKind::Host, false);
+  Allocation b = memory_.allocate(heap + 0x10000, 0x1000, MemoryKind::Host, true);
+  EXPECT_EQ(a.host, nullptr);
+  EXPECT_EQ(b.host, nullptr);
+  EXPECT_EQ(a.handle, 0u);  // the offset in the window
+  EXPECT_EQ(b.handle, 0x2000u);
+  EXPECT_TRUE(windows_.dma.empty());  // the window is the function's, not mapped per buffer
+  auto t = translate(heap + 0x10008, emu::MmuAccess::Execute);
+  ASSERT_TRUE(t.ok()) << t.fault->describe();
+  EXPECT_TRUE(t.system);
+  EXPECT_EQ(t.pa, 0x202008u);  // the window's PCI address + offset
+  const MemoryPlace p = memory_.locate(heap + 0x1ff0, 0x10);
+  EXPECT_EQ(p.in, MemoryPlace::In::HostWindow);
+  EXPECT_EQ(p.address, 0x1ff0u);
+  EXPECT_EQ(memory_.host_view(heap, 4), nullptr);
+  EXPECT_EQ(memory_.window_bytes_free(), 0x7d000u);
+
+  // The first range that fits: a's pages again after it is freed.
+  memory_.free(a);
+  EXPECT_TRUE(windows_.unmapped.empty());
+  Allocation c = memory_.allocate(heap + 0x20000, 0x1000, MemoryKind::Host, false);
+  EXPECT_EQ(c.handle, 0u);
+  EXPECT_EQ(memory_.window_bytes_free(), 0x7e000u);
+  EXPECT_EQ(error_of<Error>([&] { memory_.allocate(heap + 0x100000, 0x7e000, MemoryKind::Host, false); }),
+            "test:am: 0x7e000 bytes of host memory do not fit the host window (0x80000 bytes at "
+            "0x200000): 0x7e000 bytes free, largest free range 0x7d000");
+  EXPECT_EQ(memory_.live_allocations(), 2u);
+  Allocation d = memory_.allocate(heap + 0x100000, 0x7d000, MemoryKind::Host, false);
+  EXPECT_EQ(d.handle, 0x3000u);
+  EXPECT_EQ(memory_.window_bytes_free(), 0x1000u);
+  for (const Allocation& x : {b, c, d}) memory_.free(x);
+  EXPECT_EQ(memory_.window_bytes_free(), 0x80000u);
+
+  // Rings and other private host memory come from the window too.
+  Allocation ring = memory_.private_alloc(0x4000, MemoryKind::Host);
+  EXPECT_EQ(ring.handle, 0u);
+  EXPECT_EQ(ring.host, nullptr);
+  memory_.free(ring);
+}
+
+TEST_F(AmUnmappedMemory, UserMemoryCannotBeMapped) {
+  void* p = mmap(nullptr, 0x1000, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  EXPECT_EQ(error_of<InvalidInput>([&] { memory_.map_user(p, 0x1000); }),
+            "test:am: cannot map user memory [" + hex(reinterpret_cast<uint64_t>(p)) +
+                ", +0x1000): the device cannot reach host memory outside the bridge's SRAM "
+                "window (0x80000 bytes at 0x200000)");
+  EXPECT_EQ(memory_.live_allocations(), 0u);
+  munmap(p, 0x1000);
+}
+
+TEST_F(AmMemory, MappedMemoryIsLocatedForThePort) {
+  const uint64_t heap = memory_.heap_base();
+  Allocation d = memory_.allocate(heap, 0x1000, MemoryKind::Device, false);
+  Allocation h = memory_.allocate(heap + 0x1000, 0x1000, MemoryKind::Host, false);
+  MemoryPlace p = memory_.locate(heap + 8, 8);
+  EXPECT_EQ(p.in, MemoryPlace::In::Vram);
+  EXPECT_EQ(p.address, d.handle + 8);
+  p = memory_.locate(heap + 0x1008, 8);
+  EXPECT_EQ(p.in, MemoryPlace::In::Host);
+  EXPECT_EQ(p.address, heap + 0x1008);
+  memory_.free(d);
+  memory_.free(h);
 }
 
 TEST(AmVram, MappedVramIsCheckedAccess) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -194,6 +195,62 @@ TEST_F(AmIhTest, ModelResetTurnsTheRingOff) {
   model.reset();
   EXPECT_EQ(regs.read(find_register("IH_RB_CNTL")), 0u);
   EXPECT_FALSE(model.push(entry(ih::kClientGrbmCp, ih::kSrcCpEop, 0, 1)));
+}
+
+// VRAM the CPU does not map (behind a USB bridge): the same buffers without a `cpu` pointer,
+// read through a port that records its reads.
+class UnmappedVram final : public BootMemory, public VramPort {
+ public:
+  explicit UnmappedVram(test::TestVram& vram) : vram_(vram) {}
+  VramBuffer alloc(uint64_t size, uint64_t align, const char* what) override {
+    VramBuffer b = vram_.alloc(size, align, what);
+    b.cpu = nullptr;
+    return b;
+  }
+  uint64_t mc(uint64_t pa) const override { return vram_.mc(pa); }
+  uint64_t read64(uint64_t pa) override { return vram_.read64(pa); }
+  void write64(uint64_t pa, uint64_t value) override { vram_.write64(pa, value); }
+  uint64_t size() const override { return vram_.span().size(); }
+  void write(uint64_t pa, std::span<const std::byte> data) override {
+    std::memcpy(vram_.span().data() + pa, data.data(), data.size());
+  }
+  void read(uint64_t pa, std::span<std::byte> out) override {
+    reads.push_back({pa, out.size()});
+    std::memcpy(out.data(), vram_.span().data() + pa, out.size());
+  }
+  std::byte* mapping() const override { return nullptr; }
+  std::vector<std::pair<uint64_t, uint64_t>> reads;  // (pa, bytes)
+
+ private:
+  test::TestVram& vram_;
+};
+
+TEST_F(AmIhTest, UnmappedRingIsReadThroughThePortInOneReadOrTwoWhereItWraps) {
+  UnmappedVram port(vram);
+  Ih ih(regs, port, kRingBytes, &port);
+  ih.init();
+  using Reads = std::vector<std::pair<uint64_t, uint64_t>>;
+  port.reads.clear();
+  EXPECT_FALSE(ih.pending());
+  EXPECT_EQ(port.reads, (Reads{{0x1000, 4}}));  // the write-back slot only
+  for (uint32_t i = 0; i < 3; ++i) model.push(entry(ih::kClientGfx, ih::kSrcSdmaTrap, 0, i));
+  EXPECT_TRUE(ih.pending());
+  port.reads.clear();
+  std::vector<IhEntry> e = ih.drain();
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[2].src_data[0], 2u);
+  EXPECT_EQ(port.reads, (Reads{{0x1000, 4}, {0x0, 0x60}}));
+  for (uint32_t i = 3; i < 127; ++i) model.push(entry(ih::kClientGfx, ih::kSrcSdmaTrap, 0, i));
+  EXPECT_EQ(ih.drain().size(), 124u);  // up to the ring's last entry, at 0xfe0
+  for (uint32_t i = 127; i < 130; ++i) model.push(entry(ih::kClientGfx, ih::kSrcSdmaTrap, 0, i));
+  port.reads.clear();
+  e = ih.drain();
+  ASSERT_EQ(e.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(e[i].src_data[0], 127 + i);
+  EXPECT_EQ(port.reads, (Reads{{0x1000, 4}, {0xfe0, 0x20}, {0x0, 0x40}}));
+  port.reads.clear();
+  EXPECT_EQ(ih.drain().size(), 0u);
+  EXPECT_EQ(port.reads, (Reads{{0x1000, 4}}));  // nothing new: no ring read
 }
 
 TEST_F(AmIhTest, RingSizeIsChecked) {

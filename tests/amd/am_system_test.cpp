@@ -316,5 +316,35 @@ TEST(AmSystem, TheMsiGoesToTheDriversEventfdWhileItIsOpen) {
             "0000:03:00.0: VFIO_DEVICE_SET_IRQS (MSI eventfd): Bad file descriptor (errno 9)");
 }
 
+// The device-memory port on a GPU whose memory the CPU maps (VFIO): VRAM and host memory alike
+// written and read at their addresses, whole dwords or not; a range in no allocation, or
+// leaving one, refused exactly. The caps stay VFIO's.
+TEST(AmSystem, ThePortReachesMappedMemoryToo) {
+  System s;
+  auto drv = s.open();
+  EXPECT_TRUE(drv->properties().caps.cpu_maps_memory);
+  EXPECT_EQ(drv->properties().caps.host_window_bytes, 0u);
+  const uint64_t base = drv->va_base();
+  const Allocation d = drv->allocate(base, 0x2000, MemoryKind::Device, false);
+  const Allocation h = drv->allocate(base + 0x2000, 0x1000, MemoryKind::Host, false);
+  std::vector<std::byte> bytes(11);
+  for (size_t i = 0; i < bytes.size(); i++) bytes[i] = std::byte(i + 1);
+  for (const Allocation& a : {d, h}) {
+    drv->write_memory(a.va + 3, bytes);
+    EXPECT_EQ(std::memcmp(static_cast<char*>(a.host) + 3, bytes.data(), bytes.size()), 0);
+    std::vector<std::byte> back(bytes.size());
+    drv->read_memory(a.va + 3, back);
+    EXPECT_EQ(back, bytes);
+  }
+  EXPECT_EQ(error_of([&] { drv->write_memory(base + 0x3000, bytes); }),
+            "emu:gfx1100_am: [" + hex(base + 0x3000) + ", +0xb) is in no allocation");
+  std::vector<std::byte> out(16);
+  EXPECT_EQ(error_of([&] { drv->read_memory(base + 0x1ff8, out); }),
+            "emu:gfx1100_am: [" + hex(base + 0x1ff8) + ", +0x10) leaves the allocation [" +
+                hex(base) + ", +0x2000)");
+  drv->free(d);
+  drv->free(h);
+}
+
 }  // namespace
 }  // namespace hcq::amd::am

@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <sstream>
 #include <cstdio>
 #include <cctype>
@@ -66,7 +68,9 @@ class AmDriver::FunctionWindows final : public DeviceWindows {
 // ---- queues -----------------------------------------------------------------------------
 
 // A compute (MEC HQD) or copy (SDMA) queue: ring and pointers in host memory, the EOP buffer
-// in VRAM, programmed by the hooks; the ring logic is RingQueue's.
+// in VRAM, programmed by the hooks; the ring logic is RingQueue's. Where the CPU maps no
+// device memory, ring and pointers are in VRAM too and the ring is published from a host copy
+// through the port (RingMemory::published).
 class AmDriver::Queue final : public RingQueue {
  public:
   Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks);
@@ -86,12 +90,38 @@ class AmDriver::Queue final : public RingQueue {
   // flushes before every AM doorbell (ops_amd.py signal_doorbell). The ring and its pointers
   // are host memory and need no flush; the write alone is enough (hdp.hpp post_flush).
   void before_doorbell() override { drv_.boot_->hdp().post_flush(); }
+  // Through the port (RingMemory::published): the ring at its VRAM address + offset.
+  void publish_ring(uint64_t offset, std::span<const uint32_t> words) override {
+    drv_.write_memory(setup_.ring_va + offset, std::as_bytes(words));
+  }
+  void publish_write_pointer(uint64_t wptr) override {
+    drv_.write_memory(setup_.wptr_va, std::as_bytes(std::span(&wptr, 1)));
+  }
+  uint64_t fetch_read_pointer() const override {
+    uint64_t rptr = 0;
+    drv_.read_memory(setup_.rptr_va, std::as_writable_bytes(std::span(&rptr, 1)));
+    return rptr;
+  }
+  // Where BAR2 is not mapped for the CPU (a USB bridge).
+  void write_doorbell(uint64_t value) override { drv_.function_->ring_doorbell(doorbell_, value); }
+  // A report's indirect buffer where the CPU does not map it; false where the port cannot
+  // (outside every allocation, or a window the CPU cannot read back).
+  bool read_device(uint64_t va, std::span<std::byte> out) override {
+    try {
+      drv_.read_memory(va, out);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
   void release() noexcept;
 
   AmDriver& drv_;
   const AmQueueHooks& hooks_;
   AmQueueSetup setup_;
   bool created_ = false;
+  uint32_t doorbell_ = 0;
+  std::vector<uint32_t> shadow_;  // the ring's host copy where it is published
   std::vector<Allocation> memory_;
 };
 
@@ -110,9 +140,12 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
     : RingQueue(kind, drv.props_.name), drv_(drv), hooks_(hooks) {
   const std::string name = std::string(to_string(kind)) + " queue " + std::to_string(index);
   try {
-    Allocation ring = drv.memory_->private_alloc(kRingBytes, MemoryKind::Host);
+    // Host memory the CPU writes directly, else VRAM through the port (the bridge's small
+    // SRAM window is not for rings).
+    const MemoryKind kind_of_ring = drv.through_port_ ? MemoryKind::Device : MemoryKind::Host;
+    Allocation ring = drv.memory_->private_alloc(kRingBytes, kind_of_ring);
     memory_.push_back(ring);
-    Allocation ptrs = drv.memory_->private_alloc(4096, MemoryKind::Host);
+    Allocation ptrs = drv.memory_->private_alloc(4096, kind_of_ring);
     memory_.push_back(ptrs);
     setup_.kind = kind;
     setup_.index = index;
@@ -127,13 +160,22 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
       setup_.eop_bytes = kEopBytes;
     }
     RingMemory m;
-    m.ring = static_cast<uint32_t*>(ring.host);
     m.ring_bytes = kRingBytes;
-    m.rptr = static_cast<uint64_t*>(ptrs.host);
-    m.wptr = m.rptr + 8;
-    *m.rptr = *m.wptr = 0;
+    if (drv.through_port_) {
+      shadow_.assign(kRingBytes / 4, 0);
+      m.ring = shadow_.data();
+      m.published = true;
+      const std::array<std::byte, 72> zeros{};  // the read pointer at 0, the write pointer at 64
+      drv.write_memory(ptrs.va, zeros);
+    } else {
+      m.ring = static_cast<uint32_t*>(ring.host);
+      m.rptr = static_cast<uint64_t*>(ptrs.host);
+      m.wptr = m.rptr + 8;
+      *m.rptr = *m.wptr = 0;
+    }
     const uint32_t doorbell = hooks_.create(setup_);
     created_ = true;
+    doorbell_ = doorbell;
     const uint64_t doorbell_bytes = drv.function_->doorbell_bytes();
     if ((uint64_t(doorbell) + 1) * 8 > doorbell_bytes)
       throw Error(drv.props_.name + ": " + name + ": doorbell " + std::to_string(doorbell) +
@@ -208,13 +250,25 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   // VMID 0's page tables exist before the GMC phase points the hubs at their root.
   allocator_ = std::make_unique<VramAllocator>(0, boot_->allocatable_vram());
   windows_ = std::make_unique<FunctionWindows>(*function_);
+  // What the CPU and the device reach of each other: behind a USB bridge neither VRAM
+  // mapped for the CPU nor any host page but the bridge's SRAM window for the device.
+  GpuMemoryReach reach;
+  reach.cpu_maps_vram = vram.mapping() != nullptr;
+  if (!function_->maps_host_memory())
+    if (const std::optional<HostWindow> window = function_->host_window()) {
+      reach.window_address = window->device_address;
+      reach.window_bytes = window->size;
+    }
+  through_port_ = !reach.cpu_maps_vram || !function_->maps_host_memory();
   memory_ = std::make_unique<GpuMemory>(kernel_, *windows_, vram, *allocator_, kHeapBytes,
-                                        device_name);
+                                        device_name, reach);
   memory_->set_invalidate(hooks_.invalidate);
   boot_->run(hooks_.boot, memory_->page_table_base());
   // From now on every page-table write is flushed (the soc phase flushed what came before).
   memory_->set_flush_tables([this] { boot_->hdp().flush(); });
-  mailbox_ = memory_->private_alloc(4096, MemoryKind::Host);
+  // Host memory the CPU reads directly, else VRAM through the port (zeroed there).
+  mailbox_ = memory_->private_alloc(4096, through_port_ ? MemoryKind::Device : MemoryKind::Host);
+  if (through_port_) write_memory(mailbox_.va, std::array<std::byte, 8>{});
   // The GPU's MSI through an eventfd (the IH raises it for every entry it writes).
   const int fd = kernel_->eventfd(0, EFD_NONBLOCK);
   if (fd < 0) throw OsError(device_name + ": eventfd for the GPU's interrupts", -fd);
@@ -240,6 +294,10 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   props_.device_memory_bytes = boot_->vram_size();
   props_.caps = Capabilities{};
   props_.caps.max_copy_queues = 2;  // queue 0 of SDMA0 and of SDMA1 (gfx1100.hpp)
+  // Behind a USB bridge: every CPU access through the port, host memory only the window.
+  props_.caps.cpu_maps_memory = !through_port_;
+  props_.caps.host_window_bytes = reach.window_bytes;
+  if (!function_->maps_host_memory()) props_.caps.map_host = false;
 }
 
 AmDriver::~AmDriver() {
@@ -266,6 +324,69 @@ Allocation AmDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, bool 
 void AmDriver::free(const Allocation& a) { memory_->free(a); }
 
 Allocation AmDriver::map_user(void* host, uint64_t size) { return memory_->map_user(host, size); }
+
+namespace {
+
+constexpr uint64_t kDword = 4;
+uint64_t dword_floor(uint64_t v) { return v / kDword * kDword; }
+uint64_t dword_ceil(uint64_t v) { return (v + kDword - 1) / kDword * kDword; }
+
+}  // namespace
+
+// A port that streams dwords (USB) takes whole, aligned dwords only (VramPort): a range that
+// is not is widened to them, the edge dwords read first so that their other bytes stay.
+void AmDriver::write_vram(uint64_t pa, std::span<const std::byte> data) {
+  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + data.size());
+  if (begin == pa && end == pa + data.size()) return vram_write(pa, data);
+  std::vector<std::byte> words(end - begin);
+  const std::span<std::byte> all(words);
+  vram_read(begin, all.first(kDword));
+  if (end - begin > kDword) vram_read(end - kDword, all.last(kDword));
+  std::copy(data.begin(), data.end(), words.begin() + long(pa - begin));
+  vram_write(begin, words);
+}
+
+void AmDriver::read_vram(uint64_t pa, std::span<std::byte> out) {
+  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + out.size());
+  if (begin == pa && end == pa + out.size()) return vram_read(pa, out);
+  std::vector<std::byte> words(end - begin);
+  vram_read(begin, words);
+  std::copy_n(words.begin() + long(pa - begin), out.size(), out.begin());
+}
+
+void AmDriver::vram_write(uint64_t pa, std::span<const std::byte> data) {
+  function_->vram().write(pa, data);
+}
+
+void AmDriver::vram_read(uint64_t pa, std::span<std::byte> out) { function_->vram().read(pa, out); }
+
+void AmDriver::write_memory(uint64_t va, std::span<const std::byte> data) {
+  const MemoryPlace at = memory_->locate(va, data.size());
+  if (data.empty()) return;
+  switch (at.in) {
+    case MemoryPlace::In::Vram:
+      return write_vram(at.address, data);
+    case MemoryPlace::In::HostWindow:
+      return function_->write_host_window(at.address, data);
+    case MemoryPlace::In::Host:
+      std::memcpy(reinterpret_cast<void*>(at.address), data.data(), data.size());
+      return;
+  }
+}
+
+void AmDriver::read_memory(uint64_t va, std::span<std::byte> out) {
+  const MemoryPlace at = memory_->locate(va, out.size());
+  if (out.empty()) return;
+  switch (at.in) {
+    case MemoryPlace::In::Vram:
+      return read_vram(at.address, out);
+    case MemoryPlace::In::HostWindow:
+      return function_->read_host_window(at.address, out);
+    case MemoryPlace::In::Host:
+      std::memcpy(out.data(), reinterpret_cast<const void*>(at.address), out.size());
+      return;
+  }
+}
 
 std::unique_ptr<HwQueue> AmDriver::create_queue(QueueKind kind) {
   const AmQueueHooks& hooks = kind == QueueKind::Compute ? hooks_.compute : hooks_.copy;
@@ -316,10 +437,23 @@ void AmDriver::wait_msi(std::chrono::steady_clock::duration left) {
   if (n < 0 && n != -EAGAIN) throw OsError(props_.name + ": read of the interrupt eventfd", int(-n));
 }
 
+bool AmDriver::take_mailbox() {
+  if (mailbox_.host)
+    return __atomic_exchange_n(static_cast<uint64_t*>(mailbox_.host), 0, __ATOMIC_ACQ_REL) != 0;
+  // Through the port: a read, and a clear only when it was written. A wake-up the GPU writes
+  // between the two merges into this one (both happened before the waiter returns).
+  std::lock_guard lk(mailbox_mu_);
+  uint64_t value = 0;
+  read_memory(mailbox_.va, std::as_writable_bytes(std::span(&value, 1)));
+  if (value == 0) return false;
+  const uint64_t zero = 0;
+  write_memory(mailbox_.va, std::as_bytes(std::span(&zero, 1)));
+  return true;
+}
+
 void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   // A wake signal writes the event id into the mailbox (Pm4Encoder/SdmaEncoder) and raises an
   // end-of-pipe or SDMA trap interrupt, so the mailbox is written when the MSI arrives.
-  auto* mailbox = static_cast<uint64_t*>(mailbox_.host);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::chrono::microseconds step{10};
   for (;;) {
@@ -329,7 +463,7 @@ void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
     } else {
       check_faults();
     }
-    if (__atomic_exchange_n(mailbox, 0, __ATOMIC_ACQ_REL) != 0) return;
+    if (take_mailbox()) return;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       check_faults();  // the registers: a fault whose ring entry was lost (ring full or off)

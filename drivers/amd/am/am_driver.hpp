@@ -19,6 +19,13 @@
 // driver then looks at the IH ring's write pointer in memory and reads registers only when it
 // moved.
 //
+// Memory the CPU cannot map (a function whose VRAM has no CPU mapping or that reaches host
+// memory only through a window: a USB bridge): caps.cpu_maps_memory is false and every CPU
+// access is a request through the port (write_memory/read_memory). The rings, their pointers,
+// the EOP buffers and the wake mailbox are then in VRAM: a queue keeps a host copy of its ring
+// and publishes what a submission wrote in one write (two where it wraps), then the write
+// pointer, before the doorbell (through the function where BAR2 is not mapped).
+//
 // Threads: as DeviceDriver: allocate/free/map_user, create_queue and the queues' submissions,
 // wait_interrupt, check_faults and hang_report may be called from several threads at once
 // (each waiter sleeps on the same eventfd; one of them takes a wake-up's mailbox write).
@@ -28,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,14 +125,21 @@ class AmDriver final : public DeviceDriver {
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
+  // The device-memory port: [va, va + size) of one allocation; VRAM through the function's
+  // VramPort (in whole dwords: the dwords around bytes that are not read, merged and written
+  // back), the host window through the function, other host memory by memcpy. InvalidInput
+  // (GpuMemory::locate) for a range in no allocation or leaving it.
+  void write_memory(uint64_t va, std::span<const std::byte> data) override;
+  void read_memory(uint64_t va, std::span<std::byte> out) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   ProgramLayout program_layout(std::span<const std::byte> image) override;
   // Returns when the wake mailbox was written, throws GpuFaultError when the interrupt ring
   // brought a fault (poll_fault), else returns after `timeout` with the fault registers read
   // (read_fault: a fault whose ring entry was lost). Between looks it sleeps on the GPU's MSI
-  // through a VFIO eventfd (poll with the time left); a function without MSI is looked at in
-  // sleeps of 10 µs doubling to 1 ms.
+  // through a VFIO eventfd (poll with the time left); a function without MSI (a USB bridge)
+  // is looked at in sleeps of 10 µs doubling to 1 ms. Where the CPU maps no device memory the
+  // mailbox is in VRAM, read (and cleared when set) through the port.
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
   std::string hang_report() override;
@@ -137,6 +152,13 @@ class AmDriver final : public DeviceDriver {
   friend class Queue;
   class FunctionWindows;
   [[noreturn]] void raise_fault(const std::string& fault);
+  // Whether the wake mailbox was written since the last look (and clears it).
+  bool take_mailbox();
+  void write_vram(uint64_t pa, std::span<const std::byte> data);
+  void read_vram(uint64_t pa, std::span<std::byte> out);
+  // Whole dwords of VRAM through the function.
+  void vram_write(uint64_t pa, std::span<const std::byte> data);
+  void vram_read(uint64_t pa, std::span<std::byte> out);
   // Sleeps until the MSI eventfd is signalled or `left` passes, and takes its count.
   void wait_msi(std::chrono::steady_clock::duration left);
 
@@ -148,7 +170,10 @@ class AmDriver final : public DeviceDriver {
   std::unique_ptr<VramAllocator> allocator_;
   std::unique_ptr<FunctionWindows> windows_;
   std::unique_ptr<GpuMemory> memory_;
+  // The CPU maps no device memory: rings, pointers and the mailbox go through the port.
+  bool through_port_ = false;
   Allocation mailbox_;  // where a wake signal writes its event id
+  std::mutex mailbox_mu_;  // through the port: one waiter reads and clears it at a time
   uint32_t event_id_ = 1;
   int msi_fd_ = -1;  // the eventfd the function signals the GPU's MSI through; -1: none (sleep-poll)
   StickyFault fault_;

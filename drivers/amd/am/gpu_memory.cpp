@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "core/error.hpp"
 
@@ -64,12 +66,16 @@ void MappedVram::read(uint64_t pa, std::span<std::byte> out) {
 
 GpuMemory::GpuMemory(std::shared_ptr<os::Kernel> kernel, DeviceWindows& device,
                      VramAccess& vram, VramAllocator& allocator, uint64_t heap_bytes,
-                     std::string device_name)
+                     std::string device_name, GpuMemoryReach reach)
     : kernel_(std::move(kernel)),
       device_(device),
       allocator_(allocator),
       name_(std::move(device_name)),
+      reach_(reach),
       tables_(vram, allocator) {
+  if (reach_.window_bytes % kPage || reach_.window_address % kPage)
+    throw InvalidInput(name_ + ": host window " + where(reach_.window_address, reach_.window_bytes) +
+                       " is not page aligned");
   // 2 MiB more than needed, so that the range can start on a 2 MiB boundary (the page
   // tables use 2 MiB pages only where the address is aligned to them).
   mapping_size_ = kPrivateBytes + heap_bytes + kBigPage;
@@ -152,7 +158,20 @@ Allocation GpuMemory::back(uint64_t va, uint64_t size, MemoryKind kind, bool exe
   r.size = size;
   r.kind = kind;
   r.priv = priv;
-  if (kind == MemoryKind::Device) {
+  void* host = ptr(va);
+  if (kind == MemoryKind::Host && reach_.window_bytes) {
+    // The device reaches only the window: the pages are the window's, which the CPU writes
+    // through the function (no host pointer).
+    r.window = true;
+    r.pa = window_alloc(size);
+    try {
+      tables_.map(va, reach_.window_address + r.pa, size, host_flags(executable));
+    } catch (...) {
+      window_used_.erase(r.pa);
+      throw;
+    }
+    host = nullptr;
+  } else if (kind == MemoryKind::Device) {
     // 2 MiB-aligned VRAM where the buffer can take 2 MiB pages.
     try {
       r.pa = allocator_.alloc(size, size >= kBigPage && va % kBigPage == 0 ? kBigPage : kPage);
@@ -160,15 +179,16 @@ Allocation GpuMemory::back(uint64_t va, uint64_t size, MemoryKind kind, bool exe
       throw Error(name_ + ": " + std::to_string(size) + " bytes of device memory: " + e.what());
     }
     try {
-      device_.map_vram(ptr(va), r.pa, size);
+      if (reach_.cpu_maps_vram) device_.map_vram(ptr(va), r.pa, size);
       MapFlags f;
       f.executable = executable;
       tables_.map(va, r.pa, size, f);
     } catch (...) {
-      reserve(va, size);
+      if (reach_.cpu_maps_vram) reserve(va, size);
       allocator_.free(r.pa);
       throw;
     }
+    if (!reach_.cpu_maps_vram) host = nullptr;
   } else {
     void* p = kernel_->mmap(ptr(va), size, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
@@ -186,13 +206,53 @@ Allocation GpuMemory::back(uint64_t va, uint64_t size, MemoryKind kind, bool exe
   }
   records_[va] = r;
   flush_tables_locked();
-  return Allocation{va, size, ptr(va), kind, r.pa};
+  return Allocation{va, size, host, kind, r.pa};
+}
+
+uint64_t GpuMemory::window_alloc(uint64_t size) {
+  // First fit over the window's few pages (0x80000 bytes: 128 of them).
+  uint64_t at = 0;
+  for (const auto& [offset, bytes] : window_used_) {
+    if (offset - at >= size) break;
+    at = offset + bytes;
+  }
+  if (at > reach_.window_bytes || reach_.window_bytes - at < size)
+    throw Error(name_ + ": " + hex(size) + " bytes of host memory do not fit the host window (" +
+                hex(reach_.window_bytes) + " bytes at " + hex(reach_.window_address) + "): " +
+                hex(window_bytes_free_locked()) + " bytes free, largest free range " +
+                hex(window_largest_free()));
+  window_used_[at] = size;
+  return at;
+}
+
+uint64_t GpuMemory::window_largest_free() const {
+  uint64_t at = 0, largest = 0;
+  for (const auto& [offset, bytes] : window_used_) {
+    largest = std::max(largest, offset - at);
+    at = offset + bytes;
+  }
+  return std::max(largest, reach_.window_bytes - at);
+}
+
+uint64_t GpuMemory::window_bytes_free_locked() const {
+  uint64_t used = 0;
+  for (const auto& [offset, bytes] : window_used_) used += bytes;
+  return reach_.window_bytes - used;
+}
+
+uint64_t GpuMemory::window_bytes_free() const {
+  std::lock_guard lk(mu_);
+  return window_bytes_free_locked();
 }
 
 Allocation GpuMemory::map_user(void* host, uint64_t size) {
   const uint64_t va = reinterpret_cast<uint64_t>(host);
   if (size == 0 || va % kPage || size % kPage)
     throw InvalidInput(name_ + ": user memory " + where(va, size) + " is not page aligned");
+  if (reach_.window_bytes)
+    throw InvalidInput(name_ + ": cannot map user memory " + where(va, size) +
+                       ": the device cannot reach host memory outside the bridge's SRAM window (" +
+                       hex(reach_.window_bytes) + " bytes at " + hex(reach_.window_address) + ")");
   std::lock_guard lk(mu_);
   device_.map_dma(host, va, size);
   try {
@@ -231,8 +291,10 @@ void GpuMemory::invalidate_locked() {
 }
 
 void GpuMemory::release(uint64_t va, const Record& r) {
-  if (r.kind == MemoryKind::Device) {
-    reserve(va, r.size);
+  if (r.window) {
+    window_used_.erase(r.pa);
+  } else if (r.kind == MemoryKind::Device) {
+    if (reach_.cpu_maps_vram) reserve(va, r.size);
     allocator_.free(r.pa);
   } else {
     device_.unmap_dma(va, r.size);
@@ -260,9 +322,26 @@ const void* GpuMemory::host_view(uint64_t va, uint64_t bytes) {
   auto it = records_.upper_bound(va);
   if (it == records_.begin()) return nullptr;
   --it;
-  if (va - it->first >= it->second.size || bytes > it->second.size - (va - it->first))
-    return nullptr;
+  const Record& r = it->second;
+  if (va - it->first >= r.size || bytes > r.size - (va - it->first)) return nullptr;
+  if (r.window || (r.kind == MemoryKind::Device && !reach_.cpu_maps_vram)) return nullptr;
   return ptr(va);  // mapped at the GPU address
+}
+
+MemoryPlace GpuMemory::locate(uint64_t va, uint64_t bytes) const {
+  std::lock_guard lk(mu_);
+  auto it = records_.upper_bound(va);
+  if (it == records_.begin() || va - std::prev(it)->first >= std::prev(it)->second.size)
+    throw InvalidInput(name_ + ": " + where(va, bytes) + " is in no allocation");
+  --it;
+  const Record& r = it->second;
+  const uint64_t offset = va - it->first;
+  if (bytes > r.size - offset)
+    throw InvalidInput(name_ + ": " + where(va, bytes) + " leaves the allocation " +
+                       where(it->first, r.size));
+  if (r.window) return {MemoryPlace::In::HostWindow, r.pa + offset};
+  if (r.kind == MemoryKind::Device) return {MemoryPlace::In::Vram, r.pa + offset};
+  return {MemoryPlace::In::Host, va};
 }
 
 size_t GpuMemory::live_allocations() const {

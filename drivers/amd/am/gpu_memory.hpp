@@ -9,6 +9,11 @@
 //                  pages, snooped and uncached (tinygrad runtime/support/system.py maps host
 //                  memory for AM with snooped=True, uncached=True).
 //   User memory:   the caller's pages, the same way at the caller's address.
+// Where the CPU cannot map VRAM (a GPU behind a USB bridge), device memory has no host pointer
+// and the CPU reaches it through the device-memory port (locate gives VRAM's address); where
+// the device reaches host memory only as a small window (the bridge's SRAM), host memory is
+// carved from that window (first fit, 4 KiB pages) and mapped as system pages at the window's
+// device address + offset, and the caller's memory cannot be mapped.
 // Every unmap is followed by the TLB invalidation of both hubs that cache VMID 0 (GC and MM;
 // tinygrad AMMemoryManager.on_range_mapped flushes both) through a callback the GMC fills,
 // before the memory behind the range is released.
@@ -71,6 +76,23 @@ class DeviceWindows {
   virtual void unmap_dma(uint64_t iova, uint64_t size) = 0;
 };
 
+// How the CPU and the device reach each other's memory; the default is VFIO's: VRAM mapped
+// for the CPU, any host page mapped for the device's DMA.
+struct GpuMemoryReach {
+  bool cpu_maps_vram = true;  // false: device allocations get no host pointer (no map_vram)
+  // Host memory the device reaches only at [window_address, + window_bytes), which the CPU
+  // writes through the function: host allocations are carved from it. 0 bytes: no window.
+  uint64_t window_address = 0, window_bytes = 0;
+};
+
+// Where the bytes of an allocation are, for the device-memory port.
+struct MemoryPlace {
+  enum class In : uint8_t { Vram, HostWindow, Host };
+  In in = In::Vram;
+  // Vram: the physical address; HostWindow: the offset in the window; Host: the CPU address.
+  uint64_t address = 0;
+};
+
 class GpuMemory {
  public:
   // Invalidates `hub`'s TLB for VMID 0 after `ranges` were unmapped; throws on a timeout.
@@ -83,7 +105,8 @@ class GpuMemory {
   // tables' root in VRAM. `vram` and `allocator` cover the VRAM the memory may use; every
   // reference must outlive this object.
   GpuMemory(std::shared_ptr<os::Kernel> kernel, DeviceWindows& device, VramAccess& vram,
-            VramAllocator& allocator, uint64_t heap_bytes, std::string device_name);
+            VramAllocator& allocator, uint64_t heap_bytes, std::string device_name,
+            GpuMemoryReach reach = {});
   // Unmaps and releases whatever is still allocated (invalidating as every unmap does), then
   // the reservation.
   ~GpuMemory();
@@ -104,28 +127,40 @@ class GpuMemory {
   uint64_t heap_size() const { return heap_size_; }
 
   // Backs [va, va + size) of the heap (both multiples of 4 KiB) with memory of `kind`, mapped
-  // for the CPU at va. InvalidInput for a range outside the heap or not page aligned.
+  // for the CPU at va where the CPU maps it. InvalidInput for a range outside the heap or not
+  // page aligned; Error naming the sizes when the host window has no room.
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable);
   // `size` bytes of the driver's private range (rounded up to 4 KiB; power-of-two sizes
   // aligned to themselves up to 2 MiB, as rings need).
   Allocation private_alloc(uint64_t size, MemoryKind kind);
-  // The caller's page-aligned memory mapped for the device at its own address.
+  // The caller's page-aligned memory mapped for the device at its own address. InvalidInput
+  // where the device reaches host memory only through the window.
   Allocation map_user(void* host, uint64_t size);
   // Releases what allocate, private_alloc or map_user returned: the GPU mapping goes, both
   // hubs are invalidated, then the memory behind it (the caller's memory stays mapped).
   void free(const Allocation& a);
 
-  // The CPU's view of [va, va + bytes) when one allocation holds it, else null.
+  // The CPU's view of [va, va + bytes) when one allocation holds it and the CPU maps it, else
+  // null.
   const void* host_view(uint64_t va, uint64_t bytes);
+  // Where [va, va + bytes) is when one allocation holds it. InvalidInput "<device>: [va, +n)
+  // is in no allocation" or "... leaves the allocation [va, +size)".
+  MemoryPlace locate(uint64_t va, uint64_t bytes) const;
+  const GpuMemoryReach& reach() const { return reach_; }
   size_t live_allocations() const;
+  // Bytes of the host window not handed out.
+  uint64_t window_bytes_free() const;
 
  private:
   struct Record {
     uint64_t size = 0;
     MemoryKind kind = MemoryKind::Device;
-    uint64_t pa = 0;  // VRAM address of device memory
-    bool user = false, priv = false;
+    uint64_t pa = 0;  // VRAM address of device memory; the offset of window memory
+    bool user = false, priv = false, window = false;
   };
+  uint64_t window_alloc(uint64_t size);  // first fit; Error naming the sizes when full
+  uint64_t window_largest_free() const;
+  uint64_t window_bytes_free_locked() const;
   Allocation back(uint64_t va, uint64_t size, MemoryKind kind, bool executable, bool priv);
   void release(uint64_t va, const Record& r);
   void invalidate_locked();
@@ -137,6 +172,7 @@ class GpuMemory {
   DeviceWindows& device_;
   VramAllocator& allocator_;
   std::string name_;
+  GpuMemoryReach reach_;
   uint64_t mapping_base_ = 0, mapping_size_ = 0;  // what mmap gave (unaligned)
   uint64_t private_base_ = 0, heap_base_ = 0, heap_size_ = 0;
   mutable std::mutex mu_;  // guards everything below
@@ -145,6 +181,7 @@ class GpuMemory {
   Invalidate invalidate_;
   std::function<void()> flush_tables_;
   std::map<uint64_t, Record> records_;  // by va
+  std::map<uint64_t, uint64_t> window_used_;  // offset -> bytes, in the host window
 };
 
 }  // namespace hcq::amd::am

@@ -1,5 +1,6 @@
 #include "amd/am/ih.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <initializer_list>
@@ -104,8 +105,8 @@ const char* source_name(IhSource s) {
   return "OTHER";
 }
 
-Ih::Ih(RegisterIo& regs, BootMemory& memory, uint64_t ring_bytes)
-    : regs_(regs), ring_bytes_(ring_bytes) {
+Ih::Ih(RegisterIo& regs, BootMemory& memory, uint64_t ring_bytes, VramPort* vram)
+    : regs_(regs), vram_(vram), ring_bytes_(ring_bytes) {
   if (!std::has_single_bit(ring_bytes) || ring_bytes < 0x1000 || ring_bytes > 0x40000)
     throw InvalidInput(std::string("IH ring of ") + hex(ring_bytes) +
                        " bytes: a power of two from 0x1000 to 0x40000 expected");
@@ -198,8 +199,16 @@ void Ih::init() {
   drained_writeback_ = read_wptr_writeback();
 }
 
+void Ih::read(const VramBuffer& buffer, uint64_t offset, std::span<std::byte> out) const {
+  // The buffer's own mapping or port (VramBuffer::read), else the port given.
+  if (buffer.cpu || buffer.port || !vram_) return buffer.read(offset, out);
+  vram_->read(buffer.pa + offset, out);
+}
+
 uint32_t Ih::read_wptr_writeback() const {
-  return writeback_[0].read32(0);  // little-endian, as the GPU writes it
+  uint32_t v;
+  read(writeback_[0], 0, std::as_writable_bytes(std::span(&v, 1)));  // little-endian
+  return v;
 }
 
 std::vector<IhEntry> Ih::drain() {
@@ -228,13 +237,20 @@ std::vector<IhEntry> Ih::drain() {
     }
   }
   wptr &= mask;
+  // The new entries in one read, two where they wrap around the ring's end (a read is a
+  // request where VRAM goes through the port).
+  const uint32_t head_end = wptr >= rptr_ ? wptr : uint32_t(ring_bytes_);
+  std::vector<uint32_t> words((head_end - rptr_ + (wptr < rptr_ ? wptr : 0)) / 4);
+  std::span<std::byte> bytes = std::as_writable_bytes(std::span(words));
+  if (head_end > rptr_) read(rings_[0], rptr_, bytes.first(head_end - rptr_));
+  if (wptr < rptr_ && wptr > 0) read(rings_[0], 0, bytes.subspan(head_end - rptr_));
   std::vector<IhEntry> out;
-  while (rptr_ != wptr) {
+  for (size_t i = 0; i + 8 <= words.size(); i += 8) {
     std::array<uint32_t, 8> dw;
-    rings_[0].read(rptr_, std::as_writable_bytes(std::span(dw)));
+    std::copy(words.begin() + long(i), words.begin() + long(i) + 8, dw.begin());
     out.push_back(IhEntry::decode(dw));
-    rptr_ = (rptr_ + kEntryBytes) & mask;
   }
+  rptr_ = wptr;
   // ih_v6_0_set_rptr without a doorbell: the register, in bytes.
   if (moved || rptr_ != rptr_before) regs_.write(rptr_reg, rptr_);
   return out;

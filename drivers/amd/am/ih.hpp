@@ -11,6 +11,10 @@
 // without Linux's redirection of retry faults to it, which hcq does not use); entries are read
 // from ring 0.
 //
+// Where the CPU cannot map VRAM (a GPU behind a USB bridge; the buffers have no `cpu` pointer)
+// the write-back slot and the entries are read through the VRAM port instead: the entries a
+// drain takes in one read (two where they wrap around the ring's end).
+//
 // Threads: init runs once during the boot; drain and pending may be called from several
 // threads (one lock: each entry is returned by exactly one call); the decoders are pure
 // functions.
@@ -20,9 +24,11 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "amd/am/am_function.hpp"
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/gmc.hpp"
 #include "amd/am/register_io.hpp"
@@ -78,10 +84,12 @@ class Ih {
   static constexpr uint32_t kEntryBytes = 32;
 
   // Takes each ring (`ring_bytes`: a power of two, at least 4 KiB, at most 256 KiB: RB_SIZE
-  // and the 18-bit pointers) and a write-back page per ring from `memory`.
+  // and the 18-bit pointers) and a write-back page per ring from `memory`; `vram` reads what
+  // the CPU does not map (null: every buffer must be mapped; it must outlive this object).
   // hcq::InvalidInput for another size: "IH ring of 0x3000 bytes: a power of two from 0x1000 to
   // 0x40000 expected".
-  Ih(RegisterIo& regs, BootMemory& memory, uint64_t ring_bytes = kDefaultRingBytes);
+  Ih(RegisterIo& regs, BootMemory& memory, uint64_t ring_bytes = kDefaultRingBytes,
+     VramPort* vram = nullptr);
 
   void init();
 
@@ -101,7 +109,10 @@ class Ih {
 
  private:
   uint32_t read_wptr_writeback() const;
+  // [offset, offset + out.size()) of `buffer`: through its mapping, else the VRAM port.
+  void read(const VramBuffer& buffer, uint64_t offset, std::span<std::byte> out) const;
   RegisterIo& regs_;
+  VramPort* vram_;
   uint64_t ring_bytes_;
   std::array<VramBuffer, 2> rings_, writeback_;
   mutable std::mutex mu_;
