@@ -2,10 +2,11 @@
 // machine, "am:<PCI address>" a GPU on vfio-pci that hcq boots itself (am/am_driver.hpp),
 // "usb:<bus>-<port>" a GPU behind an ASM2464 USB bridge that hcq boots itself over the bridge,
 // "emu:<gfx target>" an emulated AMD GPU of that target (emu:gfx1100_usb: one behind a USB
-// bridge, which cannot reach host memory).
+// bridge as KFD would see it, which cannot reach host memory).
 #include "amd/factory.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <cstring>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include "amd/am/am_driver.hpp"
 #include "amd/am/gfx1100.hpp"
 #include "amd/am/usb_function.hpp"
+#include "usb/emu/usb_system.hpp"
 #include "amd/emu/am_system.hpp"
 #include "amd/emu/kfd.hpp"
 #include "amd/kfd_driver.hpp"
@@ -25,7 +27,8 @@ namespace hcq::amd {
 namespace {
 
 // Emulated GPUs behind a USB bridge: the target's GPU with no io_link to the CPU, so it
-// reaches only its own memory ("emu:gfx1100_usb").
+// reaches only its own memory ("emu:gfx1100_usb"). The AM driver over the emulated bridge is
+// usb:2-1 with HCQ_EMULATED_USB=1.
 constexpr const char* kUsbSuffix = "_usb";
 // The register-level emulated gfx1100 that hcq boots itself ("emu:gfx1100_am").
 constexpr const char* kAmSuffix = "_am";
@@ -135,7 +138,16 @@ DriverFactory factory() {
       return open_kfd_device(os::real_kernel(), std::stoi(idx), name);
     }
     if (auto am = open_am_driver(name)) return am;
-    if (name.rfind("usb:", 0) == 0) return open_usb_am_driver(os::real_kernel(), name);
+    if (name.rfind("usb:", 0) == 0) {
+      // HCQ_EMULATED_USB=1 (as for hcq usb): the emulated machine of usb/emu/usb_system.hpp,
+      // its bridge on port 2-1 with the register-level RX 7900 XTX behind it; the driver's
+      // kernel keeps the whole system alive.
+      const char* e = std::getenv("HCQ_EMULATED_USB");
+      if (!e || std::string(e) != "1") return open_usb_am_driver(os::real_kernel(), name);
+      std::shared_ptr<usb::emu::UsbEmulatedSystem> system = usb::emu::make_usb_emulated_system();
+      std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
+      return open_usb_am_driver(std::move(kernel), name, system->firmware_dir());
+    }
     if (name.rfind("emu:", 0) == 0) {
       std::string target = name.substr(4);
       emu::SystemOptions o;

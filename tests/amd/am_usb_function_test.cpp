@@ -141,7 +141,8 @@ TEST_F(UsbFunctionTest, RegistersBusMasterAndWhatItCannotDo) {
             "SRAM back");
   // The topology has no SRAM: the test's writer serves the window.
   f.write_host_window(0x4000, out);
-  EXPECT_EQ(window_writes, (std::vector<std::pair<uint64_t, size_t>>{{0x4000, 16}}));
+  // From the slot's start to the 512-byte unit after the data (the window's copy around it).
+  EXPECT_EQ(window_writes, (std::vector<std::pair<uint64_t, size_t>>{{0x4000, 0x200}}));
   EXPECT_EQ(error_of([&] { f.write_host_window(0x7fff8, out); }),
             "usb 2-1 04:00.0: host window write of 0x10 bytes at 0x7fff8: the window has 0x80000");
   UsbFunction plain(topology, *hierarchy.find(kGpuBdf), "usb 2-1 04:00.0");
@@ -213,9 +214,22 @@ TEST_F(UsbBridgeTest, TheHostWindowIsWrittenThroughTheSramAtA16KiBSlot) {
   EXPECT_EQ(firmware->sram(0x44000, 1000), data);
   EXPECT_EQ(firmware->sram(0x44000 + 1000, 24), std::vector<uint8_t>(24));  // padded to 512
   EXPECT_EQ(firmware->sram(0, 4), std::vector<uint8_t>(4));
-  EXPECT_EQ(error_of([&] { f->write_host_window(0x100, std::as_bytes(std::span(data))); }),
-            "usb 2-1 (add1:0001): SRAM write at 0x100: the bridge writes from 16 KiB slots "
-            "(offset a multiple of 0x4000)");
+}
+
+// The bridge writes only from a 16 KiB slot in 512-byte units and cannot read its SRAM back:
+// a write anywhere else keeps the bytes around it (hcq run usb:2-1 --size 100003 failed with
+// "SRAM write at 0x1b00: the bridge writes from 16 KiB slots" before the window kept a copy).
+TEST_F(UsbBridgeTest, AHostWindowWriteAnywhereKeepsTheBytesAroundIt) {
+  auto f = open_usb_function(k, "2-1", "usb:2-1", fast(), enumerate_options());
+  std::vector<uint8_t> first(0x2000, 0xaa), second{1, 2, 3};
+  f->write_host_window(0x40000, std::as_bytes(std::span(first)));
+  f->write_host_window(0x41b01, std::as_bytes(std::span(second)));
+  std::vector<uint8_t> expect = first;
+  std::copy(second.begin(), second.end(), expect.begin() + 0x1b01);
+  EXPECT_EQ(firmware->sram(0x40000, 0x2000), expect);
+  f->write_host_window(0x7fffd, std::as_bytes(std::span(second)));  // the window's last bytes
+  EXPECT_EQ(firmware->sram(0x7fffd, 3), second);
+  EXPECT_EQ(firmware->sram(0x40000, 0x2000), expect);
 }
 
 // ---- usb:<bus>-<port> -------------------------------------------------------------------

@@ -1,5 +1,7 @@
 #include "amd/am/usb_function.hpp"
 
+#include <algorithm>
+
 #include <linux/pci_regs.h>
 
 #include <cstring>
@@ -149,7 +151,14 @@ void UsbFunction::write_host_window(uint64_t offset, std::span<const std::byte> 
                        hex(offset) + ": the window has " + hex(window_->size));
   if (!write_window_)
     throw InvalidInput(name_ + ": the CPU cannot write this transport's host window");
-  write_window_(offset, data);
+  // tinygrad ops_amd.py writes the SRAM from 16 KiB slots (slot_start); usb.py pads to 512.
+  constexpr uint64_t kSlot = 0x4000, kUnit = 512;
+  std::lock_guard lk(window_mu_);
+  if (window_copy_.empty()) window_copy_.resize(window_->size);
+  std::copy(data.begin(), data.end(), window_copy_.begin() + int64_t(offset));
+  const uint64_t begin = offset / kSlot * kSlot;
+  const uint64_t end = std::min(window_->size, (offset + data.size() + kUnit - 1) / kUnit * kUnit);
+  write_window_(begin, std::span<const std::byte>(window_copy_).subspan(begin, end - begin));
 }
 
 void UsbFunction::read_host_window(uint64_t offset, std::span<std::byte> out) {

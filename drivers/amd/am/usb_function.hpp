@@ -15,6 +15,8 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -73,8 +75,11 @@ class UsbFunction final : public AmFunction {
   void unmap_dma(uint64_t iova, uint64_t size) override;
   void map_vram(void* at, uint64_t pa, uint64_t size) override;
   std::optional<HostWindow> host_window() const override { return window_; }
-  // Through the bridge: `offset` a multiple of 16 KiB (its slots) and the bytes after the data
-  // up to the next 512-byte boundary are zeroed (Asm2464Transport::sram_write).
+  // Any range of the window. The bridge writes only from the start of a 16 KiB slot and in
+  // whole 512-byte units (Asm2464Transport::sram_write) and cannot read its SRAM back, so the
+  // function keeps a copy of everything written to the window and sends the copy from the
+  // slot holding `offset` to the 512-byte boundary after the data: the bytes around the data
+  // stay what they were.
   void write_host_window(uint64_t offset, std::span<const std::byte> data) override;
   // InvalidInput: the bridge cannot read its SRAM back on request.
   void read_host_window(uint64_t offset, std::span<std::byte> out) override;
@@ -93,6 +98,8 @@ class UsbFunction final : public AmFunction {
   usb::TransportMmio registers_;
   std::optional<HostWindow> window_;
   WindowWriter write_window_;
+  std::mutex window_mu_;
+  std::vector<std::byte> window_copy_;  // what the CPU wrote to the window; guarded by window_mu_
 };
 
 // The USB ids of an ASM2464 running tinygrad's custom firmware (runtime/support/usb.py:
