@@ -28,18 +28,27 @@ class Events final : public GpuEvents {
     std::lock_guard lk(mu_);
     rc_ = rc;
     what_ = what;
+    if (notifier_status) status_when_told_ = __atomic_load_n(notifier_status, __ATOMIC_ACQUIRE);
   }
   void nonstall_interrupt() override { interrupts_++; }
   std::pair<uint32_t, std::string> error() {
     std::lock_guard lk(mu_);
     return {rc_, what_};
   }
+  // The notifier's status when the error was told: a driver that sees the status reads the
+  // emulator's log next, so the log must hold the error before the status shows it.
+  uint16_t status_when_told() {
+    std::lock_guard lk(mu_);
+    return status_when_told_;
+  }
   std::atomic<int> interrupts_{0};
+  const uint16_t* notifier_status = nullptr;
 
  private:
   std::mutex mu_;
   uint32_t rc_ = 0;
   std::string what_;
+  uint16_t status_when_told_ = 0xffff;
 };
 
 // Host memory the engine sees at its own address, below 1 TiB: GPFIFO entries carry 40-bit
@@ -86,6 +95,7 @@ class Gpu {
       : classes_{Gen::Hopper, rm::HOPPER_COMPUTE_A, rm::HOPPER_DMA_COPY_A, v},
         ring_(mem_, kEntries * 8 + 512), push_(mem_, 1 << 16), notifier_(mem_, 16),
         engine_(classes_, mem_, events_) {
+    events_.notifier_status = notifier_.at<uint16_t>(14);
     engine_.watch_doorbell(&doorbell_);
     ChannelDesc d;
     d.id = 0x77;
@@ -134,10 +144,15 @@ class Gpu {
   }
   // Waits for the channel error and returns it; checks the notifier RM-style.
   std::pair<uint32_t, std::string> error() {
-    EXPECT_TRUE(until([&] { return events_.error().first != 0; }));
+    // The log is told first, then the notifier written: wait for both.
+    EXPECT_TRUE(until([&] {
+      return events_.error().first != 0 &&
+             __atomic_load_n(notifier_.at<uint16_t>(14), __ATOMIC_ACQUIRE) != 0;
+    }));
     auto e = events_.error();
     EXPECT_EQ(*notifier_.at<uint32_t>(8), e.first);                  // info32
     EXPECT_EQ(*notifier_.at<uint16_t>(14), kNotifierErrorStatus);    // status
+    EXPECT_EQ(events_.status_when_told(), 0) << "the notifier showed the error before the log had it";
     return e;
   }
 

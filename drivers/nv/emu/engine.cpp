@@ -205,6 +205,9 @@ bool Engine::pass() {
 
 void Engine::fail(Channel& c, uint32_t rc, const std::string& what) {
   c.dead = true;
+  // The log first: a driver that sees the notifier's status reads the log at once, and must
+  // find the error's detail there (it did not, now and then, on a loaded machine).
+  events_.channel_error(c.d.id, rc, c.d.name + ": " + what);
   if (c.d.notifier_va) {
     try {  // the notifier's info32 and status, as RM writes them on a channel error
       const uint64_t n = c.d.notifier_va;
@@ -214,7 +217,6 @@ void Engine::fail(Channel& c, uint32_t rc, const std::string& what) {
     } catch (const Fault&) {
     }
   }
-  events_.channel_error(c.d.id, rc, c.d.name + ": " + what);
 }
 
 bool Engine::step(Channel& c) {
