@@ -26,14 +26,22 @@
 namespace hcq::amd {
 namespace {
 
-// Emulated GPUs behind a USB bridge: the target's GPU with no io_link to the CPU, so it
-// reaches only its own memory ("emu:gfx1100_usb"). The AM driver over the emulated bridge is
-// usb:2-1 with HCQ_EMULATED_USB=1.
-constexpr const char* kUsbSuffix = "_usb";
-// The register-level emulated gfx1100 that hcq boots itself ("emu:gfx1100_am").
+// The register-level emulated gfx1100 that hcq boots itself: on an emulated vfio-pci
+// ("emu:gfx1100_am"), and behind the emulated ASM2464 USB bridge ("emu:gfx1100_usb", the
+// same machine usb:2-1 opens with HCQ_EMULATED_USB=1).
 constexpr const char* kAmSuffix = "_am";
-const char* const kUsbTargets[] = {"gfx1100"};
+constexpr const char* kUsbSuffix = "_usb";
 
+// The AM driver over the bridge on `port` of `kernel`, its device called `name`.
+std::unique_ptr<am::AmDriver> boot_over_usb(std::shared_ptr<os::Kernel> kernel,
+                                            const std::string& port, const std::string& name,
+                                            const std::string& firmware_dir, bool force_reset) {
+  std::unique_ptr<am::UsbFunction> function = am::open_usb_function(kernel, port, name);
+  am::AmDriverHooks hooks = am::gfx1100_hooks();
+  hooks.boot_options.force_reset = force_reset;
+  return std::make_unique<am::AmDriver>(std::move(kernel), std::move(function), firmware_dir,
+                                        name, std::move(hooks));
+}
 }  // namespace
 
 std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force_reset) {
@@ -45,6 +53,15 @@ std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force
                          "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
     return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name,
                                           std::move(hooks));
+  }
+  if (name == std::string("emu:gfx1100") + kUsbSuffix) {
+    // The same GPU behind the emulated ASM2464 bridge (usb/emu/usb_system.hpp), booted by the
+    // am: driver over TLPs: the CPU maps none of its memory and it reaches only the bridge's
+    // SRAM window, as over USB 3.
+    std::shared_ptr<usb::emu::UsbEmulatedSystem> system = usb::emu::make_usb_emulated_system();
+    std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
+    return boot_over_usb(std::move(kernel), usb::emu::UsbEmulatedSystem::kPort, name,
+                         system->firmware_dir(), force_reset);
   }
   if (name == std::string("emu:gfx1100") + kAmSuffix) {
     // The register-level emulated RX 7900 XTX on an emulated vfio-pci, booted by the am:
@@ -79,6 +96,7 @@ bool is_usb_port(const std::string& port) {
   return digit_before;
 }
 
+
 std::unique_ptr<am::AmDriver> open_usb_am_driver(std::shared_ptr<os::Kernel> kernel,
                                                  const std::string& name,
                                                  const std::string& firmware_dir,
@@ -87,11 +105,7 @@ std::unique_ptr<am::AmDriver> open_usb_am_driver(std::shared_ptr<os::Kernel> ker
   if (!is_usb_port(port))
     throw InvalidInput("bad device name '" + name +
                        "': expected usb:<bus>-<port>, e.g. usb:2-1");
-  std::unique_ptr<am::UsbFunction> function = am::open_usb_function(kernel, port, name);
-  am::AmDriverHooks hooks = am::gfx1100_hooks();
-  hooks.boot_options.force_reset = force_reset;
-  return std::make_unique<am::AmDriver>(std::move(kernel), std::move(function), firmware_dir,
-                                        name, std::move(hooks));
+  return boot_over_usb(std::move(kernel), port, name, firmware_dir, force_reset);
 }
 
 DriverFactory factory() {
@@ -120,11 +134,10 @@ DriverFactory factory() {
                        false});
     }
     for (auto& t : targets()) out.push_back({"emu:" + t.name, t.marketing_name, true});
-    for (const char* name : kUsbTargets) {
-      out.push_back({"emu:" + std::string(name) + kUsbSuffix,
-                     find_target(name)->marketing_name + ", over USB: no host memory access",
-                     true});
-    }
+    out.push_back({std::string("emu:gfx1100") + kUsbSuffix,
+                   find_target("gfx1100")->marketing_name +
+                       ", booted by hcq behind an emulated ASM2464 USB bridge",
+                   true});
     out.push_back({std::string("emu:gfx1100") + kAmSuffix,
                    find_target("gfx1100")->marketing_name + ", booted by hcq over emulated vfio-pci",
                    true});
@@ -149,18 +162,9 @@ DriverFactory factory() {
       return open_usb_am_driver(std::move(kernel), name, system->firmware_dir());
     }
     if (name.rfind("emu:", 0) == 0) {
-      std::string target = name.substr(4);
-      emu::SystemOptions o;
-      if (target.ends_with(kUsbSuffix)) {
-        target.resize(target.size() - std::strlen(kUsbSuffix));
-        if (std::find(std::begin(kUsbTargets), std::end(kUsbTargets), target) ==
-            std::end(kUsbTargets))
-          return nullptr;
-        o.host_link = false;
-      }
-      const Target* t = find_target(target);
+      const Target* t = find_target(name.substr(4));
       if (!t) return nullptr;  // maybe another vendor's emulated target
-      return open_kfd_device(emu::make_emulated_system(*t, o), 0, name);
+      return open_kfd_device(emu::make_emulated_system(*t), 0, name);
     }
     return nullptr;
   };
