@@ -1,6 +1,8 @@
-// A GPU behind a USB bridge (emu:gfx1100_usb): the KFD topology has no io_link from it to a
-// CPU node, the driver reads that and reports the device as unable to reach host memory, and
-// the emulated KFD refuses host memory for it as a kernel would.
+// How hcq sees a GPU behind a USB bridge. emu:gfx1100_usb is the AM driver over the emulated
+// ASM2464 (the CPU maps none of the GPU's memory; the GPU reaches only the bridge's SRAM
+// window). Under KFD such a GPU has no io_link from it to a CPU node: the driver reads that
+// and reports the device as unable to reach host memory, and the emulated KFD refuses host
+// memory for it as a kernel would.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -30,8 +32,14 @@ TEST(UsbGpu, TheTopologyHasNoIoLinkToTheCpu) {
   EXPECT_TRUE(usb->list_dir(kNodes + "0/io_links").empty());
 }
 
+// A KFD GPU with no io_link to the CPU, as a USB-attached one would show.
+std::unique_ptr<DeviceDriver> kfd_gpu_without_host_link() {
+  return open_kfd_device(emu::make_emulated_system(*find_target("gfx1100"), {.host_link = false}),
+                         0, "emu:kfd_usb");
+}
+
 TEST(UsbGpu, TheDriverReadsTheIoLinks) {
-  auto usb = Device::open("emu:gfx1100_usb");
+  auto usb = kfd_gpu_without_host_link();
   EXPECT_FALSE(usb->properties().caps.host_reachable);
   EXPECT_FALSE(usb->properties().caps.map_host);
   EXPECT_EQ(usb->properties().description,
@@ -39,7 +47,26 @@ TEST(UsbGpu, TheDriverReadsTheIoLinks) {
   auto pcie = Device::open("emu:gfx1100");
   EXPECT_TRUE(pcie->properties().caps.host_reachable);
   EXPECT_TRUE(pcie->properties().caps.map_host);
-  EXPECT_THROW(Device::open("emu:gfx90a_usb"), InvalidInput);  // not one of the USB variants
+}
+
+// emu:gfx1100_usb: booted by hcq behind the emulated bridge. The CPU maps none of its memory;
+// it reaches host memory only in the bridge's SRAM window (512 KiB at PCIe address 0x200000).
+TEST(UsbGpu, TheEmulatedUsbGpuIsTheAmDriverBehindTheBridge) {
+  auto usb = Device::open("emu:gfx1100_usb");
+  const Capabilities& caps = usb->properties().caps;
+  EXPECT_FALSE(caps.cpu_maps_memory);
+  EXPECT_TRUE(caps.host_reachable);
+  EXPECT_FALSE(caps.map_host);
+  EXPECT_EQ(caps.host_window_bytes, 0x80000u);
+  EXPECT_EQ(usb->properties().arch, "gfx1100");
+  Buffer b = usb->allocate(4096);
+  EXPECT_EQ(b.host(), nullptr);  // device memory has no CPU mapping
+  const std::vector<uint8_t> in = {1, 2, 3, 4, 5, 6, 7};
+  usb->copy_in(b, 3, in.data(), in.size());
+  std::vector<uint8_t> out(in.size());
+  usb->copy_out(out.data(), b, 3, out.size());
+  EXPECT_EQ(out, in);
+  EXPECT_THROW(Device::open("emu:gfx90a_usb"), InvalidInput);  // only gfx1100 sits behind it
 }
 
 // Only a link to a CPU node counts: one to another GPU node (XGMI, type 11) does not reach
@@ -59,14 +86,14 @@ TEST(UsbGpu, OnlyALinkToACpuNodeReachesTheHost) {
 // GTT and userptr memory: ENOMEM from the emulated KFD, as from a kernel whose GTT pool for
 // this GPU is empty.
 TEST(UsbGpu, TheKfdRefusesHostMemoryWithENOMEM) {
-  auto dev = Device::open("emu:gfx1100_usb");
-  DeviceDriver& drv = dev->driver();
+  auto dev = kfd_gpu_without_host_link();
+  DeviceDriver& drv = *dev;
   try {
     drv.allocate(drv.va_base() + drv.va_size() - 4096, 4096, MemoryKind::Host, false);
     FAIL() << "GTT memory allocated";
   } catch (const OsError& e) {
     EXPECT_EQ(e.err(), ENOMEM);
-    EXPECT_STREQ(e.what(), "emu:gfx1100_usb: AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (4096 bytes of host "
+    EXPECT_STREQ(e.what(), "emu:kfd_usb: AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (4096 bytes of host "
                            "memory): Cannot allocate memory (errno 12)");
   }
   std::unique_ptr<void, decltype(&std::free)> mem(std::aligned_alloc(4096, 4096), &std::free);
@@ -75,12 +102,13 @@ TEST(UsbGpu, TheKfdRefusesHostMemoryWithENOMEM) {
     FAIL() << "userptr memory mapped";
   } catch (const OsError& e) {
     EXPECT_EQ(e.err(), ENOMEM);
-    EXPECT_STREQ(e.what(), "emu:gfx1100_usb: AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (userptr): Cannot "
+    EXPECT_STREQ(e.what(), "emu:kfd_usb: AMDKFD_IOC_ALLOC_MEMORY_OF_GPU (userptr): Cannot "
                            "allocate memory (errno 12)");
   }
   // VRAM still works, CPU-visible at the GPU address (the BAR).
-  Buffer b = dev->allocate(4096);
-  EXPECT_EQ(reinterpret_cast<uint64_t>(b.host()), b.va());
+  const Allocation b = drv.allocate(drv.va_base(), 4096, MemoryKind::Device, false);
+  EXPECT_EQ(reinterpret_cast<uint64_t>(b.host), b.va);
+  drv.free(b);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cpu_written.hpp"
 #include "common/hardware_devices.hpp"
 #include "common/patterns.hpp"
 #include "batch/batch.hpp"
@@ -221,11 +222,11 @@ TEST_P(Concurrency, DestroyingADeviceWithAKernelThatNeverEndsIsBounded) {
   auto dev = Device::open(device_name(GetParam()));
   auto img = kernels_for(*dev);
   if (!img) GTEST_SKIP() << "no code object built for " << GetParam();
-  Buffer flag = dev->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
+  ShadowMemory flag(*dev, 4096);  // CPU-visible memory, or written through the port
+  testing_support::store_u32(flag, 0, 0);
   {
     Program spin(*dev, img, "spin_until");
-    spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+    spin.launch(KernelArgs().buffer(flag.buffer()), {1, 1, 1}, {1, 1, 1});
   }
   img.reset();
   const auto start = std::chrono::steady_clock::now();

@@ -17,6 +17,7 @@
 #include "common/hardware_devices.hpp"
 #include "common/interleave.hpp"
 #include "common/patterns.hpp"
+#include "common/cpu_written.hpp"
 #include "kernels.hpp"
 #include "nv/push.hpp"
 #include "qcom/decode.hpp"
@@ -25,6 +26,8 @@ namespace hcq {
 namespace {
 
 using testing_support::device_name;
+using testing_support::publish_first;
+using testing_support::store_u32;
 
 // What a vendor's emulated devices say: a raw submission its engine rejects, and the lines
 // the resulting fault and a hang report must contain.
@@ -139,7 +142,10 @@ const Vendor& vendor_of(std::string target) {
     v.memory_fault_says = "gfxhub page fault at 0xdead0000";
     return v;
   }();
-  if (target.ends_with("_am") || target.rfind("am:", 0) == 0) return amd_am;
+  // The same driver behind the emulated USB bridge (gfx1100_usb) and on a real one (usb:).
+  if (target.ends_with("_am") || target.rfind("am:", 0) == 0 || target.ends_with("_usb") ||
+      target.rfind("usb:", 0) == 0)
+    return amd_am;
   return target.rfind("a", 0) == 0 || target.rfind("qcom:", 0) == 0 ? qcom : amd;
 }
 
@@ -254,11 +260,16 @@ TEST_P(EmulatedDevice, MappedHostMemoryIsReachedWithoutCopies) {
       dev_->map_host(mem.get(), n);
       FAIL() << "map_host worked without caps.map_host";
     } catch (const InvalidInput& e) {
-      EXPECT_EQ(std::string(e.what()),
-                device_name(GetParam()) +
-                    (reach ? ": msm DRM cannot map the process's own memory for the GPU (no "
-                             "userptr buffers); allocate host memory from the device instead"
-                           : ": this device cannot reach host memory"));
+      const uint64_t window = dev_->properties().caps.host_window_bytes;
+      std::string why = ": this device cannot reach host memory";
+      if (window)  // behind the USB bridge: only the bridge's SRAM, at its PCIe address
+        why = ": cannot map user memory [" + hex(reinterpret_cast<uint64_t>(mem.get())) +
+              ", +0x3000): the device cannot reach host memory outside the bridge's SRAM "
+              "window (" + hex(window) + " bytes at 0x200000)";
+      else if (reach)
+        why = ": msm DRM cannot map the process's own memory for the GPU (no userptr buffers); "
+              "allocate host memory from the device instead";
+      EXPECT_EQ(std::string(e.what()), device_name(GetParam()) + why);
     }
     if (reach) return;
     try {
@@ -397,20 +408,23 @@ TEST_P(EmulatedDevice, EightThreadsSubmitConcurrently) {
 TEST_P(EmulatedDevice, AKernelThatNeverFinishesTimesOutWithADiagnostic) {
   REQUIRE_KERNELS(img);
   Program spin(*dev_, img, "spin_until");
-  Buffer flag = dev_->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
+  ShadowMemory flag(*dev_, 4096);
+  store_u32(flag, 0, 0);
+  dev_->synchronize();  // the timeline is where the launch starts (loads may have used it)
+  const uint64_t before = dev_->timeline().signal().value();
   try {
-    spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1}, true,
+    spin.launch(KernelArgs().buffer(flag.buffer()), {1, 1, 1}, {1, 1, 1}, true,
                 std::chrono::milliseconds(200));
     FAIL() << "expected a timeout";
   } catch (const TimeoutError& e) {
     std::string msg = e.what();
     EXPECT_NE(msg.find(device_name(GetParam()) + ": signal "), std::string::npos) << msg;
-    EXPECT_NE(msg.find("timed out after 200 ms: waiting for value >= 1, value is 0"),
+    EXPECT_NE(msg.find("timed out after 200 ms: waiting for value >= " + std::to_string(before + 1) +
+                       ", value is " + std::to_string(before)),
               std::string::npos)
         << msg;
   }
-  __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+  store_u32(flag, 0, 1);
   dev_->synchronize();  // the kernel ends once the flag is set; the device stays usable
 }
 
@@ -506,7 +520,11 @@ TEST_P(EmulatedDevice, AHangReportShowsWhereTheEngineIsInsideABoundRecording) {
   ASSERT_GT(here, 8u);
   ASSERT_LT(here + 8, packets.size());
   std::ostringstream want;
-  want << "    indirect buffer " << hex(reinterpret_cast<uint64_t>(words)) << ", " << n
+  // The words' device address: their own where the CPU maps the device's memory, else the
+  // bound memory's (the words are the CPU's copy of it).
+  const uint64_t words_va = c.bound_memory().va() + uint64_t(reinterpret_cast<const std::byte*>(words) -
+                                                             c.bound_memory().host());
+  want << "    indirect buffer " << hex(words_va) << ", " << n
        << " dwords, the engine at dword " << packets[here].offset << ":";
   for (size_t i = here - 8; i <= here + 8; i++)
     want << "\n      " << (i < here ? "done   " : i == here ? "HERE > " : "pending") << " "
@@ -614,8 +632,9 @@ TEST_P(EmulatedDevice, BoundRecordingsOfSeveralQueuesSubmitTogether) {
   Buffer src = dev_->allocate(n * 4), copied = dev_->allocate(n * 4), filled = dev_->allocate(n * 4);
   dev_->copy_in(src, 0, in.data(), in.size());
   dev_->synchronize();
-  Buffer args = dev_->allocate_visible(4096);
+  ShadowMemory args(*dev_, 4096);
   fill.fill_args(KernelArgs().buffer(filled).value(9u).value(n).value(64u), args.host());
+  publish_first(args, 4096);
   Signal s = dev_->new_signal(), t = dev_->new_signal();
   ComputeQueue cq(*dev_);
   cq.memory_barrier().exec(fill, args.va(), {n / 64, 1, 1}, {64, 1, 1}).signal(s, 1);
@@ -674,8 +693,9 @@ TEST_P(EmulatedDevice, ComputeRecordingBoundAndPatchedLaunchSize) {
   Program fill(*dev_, img, "fill_u32");
   const uint32_t n = 1024, block = 64;
   Buffer b = dev_->allocate(n * 4);
-  Buffer args = dev_->allocate_visible(4096);
+  ShadowMemory args(*dev_, 4096);
   fill.fill_args(KernelArgs().buffer(b).value(7u).value(n).value(block), args.host());
+  publish_first(args, 4096);
   Signal s = dev_->new_signal();
   ComputeQueue q(*dev_);
   q.memory_barrier().exec(fill, args.va(), {1, 1, 1}, {block, 1, 1}).signal(s, 1);
@@ -748,12 +768,12 @@ TEST_P(EmulatedDevice, SmallRingsNeverOverwriteWhatQueuedWorkStillNeeds) {
   Buffer vals = dev->allocate(launches * 4);
   // Hold the GPU in a kernel until 100 ms have passed, so the launches below queue up behind
   // it and the host must wait for the ring instead of reusing argument space.
-  Buffer flag = dev->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
-  spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  ShadowMemory flag(*dev, 4096);
+  store_u32(flag, 0, 0);
+  spin.launch(KernelArgs().buffer(flag.buffer()), {1, 1, 1}, {1, 1, 1});
   std::jthread release([&] {  // joined on the way out, also when a launch throws
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+    store_u32(flag, 0, 1);
   });
   for (uint32_t i = 0; i < launches; i++)  // each launch writes one element with its value
     fill.launch(KernelArgs().buffer(vals, i * 4).value(i + 1).value(1u).value(1u), {1, 1, 1},
@@ -819,17 +839,18 @@ TEST_P(EmulatedDevice, RecordingsLongerThanOneIndirectBufferRunInPieces) {
     Program fill(*d, img, "fill_u32");
     const uint64_t stride = (std::max<uint32_t>(fill.kernel().kernarg_size, 16) + 255) / 256 * 256;
     Buffer out = d->allocate(launches * 4), back = d->allocate(launches * 4);
-    Buffer args = d->allocate_visible(launches * stride);
+    ShadowMemory args(*d, launches * stride);
     Signal s = d->new_signal(), t = d->new_signal();
     std::vector<uint32_t> want(launches), got(launches);
     std::iota(want.begin(), want.end(), 1u);
     ComputeQueue cq(*d);
     cq.memory_barrier();
     for (uint32_t i = 0; i < launches && launch; i++) {
-      auto* at = static_cast<char*>(args.host()) + i * stride;
+      auto* at = reinterpret_cast<char*>(args.host()) + i * stride;
       fill.fill_args(KernelArgs().buffer(out, i * 4).value(i + 1).value(1u).value(64u), at);
       cq.exec(fill, args.va() + i * stride, {1, 1, 1}, {64, 1, 1});
     }
+    publish_first(args, launches * stride);
     cq.signal(s, 1);
     if (!launch) d->copy_in(out, 0, want.data(), launches * 4);
     cq.bind();
@@ -894,8 +915,9 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
     const std::vector<uint32_t> zeros(n, 0);
     d->copy_in(x, 0, zeros.data(), n * 4);
     d->copy_in(y, 0, zeros.data(), n * 4);
-    Buffer args = d->allocate_visible(4096);
+    ShadowMemory args(*d, 4096);
     fill.fill_args(KernelArgs().buffer(x).value(7u).value(n).value(64u), args.host());
+    publish_first(args, 4096);
     Signal gate = d->new_signal(), s = d->new_signal(), done = d->new_signal();
     ComputeQueue cq(*d);
     cq.wait(gate, 1);
@@ -1021,9 +1043,9 @@ TEST_P(EmulatedDevice, DeviceMemoryBeyondTheAdvertisedSizeIsAClearErrorAndFreein
 TEST_P(EmulatedDevice, ALaunchTimesOutOnTimeWhileAnotherKernelSpins) {
   REQUIRE_KERNELS(img);
   Program spin(*dev_, img, "spin_until"), empty(*dev_, img, "empty");
-  Buffer flag = dev_->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
-  spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  ShadowMemory flag(*dev_, 4096);
+  store_u32(flag, 0, 0);
+  spin.launch(KernelArgs().buffer(flag.buffer()), {1, 1, 1}, {1, 1, 1});
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the GPU is in it
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(empty.launch(KernelArgs(), {1, 1, 1}, {1, 1, 1}, true,
@@ -1032,7 +1054,7 @@ TEST_P(EmulatedDevice, ALaunchTimesOutOnTimeWhileAnotherKernelSpins) {
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_LT(took, std::chrono::milliseconds(300 + 1500))
       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
-  __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+  store_u32(flag, 0, 1);
   dev_->synchronize();
 }
 
@@ -1052,12 +1074,12 @@ TEST_P(EmulatedDevice, FreeingABufferAKernelStillUsesIsSafe) {
   Program spin(*dev, prog, "spin_until"), fill(*dev, prog, "fill_u32");
   const bool adreno = vendor_of(GetParam()).name == "Qualcomm";
   const uint32_t n = (1 << 20) / 4;
-  Buffer flag = dev->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
+  ShadowMemory flag(*dev, 4096);
+  store_u32(flag, 0, 0);
   auto release = [&] {
-    __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+    store_u32(flag, 0, 1);
   };
-  spin.launch(KernelArgs().buffer(flag), {1, 1, 1}, {1, 1, 1});
+  spin.launch(KernelArgs().buffer(flag.buffer()), {1, 1, 1}, {1, 1, 1});
   uint64_t freed_va = 0;
   {
     Buffer b = dev->allocate(n * 4);
