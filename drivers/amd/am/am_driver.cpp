@@ -325,47 +325,12 @@ void AmDriver::free(const Allocation& a) { memory_->free(a); }
 
 Allocation AmDriver::map_user(void* host, uint64_t size) { return memory_->map_user(host, size); }
 
-namespace {
-
-constexpr uint64_t kDword = 4;
-uint64_t dword_floor(uint64_t v) { return v / kDword * kDword; }
-uint64_t dword_ceil(uint64_t v) { return (v + kDword - 1) / kDword * kDword; }
-
-}  // namespace
-
-// A port that streams dwords (USB) takes whole, aligned dwords only (VramPort): a range that
-// is not is widened to them, the edge dwords read first so that their other bytes stay.
-void AmDriver::write_vram(uint64_t pa, std::span<const std::byte> data) {
-  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + data.size());
-  if (begin == pa && end == pa + data.size()) return vram_write(pa, data);
-  std::vector<std::byte> words(end - begin);
-  const std::span<std::byte> all(words);
-  vram_read(begin, all.first(kDword));
-  if (end - begin > kDword) vram_read(end - kDword, all.last(kDword));
-  std::copy(data.begin(), data.end(), words.begin() + long(pa - begin));
-  vram_write(begin, words);
-}
-
-void AmDriver::read_vram(uint64_t pa, std::span<std::byte> out) {
-  const uint64_t begin = dword_floor(pa), end = dword_ceil(pa + out.size());
-  if (begin == pa && end == pa + out.size()) return vram_read(pa, out);
-  std::vector<std::byte> words(end - begin);
-  vram_read(begin, words);
-  std::copy_n(words.begin() + long(pa - begin), out.size(), out.begin());
-}
-
-void AmDriver::vram_write(uint64_t pa, std::span<const std::byte> data) {
-  function_->vram().write(pa, data);
-}
-
-void AmDriver::vram_read(uint64_t pa, std::span<std::byte> out) { function_->vram().read(pa, out); }
-
 void AmDriver::write_memory(uint64_t va, std::span<const std::byte> data) {
   const MemoryPlace at = memory_->locate(va, data.size());
   if (data.empty()) return;
   switch (at.in) {
     case MemoryPlace::In::Vram:
-      return write_vram(at.address, data);
+      return function_->vram().write(at.address, data);  // any byte range (VramPort)
     case MemoryPlace::In::HostWindow:
       return function_->write_host_window(at.address, data);
     case MemoryPlace::In::Host:
@@ -379,7 +344,7 @@ void AmDriver::read_memory(uint64_t va, std::span<std::byte> out) {
   if (out.empty()) return;
   switch (at.in) {
     case MemoryPlace::In::Vram:
-      return read_vram(at.address, out);
+      return function_->vram().read(at.address, out);
     case MemoryPlace::In::HostWindow:
       return function_->read_host_window(at.address, out);
     case MemoryPlace::In::Host:

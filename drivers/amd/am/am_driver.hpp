@@ -154,11 +154,6 @@ class AmDriver final : public DeviceDriver {
   [[noreturn]] void raise_fault(const std::string& fault);
   // Whether the wake mailbox was written since the last look (and clears it).
   bool take_mailbox();
-  void write_vram(uint64_t pa, std::span<const std::byte> data);
-  void read_vram(uint64_t pa, std::span<std::byte> out);
-  // Whole dwords of VRAM through the function.
-  void vram_write(uint64_t pa, std::span<const std::byte> data);
-  void vram_read(uint64_t pa, std::span<std::byte> out);
   // Sleeps until the MSI eventfd is signalled or `left` passes, and takes its count.
   void wait_msi(std::chrono::steady_clock::duration left);
 

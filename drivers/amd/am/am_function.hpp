@@ -21,8 +21,9 @@ namespace hcq::amd::am {
 
 // VRAM through BAR0: physical address = offset in the BAR. read64/write64 (VramAccess, for
 // the page tables) and byte ranges. An access outside the BAR, or a 64-bit one not 8-byte
-// aligned, throws hcq::Error naming the address (as MappedVram); byte ranges of an
-// implementation that streams dwords must be 4-byte aligned in address and length.
+// aligned, throws hcq::Error naming the address (as MappedVram). Byte ranges may start and
+// end anywhere: an implementation that moves whole dwords (USB) reads the partly covered
+// ones and merges them itself.
 class VramPort : public VramAccess {
  public:
   virtual uint64_t size() const = 0;
