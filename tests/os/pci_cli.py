@@ -7,25 +7,11 @@ import os
 import subprocess
 import sys
 
-HCQ = sys.argv[1]
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from cli_check import Cli  # noqa: E402
 
-
-def run(args, emulated, ok=True, status=None):
-    """`ok`: exit 0 or not (then stderr is returned); `status`: exactly this exit status."""
-    env = dict(os.environ)
-    env.pop("HCQ_EMULATED_PCI", None)
-    if emulated:
-        env["HCQ_EMULATED_PCI"] = "1"
-    p = subprocess.run([HCQ] + args, capture_output=True, text=True, env=env)
-    if (p.returncode == 0) != ok or status is not None and p.returncode != status:
-        failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
-    return p.stdout if ok else p.stderr
-
-
-def expect(what, got, want):
-    if got != want:
-        failures.append(f"{what}:\n--- got\n{got}--- want\n{want}")
+cli = Cli(sys.argv[1], "HCQ_EMULATED_PCI")
+run, expect = cli.run, cli.expect
 
 
 def pci_ids(path="/usr/share/misc/pci.ids"):
@@ -163,7 +149,7 @@ for addr, cls, action, opt in [("00:00.0", "0x060000", "unbind", "--unbind"),
                                ("20:00.0", "0x060400", "unbind", "--unbind"),
                                ("00:00.0", "0x060000", "bind to vfio-pci", "--bind-vfio"),
                                ("21:01.0", "0x060400", "bind to vfio-pci", "--bind-vfio")]:
-    p = subprocess.run([HCQ, "pci", addr, opt], capture_output=True, text=True,
+    p = subprocess.run([cli.hcq, "pci", addr, opt], capture_output=True, text=True,
                        env=dict(os.environ, HCQ_EMULATED_PCI="1"))
     expect(f"hcq pci {addr} {opt} without --force", (p.returncode, p.stdout, p.stderr),
            (1, "", f"hcq: refusing to {action} 0000:{addr} (class {cls}, not a display controller "
@@ -326,7 +312,4 @@ expect("hcq reg read of offset 4", run(["reg", "22:00.0", "read", "4"], True),
 expect("hcq reg of a bridge", run(["reg", "21:01.0", "read", "0"], True, ok=False),
        "hcq: 0000:21:01.0 is not a GPU (class 0x060400); hcq reg maps GPU register BARs only\n")
 
-if failures:
-    print("\n\n".join(failures))
-    sys.exit(1)
-print(f"ok: {len(real)} real functions, emulated system")
+cli.finish(f"ok: {len(real)} real functions, emulated system")

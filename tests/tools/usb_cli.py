@@ -9,25 +9,11 @@ import re
 import subprocess
 import sys
 
-HCQ = sys.argv[1]
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from cli_check import Cli  # noqa: E402
 
-
-def run(args, emulated=True, ok=True, status=None):
-    """`ok`: exit 0 or not (then stderr is returned); `status`: exactly this exit status."""
-    env = dict(os.environ)
-    env.pop("HCQ_EMULATED_USB", None)
-    if emulated:
-        env["HCQ_EMULATED_USB"] = "1"
-    p = subprocess.run([HCQ] + args, capture_output=True, text=True, env=env)
-    if (p.returncode == 0) != ok or status is not None and p.returncode != status:
-        failures.append(f"hcq {' '.join(args)}: exit {p.returncode}, stderr {p.stderr!r}")
-    return p.stdout if ok else p.stderr
-
-
-def expect(what, got, want):
-    if got != want:
-        failures.append(f"{what}:\n--- got\n{got}--- want\n{want}")
+cli = Cli(sys.argv[1], "HCQ_EMULATED_USB")
+run, expect = cli.run, cli.expect
 
 
 # The bridge and the GPU after enumeration: BAR0 (VRAM) grown from 256 MiB to 32 GiB through
@@ -128,7 +114,4 @@ expect("hcq usb without a subcommand", run(["usb"], ok=False, status=2).splitlin
 real = run(["usb", "ls", "--json"], emulated=False)
 expect("real hcq usb ls --json", isinstance(json.loads(real)["bridges"], list), True)
 
-if failures:
-    print("\n\n".join(failures))
-    sys.exit(1)
-print("ok: hcq usb ls, usb bench, reg usb:")
+cli.finish("ok: hcq usb ls, usb bench, reg usb:")
