@@ -52,6 +52,19 @@ void Buffer::reset() {
   link_.reset();
 }
 
+namespace {
+// Frees `a`; false, with the range left allocated, where the driver cannot (its device is
+// gone). For the paths that run in destructors.
+bool free_or_keep(DeviceDriver& driver, const Allocation& a) noexcept {
+  try {
+    driver.free(a);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
+
 // ---- ShadowMemory ---------------------------------------------------------------------
 
 ShadowMemory::ShadowMemory(Device& dev, uint64_t size) {
@@ -261,14 +274,17 @@ Device::~Device() {
     std::lock_guard lk(link_->mu_);
     link_->dev_ = nullptr;
   }
+  // A device that is gone (a USB bridge unplugged) cannot take its page tables back: what it
+  // held goes with it, and the process goes on.
+  auto free_quietly = [this](const Allocation& a) { free_or_keep(*driver_, a); };
   std::lock_guard lk(mem_mu_);
   {
     std::lock_guard live(live_mu_);
-    for (auto& [va, a] : live_) driver_->free(a);  // what detached buffers held
+    for (auto& [va, a] : live_) free_quietly(a);  // what detached buffers held
     live_.clear();
   }
-  for (auto& a : cache_.drain()) driver_->free(a);
-  for (auto& a : signal_pages_) driver_->free(a);
+  for (auto& a : cache_.drain()) free_quietly(a);
+  for (auto& a : signal_pages_) free_quietly(a);
 }
 
 Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
@@ -364,16 +380,17 @@ void Device::release(Allocation a) {
     std::lock_guard live(live_mu_);
     live_.erase(a.va);
   }
+  // Called from Buffer's destructor: a driver that cannot free (its device is gone, a USB
+  // bridge unplugged) keeps the range, and the Buffer still goes.
+  auto free_quietly = [this](const Allocation& old) { return free_or_keep(*driver_, old); };
   if (a.user) {  // the caller's memory: unmap it, nothing to cache
     std::lock_guard lk(mem_mu_);
-    driver_->free(a);
+    free_quietly(a);
     return;
   }
   std::lock_guard lk(mem_mu_);
-  for (auto& old : cache_.put(a.size | uint64_t(a.kind), a)) {
-    driver_->free(old);
-    heap_.free(old.va);
-  }
+  for (auto& old : cache_.put(a.size | uint64_t(a.kind), a))
+    if (free_quietly(old)) heap_.free(old.va);
 }
 
 Signal Device::new_signal(uint64_t initial) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <linux/pci_regs.h>
 
+#include <chrono>
 #include <numeric>
 
 #include "amd/am/am_driver.hpp"
@@ -17,6 +18,7 @@
 #include "amd/emu/am_system.hpp"
 #include "amd/factory.hpp"
 #include "common/error_of.hpp"
+#include "core/hcq.hpp"
 #include "os/emulated_usb.hpp"
 #include "usb/emu/asm2464_firmware.hpp"
 #include "usb/emu/usb_system.hpp"
@@ -335,6 +337,41 @@ TEST(AmUsbBoot, BootsTheGpuBehindTheEmulatedBridgeAsOverVfio) {
   }
   EXPECT_EQ(r.smu_version, expected.smu_version);
   boot.shutdown(hooks.boot);
+}
+
+// A bridge unplugged in the middle of a copy: that copy fails with the disconnect, what
+// follows on the device fails at once with ENODEV, the device is destroyed in bounded time,
+// and the process goes on with other devices.
+TEST(AmUsbDevice, ADisconnectMidCopyFailsThatCopyAndLeavesTheProcessUsable) {
+  std::shared_ptr<usb::emu::UsbEmulatedSystem> system = usb::emu::make_usb_emulated_system();
+  std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
+  auto dev = std::make_unique<Device>(open_usb_am_driver(kernel, "usb:2-1", system->firmware_dir()),
+                                      Device::Options{});
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> in(n), out(n);
+  std::iota(in.begin(), in.end(), uint8_t(3));
+  Buffer b = dev->allocate(n);
+  dev->copy_in(b, 0, in.data(), n);
+  dev->copy_out(out.data(), b, 0, n);
+  ASSERT_EQ(out, in);
+  const auto start = std::chrono::steady_clock::now();
+  system->firmware().fail_next_bulk(os::UsbReply::disconnect());
+  // The copy's first request is the read of the timeline it waits on (8 bytes).
+  EXPECT_EQ(error_of<OsError>([&] { dev->copy_out(out.data(), b, 0, n); }),
+            "usb 2-1 (add1:0001): bulk IN of 8 bytes on endpoint 0x81: the device is "
+            "disconnected: Cannot send after transport endpoint shutdown (errno 108)");
+  const std::string again = error_of<OsError>([&] { dev->copy_in(b, 0, in.data(), n); });
+  EXPECT_NE(again.find("the device is disconnected: No such device (errno 19)"), std::string::npos)
+      << again;
+  b.reset();    // a buffer of the lost device still goes
+  dev.reset();  // tears down what it can reach; nothing waits for the lost bridge
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  auto other = Device::open("emu:gfx1100");
+  Buffer c = other->allocate(n);
+  other->copy_in(c, 0, in.data(), n);
+  std::fill(out.begin(), out.end(), 0);
+  other->copy_out(out.data(), c, 0, n);
+  EXPECT_EQ(out, in);
 }
 
 }  // namespace
