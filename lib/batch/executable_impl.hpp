@@ -22,7 +22,8 @@ namespace hcq::batch {
 // / write_memory: a device whose memory the CPU cannot map, as behind a USB bridge, where a
 // ShadowMemory's host copy is neither what the GPU wrote nor what it will read). Requests go
 // in pieces of at most kPortChunk bytes. A port is not ordered after GPU work: the caller
-// reads what a signal it waited for covers.
+// reads what a signal it waited for covers. No state of its own: callable from any thread
+// (drivers' ports are thread-safe).
 struct DeviceRange {
   static constexpr uint64_t kPortChunk = 4 << 20;
   std::byte* host = nullptr;  // null: through `port`
@@ -168,7 +169,8 @@ struct Executable::Impl {
   std::vector<Area> areas;
   std::vector<uint32_t> device_area;  // per device
   uint32_t area_of(uint32_t q) const { return device_area[queue_device[q]]; }
-  uint64_t* slot(uint32_t q, uint32_t area) const {  // the CPU's view of it
+  // The slot in host(): the memory, or the shadow run() re-arms and publishes.
+  uint64_t* slot(uint32_t q, uint32_t area) const {
     return reinterpret_cast<uint64_t*>(areas[area].sync.host() + uint64_t(q) * 16);
   }
   // Queue q's slot in `area` as the host thread reads and writes it (through the device's
