@@ -715,12 +715,6 @@ void Compiler::close_queues() {
   for (auto [q, area] : mirrored) x.mirrors.push_back({q, area, count[q] + 1uLL});
   x.host_work = !x.mirrors.empty() ||
                 std::find(x.host_queue.begin(), x.host_queue.end(), true) != x.host_queue.end();
-  // The host's copies and relays read and write device memory with the CPU.
-  for (uint32_t q = 0; q < nq && x.host_work; q++)
-    if (x.used[q] && !x.device_of(q).properties().caps.cpu_maps_memory)
-      throw InvalidInput("batch: " + x.device_of(q).name() + ": host copies, loads and copies "
-                         "between devices are not supported yet on a device whose memory the "
-                         "CPU cannot map");
   for (uint32_t q = 0; q < nq; q++)
     if (x.used[q] && x.queues[q]) x.queues[q]->bind();
 }

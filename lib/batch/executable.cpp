@@ -85,7 +85,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       throw InvalidInput("batch: input " + std::to_string(slot) + " needs " +
                          std::to_string(in.size) + " bytes, the buffer has " +
                          std::to_string(buf->size()));
-    if (in.host_copied && !buf->host())
+    // Where the CPU cannot map the device's memory the host copies through its port.
+    if (in.host_copied && !buf->host() && in.device->properties().caps.cpu_maps_memory)
       throw InvalidInput("batch: input " + std::to_string(slot) + " is copied on the host (" +
                          in.device->name() + " has no copy engine), but the CPU cannot see it");
     in.bound_host = buf->host();
@@ -208,8 +209,8 @@ bool Executable::Impl::pump_mirrors(std::vector<uint64_t>& copied) const {
   bool done = true;
   for (size_t m = 0; m < mirrors.size(); m++) {
     const Mirror& mi = mirrors[m];
-    const uint64_t v = __atomic_load_n(home_slot(mi.queue), __ATOMIC_ACQUIRE);
-    if (v != copied[m]) __atomic_store_n(slot(mi.queue, mi.area), copied[m] = v, __ATOMIC_RELEASE);
+    const uint64_t v = home_slot(mi.queue).load(0);
+    if (v != copied[m]) slot_range(mi.queue, mi.area).store(0, copied[m] = v);
     done &= v >= mi.end;
   }
   return done;
@@ -262,10 +263,22 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
       for (size_t q = 0; q < host_queue.size(); q++) has |= host_queue[q] && queue_device[q] == d && used[q];
       if (has) devs[d]->timeline().wait(prev[d]);
     }
-    auto host_of = [&](uint32_t slot, uint64_t off) -> char* {
-      if (slot < patch_slots) return static_cast<char*>(inputs[slot].bound_host) + off;
+    // A slot's bytes as the devices see them: its mapping, else the device's port.
+    auto range_of = [&](uint32_t slot, uint64_t off) -> DeviceRange {
+      if (slot < patch_slots) {
+        const InputPatches& in = inputs[slot];
+        if (in.bound_host) return {static_cast<std::byte*>(in.bound_host) + off, nullptr, 0};
+        return {nullptr, &in.device->driver(), in.bound_va + off};
+      }
       const StagingSlot& st = staging[slot - patch_slots];
-      return reinterpret_cast<char*>(areas[st.area].staging.host()) + st.offset + off;
+      return areas[st.area].staging.range(st.offset + off);
+    };
+    // A load's destination (always staging) in host memory: the staging itself, or where it
+    // is a shadow, the shadow's host copy, written through the port once read (one read of
+    // the file: a stream cannot be read again).
+    auto staging_host = [&](uint32_t slot, uint64_t off) -> std::byte* {
+      const StagingSlot& st = staging[slot - patch_slots];
+      return areas[st.area].staging.host() + st.offset + off;
     };
     auto now_ticks = [&](uint32_t q) {
       const double hz = double(device_of(q).properties().timestamp_hz);
@@ -277,7 +290,7 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
     for (const HostOp& h : host_ops) {
       for (auto& [pq, value] : h.waits) {
         const auto deadline = clock::now() + std::chrono::seconds(10);
-        while (__atomic_load_n(home_slot(pq), __ATOMIC_ACQUIRE) < value) {
+        while (home_slot(pq).load(0) < value) {
           if (clock::now() > deadline)
             throw TimeoutError("batch: a host copy waited 10 s for queue " + std::to_string(pq) +
                                " to reach " + std::to_string(value));
@@ -287,16 +300,22 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
           std::this_thread::sleep_for(std::chrono::microseconds(5));
         }
       }
-      auto* ts = profile ? reinterpret_cast<uint64_t*>(areas[area_of(h.queue)].timestamps.host())
-                         : nullptr;
-      if (ts) ts[h.op * 4 + 1] = now_ticks(h.queue);
-      if (h.path.empty())
-        std::memmove(host_of(h.dst_slot, h.dst_offset), host_of(h.src_slot, h.src_offset), h.size);
-      else
-        io::read_range(h.path, h.src_offset, host_of(h.dst_slot, h.dst_offset), h.size,
-                       "batch: load of " + h.path, 4 << 20, 4, &host.cancel);
-      if (ts) ts[h.op * 4 + 3] = now_ticks(h.queue);
-      if (h.signal) __atomic_store_n(home_slot(h.queue), uint64_t(h.signal), __ATOMIC_RELEASE);
+      // The op's two timestamp records (the time in each one's second half), where the
+      // profile reads them: through the port where the area is a device's shadow.
+      const DeviceRange ts = profile ? areas[area_of(h.queue)].timestamps.range(h.op * 32)
+                                     : DeviceRange{};
+      if (profile) ts.store(8, now_ticks(h.queue));
+      const DeviceRange dst = range_of(h.dst_slot, h.dst_offset);
+      if (h.path.empty()) {
+        DeviceRange::copy(dst, range_of(h.src_slot, h.src_offset), h.size, bounce);
+      } else {
+        std::byte* to = dst.host ? dst.host : staging_host(h.dst_slot, h.dst_offset);
+        io::read_range(h.path, h.src_offset, to, h.size, "batch: load of " + h.path, 4 << 20, 4,
+                       &host.cancel);
+        if (!dst.host) dst.write(0, to, h.size);
+      }
+      if (profile) ts.store(24, now_ticks(h.queue));
+      if (h.signal) home_slot(h.queue).store(0, h.signal);
       pump_mirrors(copied);
     }
   } catch (const Error&) {
@@ -305,16 +324,22 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
     std::lock_guard lk(host_mu);
     host_error = std::current_exception();
   }
-  for (size_t q = 0; q < host_queue.size(); q++)
-    if (host_queue[q] && used[q])
-      __atomic_store_n(home_slot(uint32_t(q)), uint64_t(host_queue_end[q]), __ATOMIC_RELEASE);
-  // Relay until every mirrored queue has ended; give up after 10 s without progress (a
-  // faulted or hung device: its waiters hear of that from the device).
-  auto last_progress = clock::now();
-  for (std::vector<uint64_t> before = copied; !pump_mirrors(copied); before = copied) {
-    if (copied != before) last_progress = clock::now();
-    if (clock::now() - last_progress > std::chrono::seconds(10)) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(5));
+  try {
+    for (size_t q = 0; q < host_queue.size(); q++)
+      if (host_queue[q] && used[q]) home_slot(uint32_t(q)).store(0, host_queue_end[q]);
+    // Relay until every mirrored queue has ended; give up after 10 s without progress (a
+    // faulted or hung device: its waiters hear of that from the device).
+    auto last_progress = clock::now();
+    for (std::vector<uint64_t> before = copied; !pump_mirrors(copied); before = copied) {
+      if (copied != before) last_progress = clock::now();
+      if (clock::now() - last_progress > std::chrono::seconds(10)) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(5));
+    }
+  } catch (const Error&) {
+    // A port request failed (a device that went away): the device's waiters hear of it;
+    // the run's own first error, if any, stays the one reported.
+    std::lock_guard lk(host_mu);
+    if (!host_error) host_error = std::current_exception();
   }
 }
 

@@ -17,13 +17,67 @@
 
 namespace hcq::batch {
 
+// The host thread's access to a range of device memory: straight through `host` where the
+// CPU maps it (one branch, no copy), else through the device's port (DeviceDriver::read_memory
+// / write_memory: a device whose memory the CPU cannot map, as behind a USB bridge, where a
+// ShadowMemory's host copy is neither what the GPU wrote nor what it will read). Requests go
+// in pieces of at most kPortChunk bytes. A port is not ordered after GPU work: the caller
+// reads what a signal it waited for covers. No state of its own: callable from any thread
+// (drivers' ports are thread-safe).
+struct DeviceRange {
+  static constexpr uint64_t kPortChunk = 4 << 20;
+  std::byte* host = nullptr;  // null: through `port`
+  DeviceDriver* port = nullptr;
+  uint64_t va = 0;
+
+  uint64_t load(uint64_t off) const {
+    if (host) [[likely]]
+      return __atomic_load_n(reinterpret_cast<const uint64_t*>(host + off), __ATOMIC_ACQUIRE);
+    uint64_t v;
+    port->read_memory(va + off, {reinterpret_cast<std::byte*>(&v), 8});
+    return v;
+  }
+  void store(uint64_t off, uint64_t v) const {
+    if (host) [[likely]]
+      return __atomic_store_n(reinterpret_cast<uint64_t*>(host + off), v, __ATOMIC_RELEASE);
+    port->write_memory(va + off, {reinterpret_cast<const std::byte*>(&v), 8});
+  }
+  void read(uint64_t off, void* out, uint64_t size) const {
+    auto* to = static_cast<std::byte*>(out);
+    if (host) return void(std::memcpy(to, host + off, size));
+    for (uint64_t at = 0; at < size; at += kPortChunk)
+      port->read_memory(va + off + at, {to + at, std::min(kPortChunk, size - at)});
+  }
+  void write(uint64_t off, const void* in, uint64_t size) const {
+    const auto* from = static_cast<const std::byte*>(in);
+    if (host) return void(std::memcpy(host + off, from, size));
+    for (uint64_t at = 0; at < size; at += kPortChunk)
+      port->write_memory(va + off + at, {from + at, std::min(kPortChunk, size - at)});
+  }
+  // `size` bytes from `src` to `dst`; where neither is mapped, through `bounce` (grown to at
+  // most kPortChunk bytes). Overlapping ranges only where both are mapped (memmove).
+  static void copy(const DeviceRange& dst, const DeviceRange& src, uint64_t size,
+                   std::vector<std::byte>& bounce) {
+    if (dst.host && src.host) return void(std::memmove(dst.host, src.host, size));
+    if (src.host) return dst.write(0, src.host, size);
+    if (dst.host) return src.read(0, dst.host, size);
+    bounce.resize(std::min(kPortChunk, std::max<uint64_t>(size, bounce.size())));
+    for (uint64_t at = 0; at < size; at += kPortChunk) {
+      const uint64_t n = std::min(kPortChunk, size - at);
+      src.read(at, bounce.data(), n);
+      dst.write(at, bounce.data(), n);
+    }
+  }
+};
+
 // Page-aligned host memory mapped for several devices at its own address (KFD userptr):
 // the queues' signals and the staging area of copies between devices live there. A device
 // that cannot map the process's memory (msm DRM) allocates it instead, as host memory at the
 // same CPU and GPU address, and the others map that. A device that cannot reach host memory
 // at all allocates its own CPU-visible memory (compile gives it a memory area of its own), and
 // so does a device whose memory the CPU cannot map: there host() is a shadow (ShadowMemory)
-// its users mark, publish and refresh.
+// its users mark, publish and refresh, and the host thread reaches the memory through
+// range() (the device's port).
 class SharedHostMemory {
  public:
   SharedHostMemory() = default;
@@ -31,6 +85,7 @@ class SharedHostMemory {
     bytes_ = (std::max<uint64_t>(bytes, 1) + 4095) / 4096 * 4096;
     if (devs.size() == 1 && !devs[0]->properties().caps.cpu_maps_memory) {
       shadow_ = ShadowMemory(*devs[0], bytes_);
+      port_ = &devs[0]->driver();
       mem_ = shadow_.host();  // zeroed, as the device's copy is once published
       va_ = shadow_.va();
       shadow_.mark(0, bytes_);
@@ -64,6 +119,7 @@ class SharedHostMemory {
     std::swap(owned_, o.owned_);
     std::swap(shadow_, o.shadow_);
     std::swap(va_, o.va_);
+    std::swap(port_, o.port_);
     return *this;
   }
   ~SharedHostMemory() {
@@ -74,6 +130,11 @@ class SharedHostMemory {
   uint64_t va() const { return va_; }
   // The shadow of a device's memory the CPU cannot map, else null (then host() is the memory).
   ShadowMemory* shadow() { return shadow_.shadowed() ? &shadow_ : nullptr; }
+  // [offset, ...) as the host thread reaches what the devices see: host() where that is the
+  // memory, else the device's port.
+  DeviceRange range(uint64_t offset) const {
+    return {port_ ? nullptr : mem_ + offset, port_, va_ + offset};
+  }
   // The GPU's writes into host() where it is a shadow.
   void refresh() {
     if (shadow_.shadowed()) shadow_.refresh(0, bytes_);
@@ -83,6 +144,7 @@ class SharedHostMemory {
   std::byte* mem_ = nullptr;
   uint64_t va_ = 0;
   ShadowMemory shadow_;
+  DeviceDriver* port_ = nullptr;  // the shadowed device's, else null
   uint64_t bytes_ = 0;
   std::vector<Buffer> maps_;
   Buffer owned_;  // the memory itself, when a device allocated it
@@ -107,10 +169,16 @@ struct Executable::Impl {
   std::vector<Area> areas;
   std::vector<uint32_t> device_area;  // per device
   uint32_t area_of(uint32_t q) const { return device_area[queue_device[q]]; }
-  uint64_t* slot(uint32_t q, uint32_t area) const {  // the CPU's view of it
+  // The slot in host(): the memory, or the shadow run() re-arms and publishes.
+  uint64_t* slot(uint32_t q, uint32_t area) const {
     return reinterpret_cast<uint64_t*>(areas[area].sync.host() + uint64_t(q) * 16);
   }
-  uint64_t* home_slot(uint32_t q) const { return slot(q, area_of(q)); }
+  // Queue q's slot in `area` as the host thread reads and writes it (through the device's
+  // port where the CPU cannot map the area).
+  DeviceRange slot_range(uint32_t q, uint32_t area) const {
+    return areas[area].sync.range(uint64_t(q) * 16);
+  }
+  DeviceRange home_slot(uint32_t q) const { return slot_range(q, area_of(q)); }
   // Signals a queue's consumers in another area wait on: the host copies the queue's value
   // into that area's slot for it until the queue's end value has passed.
   struct Mirror {
@@ -171,6 +239,7 @@ struct Executable::Impl {
   };
   std::vector<StagingSlot> staging;        // per staging slot
   uint32_t patch_slots = 0;
+  std::vector<std::byte> bounce;  // the host thread's, for copies between ported ranges
   std::exception_ptr host_error;  // a failed host op of the last run, until reported
   void report_host_error();
   std::mutex host_mu;

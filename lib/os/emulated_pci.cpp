@@ -27,6 +27,7 @@ EmulatedBar::EmulatedBar(uint64_t size, std::map<uint64_t, uint32_t> reset_value
     : size_(size), reset_values_(std::move(reset_values)), handler_(std::move(handler)) {}
 
 EmulatedBar::~EmulatedBar() {
+  if (memory_) ::munmap(memory_, size_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -37,6 +38,19 @@ int EmulatedBar::fd() {
     throw OsError("emulated BAR: memfd of " + hex(size_) + " bytes", errno);
   reset();
   return fd_;
+}
+
+std::byte* EmulatedBar::memory(uint64_t offset, uint64_t bytes) {
+  if (offset > size_ || bytes > size_ - offset)
+    throw InvalidInput("emulated BAR: " + std::to_string(bytes) + " bytes at " + hex(offset) +
+                       " leave its " + hex(size_) + " bytes");
+  const int f = fd();  // outside the once: making it resets the BAR, which writes here
+  std::call_once(mapped_, [&] {
+    void* m = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+    if (m == MAP_FAILED) throw OsError("emulated BAR: map of " + hex(size_) + " bytes", errno);
+    memory_ = static_cast<std::byte*>(m);
+  });
+  return memory_ + offset;
 }
 
 void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset, int flags) {
@@ -52,13 +66,13 @@ void* EmulatedBar::map(void* addr, size_t length, int prot, off_t offset, int fl
 uint32_t EmulatedBar::read32(uint64_t offset) {
   if (handler_) return handler_->read32(offset);
   uint32_t v = 0;
-  if (::pread(fd(), &v, 4, off_t(offset)) != 4) throw OsError("emulated BAR read", errno);
+  std::memcpy(&v, memory(offset, 4), 4);
   return v;
 }
 
 void EmulatedBar::write32(uint64_t offset, uint32_t value) {
   if (handler_) return handler_->write32(offset, value);
-  if (::pwrite(fd(), &value, 4, off_t(offset)) != 4) throw OsError("emulated BAR write", errno);
+  std::memcpy(memory(offset, 4), &value, 4);
 }
 
 void EmulatedBar::read(uint64_t offset, std::span<std::byte> out) {
@@ -69,11 +83,7 @@ void EmulatedBar::read(uint64_t offset, std::span<std::byte> out) {
     }
     return;
   }
-  for (size_t done = 0; done < out.size();) {  // pread moves at most ~2 GiB a call
-    const ssize_t n = ::pread(fd(), out.data() + done, out.size() - done, off_t(offset + done));
-    if (n <= 0) throw OsError("emulated BAR read", n < 0 ? errno : EIO);
-    done += size_t(n);
-  }
+  std::memcpy(out.data(), memory(offset, out.size()), out.size());
 }
 
 void EmulatedBar::write(uint64_t offset, std::span<const std::byte> data) {
@@ -85,11 +95,7 @@ void EmulatedBar::write(uint64_t offset, std::span<const std::byte> data) {
     }
     return;
   }
-  for (size_t done = 0; done < data.size();) {
-    const ssize_t n = ::pwrite(fd(), data.data() + done, data.size() - done, off_t(offset + done));
-    if (n <= 0) throw OsError("emulated BAR write", n < 0 ? errno : EIO);
-    done += size_t(n);
-  }
+  std::memcpy(memory(offset, data.size()), data.data(), data.size());
 }
 
 void EmulatedBar::reset() {

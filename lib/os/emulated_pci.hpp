@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <span>
 #include <string>
@@ -48,7 +49,7 @@ class EmulatedBar {
   uint32_t read32(uint64_t offset);
   void write32(uint64_t offset, uint32_t value);
   // A range of whole dwords at a dword-aligned offset, as read32/write32 of each dword would
-  // (one pread/pwrite where the BAR is memory).
+  // (one memcpy where the BAR is memory).
   void read(uint64_t offset, std::span<std::byte> out);
   void write(uint64_t offset, std::span<const std::byte> data);
   // A function-level reset: every register back to its reset value, the rest zero. A handled
@@ -57,10 +58,17 @@ class EmulatedBar {
 
  private:
   int fd();
+  // The memfd mapped whole: the device side's accesses are memcpy, not pread/pwrite, so no
+  // syscall per access and no limit on file writes (RLIMIT_FSIZE, which a test lowers to make
+  // a capture fail) reaches the emulated device.
+  // Where [offset, offset + bytes) of the BAR is (InvalidInput for a range that leaves it).
+  std::byte* memory(uint64_t offset, uint64_t bytes);
   uint64_t size_;
   std::map<uint64_t, uint32_t> reset_values_;
   std::shared_ptr<MmioHandler> handler_;
   int fd_ = -1;
+  std::byte* memory_ = nullptr;
+  std::once_flag mapped_;  // the device model's threads may be first at once
 };
 
 // One function of the emulated bus, as the test or system description gives it.

@@ -66,6 +66,19 @@ class Batch : public ::testing::TestWithParam<std::string> {
   void write(const Buffer& b, const std::vector<T>& v) {
     dev_->copy_in(b, 0, v.data(), v.size() * sizeof(T));
   }
+  // A word the CPU writes while the device's queued work runs (a kernel waits for it), not
+  // after that work as copy_in does: memory the CPU maps where the device has it, else device
+  // memory written through the device's port.
+  Buffer word_buffer() {
+    return dev_->properties().caps.cpu_maps_memory ? dev_->allocate_visible(4096)
+                                                   : dev_->allocate(4096);
+  }
+  void poke(const Buffer& b, uint32_t v) {
+    if (b.host())
+      __atomic_store_n(static_cast<uint32_t*>(b.host()), v, __ATOMIC_RELEASE);
+    else
+      dev_->driver().write_memory(b.va(), std::as_bytes(std::span(&v, 1)));
+  }
   std::optional<testing_support::InterleavedQueues> interleaved_;  // outlives the devices
   std::unique_ptr<Device> dev_;
   std::shared_ptr<const ProgramImage> img_;
@@ -265,8 +278,8 @@ TEST_P(Batch, FirstRunMustBindEverythingAndBadBindingsAreClear) {
 
 TEST_P(Batch, AReRunWaitsForThePreviousRunAndSaysSoWhenItCannot) {
   Program spin = program("spin_until");
-  Buffer flag = dev_->allocate_visible(4096);
-  std::memset(flag.host(), 0, 4);
+  Buffer flag = word_buffer();
+  poke(flag, 0);
   Schedule s(*dev_);
   s.launch(spin, {1, 1, 1}, {1, 1, 1}, {Arg::buffer(Mem::of(flag))});
   Executable exe = s.compile();
@@ -279,7 +292,7 @@ TEST_P(Batch, AReRunWaitsForThePreviousRunAndSaysSoWhenItCannot) {
               std::string::npos)
         << e.what();
   }
-  __atomic_store_n(static_cast<uint32_t*>(flag.host()), 1u, __ATOMIC_RELEASE);
+  poke(flag, 1);
   dev_->timeline().wait(exe.run(Bindings()));  // the flag stays set: this run ends at once
 }
 
@@ -412,14 +425,20 @@ struct RandomOp {
   uint32_t dst, src, src2, doff, soff, soff2, n, value;
 };
 
-// Copies between a device that cannot reach host memory and another device: the host relays
-// each between the two devices' staging areas, on a host queue of kind Copy.
+// Whether a device keeps a batch's signals and staging in memory of its own (it cannot reach
+// host memory, or the CPU cannot map its memory: a GPU behind a USB bridge) rather than in
+// the host memory the others share.
+bool own_area(const Device& d) {
+  return !d.properties().caps.host_reachable || !d.properties().caps.cpu_maps_memory;
+}
+
+// Copies between a device with an area of its own and another device: the host relays each
+// between the two devices' staging areas, on a host queue of kind Copy.
 size_t relays_in(const std::vector<Device*>& devs, const std::vector<RandomOp>& ops) {
   size_t n = 0;
   for (const RandomOp& o : ops) {
     const Device *a = devs[o.dst / 2], *b = devs[o.src / 2];
-    n += o.kind == 2 && a != b &&
-         (!a->properties().caps.host_reachable || !b->properties().caps.host_reachable);
+    n += o.kind == 2 && a != b && (own_area(*a) || own_area(*b));
   }
   return n;
 }
@@ -580,7 +599,7 @@ TEST_P(Batch, CopiesBetweenDevicesStageThroughHostMemory) {
   // copy-out follows the first copy-in on the same queue without a wait. A device that
   // cannot reach host memory has a host relay queue between the two staging areas: it waits
   // for each copy-out, and the copy-ins wait for it.
-  const bool relay = !dev_->properties().caps.host_reachable;
+  const bool relay = own_area(*dev_);
   EXPECT_EQ(exe.stats(*other, QueueKind::Copy).waits, 1u);
   EXPECT_EQ(exe.stats(*dev_, QueueKind::Copy).waits, relay ? 3u : 1u);
   std::vector<uint32_t> v(n);
@@ -630,7 +649,7 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
   auto calls = exe.profile();
   // 6 copies, each out of one device and into another; a device that cannot reach host
   // memory adds the host's relay between staging areas to its 4 copies.
-  const size_t relays = dev_->properties().caps.host_reachable ? 0 : 4;
+  const size_t relays = own_area(*dev_) ? 4 : 0;
   ASSERT_EQ(calls.size(), 12u + relays);
   size_t relayed = 0;
   for (auto& c : calls) {
@@ -655,12 +674,12 @@ TEST_P(Batch, AllToAllCopiesSpreadOverCopyQueuesByPeerDistance) {
   one.wait();
 }
 
-// A device that cannot reach host memory in a schedule with another device: its signals and
-// staging live in its own memory, and the host relays signals and copies between that and
+// A device with an area of its own (it cannot reach host memory, or the CPU cannot map its
+// memory) in a schedule with another device: its signals and staging live in its own memory, and the host relays signals and copies between that and
 // the host memory the other device reaches. A chain across both, in both device orders,
 // run twice with the input re-bound.
 TEST_P(Batch, ADeviceThatCannotReachHostMemorySharesSchedulesThroughHostRelays) {
-  if (dev_->properties().caps.host_reachable) GTEST_SKIP() << GetParam() << " reaches host memory";
+  if (!own_area(*dev_)) GTEST_SKIP() << GetParam() << " shares host memory with the CPU";
   interleave(55);
   SCOPED_TRACE(trace());
   auto other = Device::open("emu:gfx1100");

@@ -276,6 +276,67 @@ TEST_P(PortDevice, LoadFileLandsThroughThePort) {
   ASSERT_TRUE(std::equal(out.begin(), out.end(), data.begin() + 100));
 }
 
+// A batch's host work on devices whose memory the CPU cannot map: a load (the file read into
+// the staging's host copy, then written through the port), and copies between devices the
+// host relays between staging areas: out of a port device into host memory, out of host
+// memory into a port device, and between two port devices (through a bounce buffer), each
+// more than one port request long. Every byte lands, at every run; the host's timestamps of
+// its ops reach the profile.
+TEST_P(PortDevice, ABatchRunsItsLoadsAndCopiesBetweenDevicesThroughThePort) {
+  using namespace batch;
+  auto other_drv = PortOnlyDriver::open(GetParam());
+  Device other(std::move(other_drv), Device::Options{});
+  auto mapped = Device::open("emu:gfx1100");
+  const uint64_t size = (4 << 20) + 4097;  // past one 4 MiB port request
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("hcq_port_batch_" + std::to_string(::getpid()) + "_" + GetParam().substr(4));
+  Buffer a = dev_->allocate(size + 3), b = mapped->allocate(size), c = other.allocate(size + 5),
+         d = dev_->allocate(size);
+  Schedule s({dev_.get(), &other, mapped.get()});
+  s.load(Mem::of(a), 3, path.string(), 1001, size);
+  s.copy(Mem::of(b), 0, Mem::of(a), 3, size);  // port -> mapped
+  s.copy(Mem::of(c), 5, Mem::of(b), 0, size);  // mapped -> port
+  s.copy(Mem::of(d), 0, Mem::of(c), 5, size);  // port -> port
+  Executable exe = s.compile({.profile = true});
+  for (uint8_t seed : {1, 2}) {
+    const auto file = pattern(size + 1001, seed);
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+    auto now_ns = [] {
+      return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now().time_since_epoch())
+                         .count());
+    };
+    const int64_t before = now_ns();
+    exe.run(Bindings());
+    exe.wait();
+    const int64_t after = now_ns();
+    const std::vector<uint8_t> want(file.begin() + 1001, file.end());
+    std::vector<uint8_t> got(size);
+    dev_->copy_out(got.data(), a, 3, size);
+    ASSERT_TRUE(got == want) << "load, seed " << int(seed);
+    mapped->copy_out(got.data(), b, 0, size);
+    ASSERT_TRUE(got == want) << "port -> mapped, seed " << int(seed);
+    other.copy_out(got.data(), c, 5, size);
+    ASSERT_TRUE(got == want) << "mapped -> port, seed " << int(seed);
+    dev_->copy_out(got.data(), d, 0, size);
+    ASSERT_TRUE(got == want) << "port -> port, seed " << int(seed);
+    // The host's ops: the file read and three relays, timed on the host clock within the run
+    // (a timestamp converts to device ticks and back: a tick's rounding either side).
+    size_t host_ops = 0;
+    for (auto& call : exe.profile()) {
+      if (!call.name.starts_with("read ") && !call.name.ends_with(" between staging areas"))
+        continue;
+      host_ops++;
+      EXPECT_GE(call.start_ns, before - 1000) << call.name;
+      EXPECT_LE(call.start_ns, call.end_ns) << call.name;
+      EXPECT_LE(call.end_ns, after + 1000) << call.name;
+    }
+    EXPECT_EQ(host_ops, 4u);
+  }
+  std::filesystem::remove(path);
+}
+
 // A full capture reads the device's buffers through the port (not the host window's memory:
 // the CPU cannot read a USB bridge's SRAM).
 TEST_P(PortDevice, AFullCaptureReadsBuffersThroughThePort) {

@@ -7,11 +7,14 @@
 #include <linux/pci_regs.h>
 #include <linux/vfio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -261,6 +264,44 @@ TEST_F(EmulatedPci, BarMapsReadTheEmulatedRegistersWithinBounds) {
   PciBarMap wc(k, nv, 1, true);
   wc.write32(0x100, 7);
   EXPECT_EQ(bus->bar("0000:22:00.0", 1).read32(0x100), 7u);
+}
+
+// The device side's accesses to an emulated BAR are its memory, not file writes: a process
+// file-size limit (RLIMIT_FSIZE, which a test lowers to make a capture fail) does not reach
+// them; what they write, a map of the BAR sees; a range that leaves the BAR is refused.
+TEST(EmulatedBarMemory, IgnoresTheFileSizeLimitAndRefusesRangesPastItsEnd) {
+  os::EmulatedBar bar(1 * MiB, {{0x10, 0x1234u}});
+  EXPECT_EQ(bar.read32(0x10), 0x1234u);  // the reset value
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error = "no error";
+  try {
+    bar.write32(0x8000, 0xcafe0001u);
+    const uint32_t words[2] = {0x11111111u, 0x22222222u};
+    bar.write(0x9000, std::as_bytes(std::span(words)));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(error, "no error");
+  EXPECT_EQ(bar.read32(0x8000), 0xcafe0001u);
+  uint32_t back[2] = {};
+  bar.read(0x9000, std::as_writable_bytes(std::span(back)));
+  EXPECT_EQ(back[0], 0x11111111u);
+  EXPECT_EQ(back[1], 0x22222222u);
+  void* m = bar.map(nullptr, 4096, PROT_READ, 0x8000);
+  ASSERT_NE(m, MAP_FAILED);
+  EXPECT_EQ(*static_cast<volatile uint32_t*>(m), 0xcafe0001u);
+  ::munmap(m, 4096);
+  EXPECT_EQ(error_of<InvalidInput>([&] { bar.read32(1 * MiB); }),
+            "emulated BAR: 4 bytes at 0x100000 leave its 0x100000 bytes");
+  EXPECT_EQ(error_of<InvalidInput>([&] { bar.write(1 * MiB - 4, std::vector<std::byte>(8)); }),
+            "emulated BAR: 8 bytes at 0xffffc leave its 0x100000 bytes");
 }
 
 TEST_F(EmulatedPci, MappingWithoutPermissionSaysWhichFile) {
