@@ -241,6 +241,15 @@ class Enumerator {
       const uint32_t ctrl = read(f, at + PCI_REBAR_CTRL + 8 * e, 4);
       os::PciResizableBar r;
       r.bar = int(ctrl & PCI_REBAR_CTRL_BAR_IDX);
+      // One entry per BAR ("BAR Index", 7.8.6): a second would describe a BAR the first may
+      // already have resized, with sizes it need not offer.
+      const auto& seen = fn(index).resizable_bars;
+      for (size_t k = 0; k < seen.size(); k++)
+        if (seen[k].bar == r.bar)
+          throw InvalidInput("PCIe enumeration: " + to_string(f) +
+                             ": the Resizable BAR capability names BAR" + std::to_string(r.bar) +
+                             " in entries " + std::to_string(k) + " and " + std::to_string(e) +
+                             " (one entry per BAR)");
       r.current = kMiB << (ctrl >> PCI_REBAR_CTRL_BAR_SHIFT & 0x3f);
       for (unsigned bit = 4; bit < 32; bit++)
         if (cap >> bit & 1) r.supported.push_back(kMiB << (bit - 4));

@@ -337,6 +337,22 @@ TEST(PcieEnumerate, AResizableBarWithNoSizeThatFitsIsLeftAlone) {
   EXPECT_EQ(t.value[0x108], 0x820u);
 }
 
+// Found by fuzz/fuzz_usb.cpp (821,109 executions in): a Resizable BAR capability whose two
+// entries both name BAR0, the first offering 1 MiB, the second nothing. The first resized
+// the BAR and the second then described it with sizes it does not offer. Each BAR has one
+// entry (PCIe Base Specification 7.8.6, "BAR Index"): a second one is an exact error.
+TEST(PcieEnumerate, AResizableBarCapabilityNamingABarTwiceIsRefused) {
+  RawFunction t;
+  // BAR0 32-bit, 256 bytes; Resizable BAR at 0x100 with two entries (NBAR 2 in bits 7:5 of
+  // the first control): entry 0 offers 1 MiB (bit 4) for BAR 0, entry 1 nothing for BAR 0.
+  t.value = {{0x00, 0x12341002}, {0x08, 0x03000000}, {0x10, 0x0}, {0x100, 0x00010015},
+             {0x104, 1u << 4}, {0x108, 0x40}, {0x10c, 0}, {0x110, 0}};
+  t.writable = {{0x04, 0x7}, {0x10, 0xffffff00}, {0x108, 0x3f00}, {0x110, 0x3f00}};
+  EXPECT_EQ(error_of([&] { enumerate_pcie(t, options()); }),
+            "PCIe enumeration: 00:00.0: the Resizable BAR capability names BAR0 in entries 0 "
+            "and 1 (one entry per BAR)");
+}
+
 TEST(PcieTransport, ConfigRequestsUseByteEnablesAndCheckTheirSize) {
   Asm2464 a;
   auto& t = a.topology;
