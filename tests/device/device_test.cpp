@@ -915,6 +915,9 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
     const std::vector<uint32_t> zeros(n, 0);
     d->copy_in(x, 0, zeros.data(), n * 4);
     d->copy_in(y, 0, zeros.data(), n * 4);
+    // The zeros are in place before the gate opens: the kernel below waits only for the gate,
+    // and a staged copy_in still queued on the copy queue would land on its values.
+    d->synchronize();
     ShadowMemory args(*d, 4096);
     fill.fill_args(KernelArgs().buffer(x).value(7u).value(n).value(64u), args.host());
     publish_first(args, 4096);
