@@ -25,6 +25,7 @@
 
 #include "core/capture.hpp"
 #include "core/error.hpp"
+#include "common/file_size_limit.hpp"
 #include "common/hardware_devices.hpp"
 #include "common/interleave.hpp"
 #include "kernels.hpp"
@@ -765,12 +766,8 @@ TEST_P(Batch, ARunWhoseCaptureFailsLeavesEveryDeviceUsable) {
     ASSERT_GT(second_device_at, 16u) << "no second device in the capture";
   }
   capture::start(path);
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = second_device_at;  // the first device's records fit, the second's do not
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  // The first device's records fit, the second's do not.
+  testing_support::FileSizeLimit limit(second_device_at);
   const uint64_t before[2] = {dev_->timeline().last(), other->timeline().last()};
   std::string error;
   try {
@@ -778,8 +775,7 @@ TEST_P(Batch, ARunWhoseCaptureFailsLeavesEveryDeviceUsable) {
   } catch (const OsError& e) {
     error = e.what();
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  limit.lift();
   EXPECT_NO_THROW(capture::stop());
   std::remove(path.c_str());
   EXPECT_NE(error.find("File too large"), std::string::npos) << error;

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "amd/decode.hpp"
+#include "common/file_size_limit.hpp"
 #include "core/error.hpp"
 #include "core/hcq.hpp"
 
@@ -399,12 +400,7 @@ TEST(Capture, AFailedWriteFailsThatSubmissionAndEveryLaterOne) {
   capture::start(path);
   // The file system "fills" at 64 bytes: the header (16) and the device record (47) fit, the
   // submission record does not.
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 64;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  testing_support::FileSizeLimit limit(64);
   std::string first, second;
   int err1 = 0, err2 = 0;
   try {
@@ -419,8 +415,7 @@ TEST(Capture, AFailedWriteFailsThatSubmissionAndEveryLaterOne) {
     second = e.what();
     err2 = e.err();
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  limit.lift();
   EXPECT_EQ(err1, EFBIG);
   EXPECT_EQ(first, "write to " + path + " failed after 64 bytes: File too large (errno 27)");
   EXPECT_EQ(err2, EFBIG);  // and no half record written after it

@@ -28,6 +28,7 @@
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
 #include "common/error_of.hpp"
+#include "common/file_size_limit.hpp"
 
 namespace hcq::os {
 namespace {
@@ -272,12 +273,7 @@ TEST_F(EmulatedPci, BarMapsReadTheEmulatedRegistersWithinBounds) {
 TEST(EmulatedBarMemory, IgnoresTheFileSizeLimitAndRefusesRangesPastItsEnd) {
   os::EmulatedBar bar(1 * MiB, {{0x10, 0x1234u}});
   EXPECT_EQ(bar.read32(0x10), 0x1234u);  // the reset value
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  testing_support::FileSizeLimit limit(4096);
   std::string error = "no error";
   try {
     bar.write32(0x8000, 0xcafe0001u);
@@ -286,8 +282,7 @@ TEST(EmulatedBarMemory, IgnoresTheFileSizeLimitAndRefusesRangesPastItsEnd) {
   } catch (const Error& e) {
     error = e.what();
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  std::signal(SIGXFSZ, old_handler);
+  limit.lift();
   EXPECT_EQ(error, "no error");
   EXPECT_EQ(bar.read32(0x8000), 0xcafe0001u);
   uint32_t back[2] = {};
