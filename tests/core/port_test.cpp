@@ -348,6 +348,9 @@ TEST_P(PortDevice, AFullCaptureReadsBuffersThroughThePort) {
   Buffer window = dev_->allocate(4096, MemoryKind::Host);
   auto in = pattern(4096, 3);
   dev_->copy_in(b, 0, in.data(), 4096);
+  // copy_in returns once `in` may be reused; its staged copy may still be queued, and the
+  // full capture records what memory holds when the next submission is made.
+  dev_->synchronize();
   capture::start(path, {.full = true});
   Signal s = dev_->new_signal();
   CopyQueue q(*dev_);
