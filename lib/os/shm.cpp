@@ -173,6 +173,39 @@ SharedSegment::~SharedSegment() {
   }
 }
 
+namespace {
+// Role bytes lie past the attach and presence bytes, with room left for more of those.
+constexpr off_t kRoleByte = 16;
+
+off_t role_byte(unsigned role) {
+  if (role >= SharedSegment::kRoles)
+    throw InvalidInput("shared segment: role " + std::to_string(role) + " (0 to " +
+                       std::to_string(SharedSegment::kRoles - 1) + ")");
+  return kRoleByte + off_t(role);
+}
+}  // namespace
+
+bool SharedSegment::hold_role(unsigned role) {
+  return set_lock(impl_->fd(), F_WRLCK, role_byte(role), false);
+}
+
+void SharedSegment::release_role(unsigned role) {
+  set_lock(impl_->fd(), F_UNLCK, role_byte(role), false);
+}
+
+bool SharedSegment::role_held(unsigned role) const {
+  // F_OFD_GETLK reports a lock of another open file description that would conflict; this
+  // one's own lock never does.
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = role_byte(role);
+  l.l_len = 1;
+  if (::fcntl(impl_->fd(), F_OFD_GETLK, &l) != 0)
+    throw OsError("shared segment: fcntl(F_OFD_GETLK)", errno);
+  return l.l_type != F_UNLCK;
+}
+
 RobustLock::RobustLock() {
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
