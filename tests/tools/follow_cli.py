@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Live capture between processes, as a user runs it (issue 19, part 3): `hcq run` with
+HCQ_CAPTURE="FILE;shm:NAME" and `hcq dump --follow NAME` in another process. The follower's
+output must equal `hcq dump FILE` of the same run byte for byte (text and --json, with
+filters); killing the writer or the follower at any point never hangs the other; nothing is
+left in /dev/shm. Every child is waited for with a timeout."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HCQ = sys.argv[1]
+failures = []
+tmp = tempfile.mkdtemp(prefix="hcq_follow_cli_")
+names = []
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}:\n  got  {got!r}\n  want {want!r}")
+
+
+def ring(what):
+    name = f"hcq-follow-{what}-{os.getpid()}"
+    names.append(name)
+    return name
+
+
+def env(capture=None):
+    e = dict(os.environ)
+    e.pop("HCQ_CAPTURE", None)
+    if capture:
+        e["HCQ_CAPTURE"] = capture
+    return e
+
+
+def start(args, capture=None):
+    return subprocess.Popen([HCQ] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env(capture))
+
+
+def finish(p, what, limit=60):
+    try:
+        out, err = p.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        failures.append(f"{what}: still running after {limit} s")
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def first_line(p, limit=30):
+    """Waits (bounded) until `p` has written a line to stdout, which it returns."""
+    os.set_blocking(p.stdout.fileno(), False)
+    data, until = b"", time.monotonic() + limit
+    while b"\n" not in data and time.monotonic() < until and p.poll() is None:
+        chunk = p.stdout.read(4096)
+        if chunk:
+            data += chunk
+        else:
+            time.sleep(0.01)
+    os.set_blocking(p.stdout.fileno(), True)
+    return data
+
+
+# 1. The follower starts first; the run captures to a file and the ring at once. What the
+#    follower printed is what `hcq dump FILE` prints, for each of these ways of dumping.
+for extra in ([], ["--json"], ["--queue", "copy", "--json"], ["--submissions", "2:5"]):
+    name, cap = ring("same"), os.path.join(tmp, "run.cap")
+    follower = start(["dump", "--follow", name] + extra)
+    time.sleep(0.05)
+    rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000"], f"{cap};shm:{name}"),
+                        "hcq run")
+    expect(f"hcq run with a file and a ring ({extra})", (rc, err), (0, ""))
+    frc, fout, ferr = finish(follower, "hcq dump --follow")
+    drc, dout, derr = finish(start(["dump", cap] + extra), "hcq dump FILE")
+    expect(f"hcq dump --follow {extra}: exit and stderr", (frc, ferr), (0, ""))
+    expect(f"hcq dump FILE {extra}: exit and stderr", (drc, derr), (0, ""))
+    expect(f"hcq dump --follow {extra} has output", len(fout) > 100, True)
+    expect(f"hcq dump --follow {extra} == hcq dump FILE", fout, dout)
+
+# 2. The writer killed mid-run: the follower shows what it published and ends, saying so.
+name = ring("killw")
+writer = start(["run", "emu:gfx1100", "--size", "16000000"], f"shm:{name}")
+follower = start(["dump", "--follow", name])
+line = first_line(follower)
+expect("a follower of a long run sees a record before the kill", line.startswith(b"submission 0"),
+       True)
+writer.send_signal(signal.SIGKILL)
+finish(writer, "the killed writer")
+t = time.monotonic()
+rc, _, err = finish(follower, "the follower of a killed writer", limit=10)
+expect("the follower of a killed writer: exit and message",
+       (rc, err), (1, f"hcq: dump: shm:{name}: the writer (pid {writer.pid}) ended without "
+                      "closing the capture; what it wrote before is shown\n"))
+expect("the follower of a killed writer ends soon", time.monotonic() - t < 5, True)
+
+# 3. The follower killed mid-run: the run goes on and completes (the ring drops, never blocks).
+name = ring("killf")
+follower = start(["dump", "--follow", name])
+writer = start(["run", "emu:gfx1100", "--size", "1000000"], f"shm:{name},size=1")
+first_line(follower)
+follower.send_signal(signal.SIGKILL)
+finish(follower, "the killed follower")
+rc, out, err = finish(writer, "the writer of a killed follower")
+expect("the run of a killed follower completes", (rc, err), (0, ""))
+
+# 4. No writer: the follower's bounded wait, and the command line's exact errors.
+name = ring("none")
+rc, out, err = finish(start(["dump", "--follow", name, "--timeout", "200"]), "a follower alone")
+expect("hcq dump --follow with no writer", (rc, out, err),
+       (1, "", f"hcq: dump: shm:{name}: no capture writer appeared in 200 ms\n"))
+for args, message in (
+        (["dump", "--follow", "x", "f.cap"], "dump: --follow x reads a live ring, not FILE 'f.cap'"),
+        (["dump", "--follow", "x", "--raw", "pm4"], "dump: --follow decodes a capture, not --raw dwords"),
+        (["dump"], "FILE is required")):
+    rc, out, err = finish(start(args), "hcq " + " ".join(args))
+    expect("hcq " + " ".join(args), (rc, err),
+           (2, f"hcq: {message}\nRun 'hcq dump --help' for usage.\n"))
+rc, out, err = finish(start(["run", "emu:gfx1100", "--size", "1000"], "shm:x,size=0"), "bad spec")
+expect("HCQ_CAPTURE=shm:x,size=0", (rc, err.splitlines()[-1:]),
+       (1, ["hcq: HCQ_CAPTURE: size takes 1 to 4096 (MiB), not '0'"]))
+
+# 5. Nothing is left in /dev/shm by any of these, the killed ones included: the last process
+#    out removes a ring, and the killed writer's was removed by its follower.
+expect("left in /dev/shm", [n for n in names if os.path.exists("/dev/shm/" + n)], [])
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("live capture: follower == file dump, kills end cleanly, nothing left in /dev/shm")
