@@ -48,7 +48,7 @@ struct RingSink {
   void write(const uint8_t* rec, size_t n, RecordType type) {
     uint64_t need = n + (unannounced ? 24 : 0);
     for (const auto& d : devices) need += d.size();
-    if (ring->free_bytes() < need) {
+    if (!ring->fits(need)) {
       if (type == RecordType::Device) {
         devices.emplace_back(rec, rec + n);
       } else {
@@ -171,7 +171,8 @@ void close_locked(Writer& w) {
 // changed (full mode), the submission's. Each record is one checked write.
 uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
                        std::span<const Segment> segments) {
-  auto [it, fresh] = w.devices.emplace(dev.serial(), uint32_t(w.devices.size()));
+  // try_emplace: no node is allocated for a device already recorded (every submission).
+  auto [it, fresh] = w.devices.try_emplace(dev.serial(), uint32_t(w.devices.size()));
   if (fresh) {
     const auto& p = dev.properties();
     w.begin();

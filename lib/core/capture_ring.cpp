@@ -81,11 +81,11 @@ RingWriter::~RingWriter() {
   }
 }
 
-uint64_t RingWriter::free_bytes() {
+bool RingWriter::fits(uint64_t n) {
   const uint64_t cap = h_->capacity;
-  // The tail is read again only when the space known is short: one shared load per fill.
+  if (cap - (head_ - tail_) >= n) return true;
   tail_ = at(h_->tail).load(std::memory_order_acquire);
-  return cap - (head_ - tail_);
+  return cap - (head_ - tail_) >= n;
 }
 
 void RingWriter::put(const void* p, size_t n) {

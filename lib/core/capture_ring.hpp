@@ -65,9 +65,11 @@ class RingWriter {
   RingWriter(const RingWriter&) = delete;
   RingWriter& operator=(const RingWriter&) = delete;
 
-  // Bytes that put() may add now (what the follower has read frees space).
-  uint64_t free_bytes();
-  // Copies `n` bytes after what was put before; the caller checked free_bytes(). Nothing is
+  // Whether put() may add `n` bytes now (what the follower has read frees space). The
+  // follower's tail, a cache line it writes, is read again only when the space last seen is
+  // short of `n`.
+  bool fits(uint64_t n);
+  // Copies `n` bytes after what was put before; the caller checked fits(n). Nothing is
   // visible to the follower before publish().
   void put(const void* p, size_t n);
   void publish();

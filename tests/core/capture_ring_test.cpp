@@ -85,7 +85,7 @@ void skip_file_header(RingSource& src) {
 
 // Appends `r` when it fits (as the capture's RingSink does); false when it was dropped.
 bool append(RingWriter& w, const std::vector<uint8_t>& r) {
-  if (w.free_bytes() < r.size()) {
+  if (!w.fits(r.size())) {
     w.count_dropped(1);
     return false;
   }
@@ -141,7 +141,7 @@ TEST(CaptureRing, RecordsWrapAroundInOrderBetweenAWriterAndAFollowerThread) {
     // This writer waits for room (the capture's drops), so that every record must arrive.
     for (uint32_t seq = 0; seq < kRecords; seq++) {
       const auto r = test_record(seq, (seq * 7919) % 3000);
-      while (writer->free_bytes() < r.size()) std::this_thread::yield();
+      while (!writer->fits(r.size())) std::this_thread::yield();
       writer->put(r.data(), r.size());
       writer->publish();
     }
@@ -227,7 +227,7 @@ TEST(CaptureRing, AFollowerWaitsForAWriterThatStartsLater) {
     RingWriter writer(name, 4096);
     append(writer, test_record(7, 100));
     // Open until the follower has read it (a ring closed before any follower came is gone).
-    for (int i = 0; i < 5000 && writer.free_bytes() < 4096; i++) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < 5000 && !writer.fits(4096); i++) std::this_thread::sleep_for(1ms);
   });
   RingSource follower(name, 5000ms);
   skip_file_header(follower);
