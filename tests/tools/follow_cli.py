@@ -5,6 +5,7 @@ output must equal `hcq dump FILE` of the same run byte for byte (text and --json
 filters); killing the writer or the follower at any point never hangs the other; nothing is
 left in /dev/shm. Every child is waited for with a timeout."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,6 +81,27 @@ for extra in ([], ["--json"], ["--queue", "copy", "--json"], ["--submissions", "
     expect(f"hcq dump FILE {extra}: exit and stderr", (drc, derr), (0, ""))
     expect(f"hcq dump --follow {extra} has output", len(fout) > 100, True)
     expect(f"hcq dump --follow {extra} == hcq dump FILE", fout, dout)
+
+# 1b. A ring too small for the run's buffer contents (",full", 1 MiB against 4 MB buffers): the
+#     records that do not fit are dropped whole, and the follower says how many where they
+#     were missing; everything else is the file's, line for line.
+name, cap = ring("drops"), os.path.join(tmp, "full.cap")
+follower = start(["dump", "--follow", name])
+time.sleep(0.05)
+rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000000"],
+                         f"{cap},full;shm:{name},size=1,full"), "hcq run ,full")
+expect("hcq run with a full file and a 1 MiB ring", (rc, err), (0, ""))
+frc, fout, ferr = finish(follower, "hcq dump --follow (drops)")
+_, dout, _ = finish(start(["dump", cap]), "hcq dump FILE (full)")
+expect("hcq dump --follow with drops: exit and stderr", (frc, ferr), (0, ""))
+drops = [re.fullmatch(r"(\d+) records? dropped", l) for l in fout.splitlines()]
+dropped = sum(int(m.group(1)) for m in drops if m)
+memory = lambda text: sum(l.startswith("memory ") for l in text.splitlines())
+expect("some records were dropped", dropped > 0, True)
+expect("the dropped records are the memory records missing", dropped, memory(dout) - memory(fout))
+keep = lambda text: [l for l in text.splitlines() if not l.startswith("memory ") and
+                     not re.fullmatch(r"\d+ records? dropped", l)]
+expect("with drops, the rest equals hcq dump FILE", keep(fout), keep(dout))
 
 # 2. The writer killed mid-run: the follower shows what it published and ends, saying so.
 name = ring("killw")
