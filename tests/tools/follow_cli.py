@@ -4,6 +4,7 @@ HCQ_CAPTURE="FILE;shm:NAME" and `hcq dump --follow NAME` in another process. The
 output must equal `hcq dump FILE` of the same run byte for byte (text and --json, with
 filters); killing the writer or the follower at any point never hangs the other; nothing is
 left in /dev/shm. Every child is waited for with a timeout."""
+import json
 import os
 import re
 import signal
@@ -52,6 +53,23 @@ def finish(p, what, limit=60):
     return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 
+def polling(p, limit=10):
+    """Waits (bounded) until follower `p` sleeps between its looks for the ring, in
+    clock_nanosleep (syscall 230 on x86-64, 115 on arm64): started, and waiting for a writer.
+    A writer started before that may be gone again before the follower looks."""
+    until = time.monotonic() + limit
+    while time.monotonic() < until and p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/syscall") as f:
+                if f.read().split(" ")[0] in ("230", "115"):
+                    return
+        except OSError:  # no /proc/PID/syscall here: give it time instead
+            time.sleep(0.5)
+            return
+        time.sleep(0.005)
+    failures.append(f"follower {p.pid} was not waiting for a writer within {limit} s")
+
+
 def first_line(p, limit=30):
     """Waits (bounded) until `p` has written a line to stdout, which it returns."""
     os.set_blocking(p.stdout.fileno(), False)
@@ -71,8 +89,9 @@ def first_line(p, limit=30):
 for extra in ([], ["--json"], ["--queue", "copy", "--json"], ["--submissions", "2:5"]):
     name, cap = ring("same"), os.path.join(tmp, "run.cap")
     follower = start(["dump", "--follow", name] + extra)
-    time.sleep(0.05)
-    rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000"], f"{cap};shm:{name}"),
+    polling(follower)
+    # A run long enough (about 0.3 s idle) that a follower on a loaded machine looks in time.
+    rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000000"], f"{cap};shm:{name}"),
                         "hcq run")
     expect(f"hcq run with a file and a ring ({extra})", (rc, err), (0, ""))
     frc, fout, ferr = finish(follower, "hcq dump --follow")
@@ -85,23 +104,35 @@ for extra in ([], ["--json"], ["--queue", "copy", "--json"], ["--submissions", "
 # 1b. A ring too small for the run's buffer contents (",full", 1 MiB against 4 MB buffers): the
 #     records that do not fit are dropped whole, and the follower says how many where they
 #     were missing; everything else is the file's, line for line.
-name, cap = ring("drops"), os.path.join(tmp, "full.cap")
-follower = start(["dump", "--follow", name])
-time.sleep(0.05)
-rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000000"],
-                         f"{cap},full;shm:{name},size=1,full"), "hcq run ,full")
-expect("hcq run with a full file and a 1 MiB ring", (rc, err), (0, ""))
-frc, fout, ferr = finish(follower, "hcq dump --follow (drops)")
-_, dout, _ = finish(start(["dump", cap]), "hcq dump FILE (full)")
-expect("hcq dump --follow with drops: exit and stderr", (frc, ferr), (0, ""))
-drops = [re.fullmatch(r"(\d+) records? dropped", l) for l in fout.splitlines()]
-dropped = sum(int(m.group(1)) for m in drops if m)
 memory = lambda text: sum(l.startswith("memory ") for l in text.splitlines())
-expect("some records were dropped", dropped > 0, True)
-expect("the dropped records are the memory records missing", dropped, memory(dout) - memory(fout))
-keep = lambda text: [l for l in text.splitlines() if not l.startswith("memory ") and
-                     not re.fullmatch(r"\d+ records? dropped", l)]
-expect("with drops, the rest equals hcq dump FILE", keep(fout), keep(dout))
+DROPS = r"(\d+) records? dropped"
+for extra in ([], ["--json"]):
+    name, cap = ring("drops"), os.path.join(tmp, "full.cap")
+    follower = start(["dump", "--follow", name] + extra)
+    polling(follower)
+    rc, _, err = finish(start(["run", "emu:gfx1100", "--size", "1000000"],
+                             f"{cap},full;shm:{name},size=1,full"), "hcq run ,full")
+    expect("hcq run with a full file and a 1 MiB ring", (rc, err), (0, ""))
+    frc, fout, ferr = finish(follower, f"hcq dump --follow {extra} (drops)")
+    _, dout, _ = finish(start(["dump", cap] + extra), "hcq dump FILE (full)")
+    expect(f"hcq dump --follow {extra} with drops: exit and stderr", (frc, ferr), (0, ""))
+    if extra:  # one {"dropped": N} object where they were missing
+        objects = [json.loads(l) for l in fout.splitlines()]
+        drops = [o["dropped"] for o in objects if "dropped" in o]
+        expect("drops in JSON are objects of their own",
+               all(set(o) == {"dropped"} for o in objects if "dropped" in o), True)
+        fout = "\n".join(l for l in fout.splitlines() if not l.startswith('{"dropped":'))
+        memory = lambda text: sum(l.startswith('{"memory":') for l in text.splitlines())
+    else:
+        drops = [int(m.group(1)) for m in map(lambda l: re.fullmatch(DROPS, l), fout.splitlines())
+                 if m]
+        fout = "\n".join(l for l in fout.splitlines() if not re.fullmatch(DROPS, l))
+    expect(f"{extra}: some records were dropped", sum(drops) > 0 and min(drops) > 0, True)
+    expect(f"{extra}: the dropped records are the memory records missing", sum(drops),
+           memory(dout) - memory(fout))
+    keep = lambda text: [l for l in text.splitlines()
+                         if not l.startswith("memory ") and not l.startswith('{"memory":')]
+    expect(f"{extra}: with drops, the rest equals hcq dump FILE", keep(fout), keep(dout))
 
 # 2. The writer killed mid-run: the follower shows what it published and ends, saying so.
 name = ring("killw")
@@ -122,6 +153,7 @@ expect("the follower of a killed writer ends soon", time.monotonic() - t < 5, Tr
 # 3. The follower killed mid-run: the run goes on and completes (the ring drops, never blocks).
 name = ring("killf")
 follower = start(["dump", "--follow", name])
+polling(follower)
 writer = start(["run", "emu:gfx1100", "--size", "1000000"], f"shm:{name},size=1")
 first_line(follower)
 follower.send_signal(signal.SIGKILL)
