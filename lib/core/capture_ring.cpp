@@ -105,6 +105,7 @@ void RingWriter::count_dropped(uint64_t records) {
 uint64_t RingWriter::dropped() const { return at(h_->dropped).load(std::memory_order_relaxed); }
 
 RingSource::RingSource(const std::string& name, std::chrono::milliseconds timeout) : name_(name) {
+  os::SharedSegment::check_name(name);  // not a timeout for a name no writer could have
   const std::string who = "dump: shm:" + name + ": ";
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Backoff backoff;

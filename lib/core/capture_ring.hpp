@@ -95,7 +95,8 @@ class RingSource : public Source {
  public:
   // Waits up to `timeout` for a writer to open ring `name` (a follower may start first).
   // Errors: TimeoutError "dump: shm:NAME: no capture writer appeared in 10000 ms";
-  // InvalidInput "dump: shm:NAME: another follower is reading it"; os::SharedSegment's.
+  // InvalidInput "dump: shm:NAME: another follower is reading it"; os::SharedSegment's (a
+  // bad name at once: "shared segment 'a/b': a name is letters, digits, ...").
   RingSource(const std::string& name, std::chrono::milliseconds timeout);
   ~RingSource() override;
   size_t read_some(void* p, size_t n) override;

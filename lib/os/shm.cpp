@@ -69,12 +69,16 @@ uint64_t SharedSegment::process_start_time(int pid) {
   return 0;
 }
 
-SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
-                             uint64_t payload_bytes, std::chrono::milliseconds timeout)
-    : name_(name) {
+void SharedSegment::check_name(const std::string& name) {
   if (!valid_name(name))
     throw InvalidInput("shared segment '" + name +
                        "': a name is letters, digits, '.', '_' and '-' (1 to 200)");
+}
+
+SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
+                             uint64_t payload_bytes, std::chrono::milliseconds timeout)
+    : name_(name) {
+  check_name(name);
   const uint64_t total = sizeof(SegmentHeader) + payload_bytes;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string who = "shared segment " + name + ": ";

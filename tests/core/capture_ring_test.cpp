@@ -128,6 +128,9 @@ TEST(CaptureRing, SpecsNameAFileARingOrBothAndBadOnesSayWhy) {
             "HCQ_CAPTURE: 'a.cap,full' and 'shm:x' differ in full or zlib (both targets get the "
             "same records)");
   EXPECT_EQ(error_of([] { start("", Options{}); }), "capture: no file and no ring to write");
+  const std::string bad = "shared segment 'a/b': a name is letters, digits, '.', '_' and '-' (1 to 200)";
+  EXPECT_EQ(error_of([] { RingSource f("a/b", 10000ms); }), bad);  // at once, not after 10 s
+  EXPECT_EQ(error_of([] { RingWriter w("a/b", 4096); }), bad);
 }
 
 TEST(CaptureRing, RecordsWrapAroundInOrderBetweenAWriterAndAFollowerThread) {

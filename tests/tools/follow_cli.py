@@ -166,6 +166,9 @@ name = ring("none")
 rc, out, err = finish(start(["dump", "--follow", name, "--timeout", "200"]), "a follower alone")
 expect("hcq dump --follow with no writer", (rc, out, err),
        (1, "", f"hcq: dump: shm:{name}: no capture writer appeared in 200 ms\n"))
+rc, out, err = finish(start(["dump", "--follow", "a/b"]), "a bad ring name")
+expect("hcq dump --follow a/b", (rc, err), (1, "hcq: shared segment 'a/b': a name is letters, "
+                                                "digits, '.', '_' and '-' (1 to 200)\n"))
 for args, message in (
         (["dump", "--follow", "x", "f.cap"], "dump: --follow x reads a live ring, not FILE 'f.cap'"),
         (["dump", "--follow", "x", "--raw", "pm4"], "dump: --follow decodes a capture, not --raw dwords"),
