@@ -11,6 +11,7 @@
 #include "batch/batch.hpp"
 #include "emu/kernels.hpp"
 #include "kernels.hpp"
+#include "ring_drain.hpp"
 
 namespace {
 
@@ -150,6 +151,23 @@ void replays_8_changed(benchmark::State& state, const std::string& device) {
 void BM_BatchReplay8Changed(benchmark::State& state) { replays_8_changed(state, "emu:gfx1100"); }
 BENCHMARK(BM_BatchReplay8Changed)
     ->ArgsProduct({{10, 100, 1000, 10000}, {0, 1}})->ArgNames({"calls", "idle"})
+    ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
+
+// The same replay with every submission captured to a live ring (HCQ_CAPTURE=shm:NAME) that a
+// follower thread drains, beside capture off (BM_BatchReplay8Changed): a capturing replay
+// records its submissions (batch/executable.cpp) and takes the capture's path.
+void BM_BatchReplay8ChangedRingCapture(benchmark::State& state) {
+  const std::string name = "hcq-bench-replay-" + std::to_string(::getpid());
+  capture::Options o;
+  o.ring = name;
+  capture::start("", o);
+  bench::RingDrain drain(name);
+  replays_8_changed(state, "emu:gfx1100");
+  capture::stop();
+  state.counters["dropped"] = double(drain.join());
+}
+BENCHMARK(BM_BatchReplay8ChangedRingCapture)
+    ->ArgsProduct({{10, 1000}, {0}})->ArgNames({"calls", "idle"})
     ->UseManualTime()->Iterations(300)->Unit(benchmark::kNanosecond);
 
 // Parks an emulated GPU's engine thread inside a kernel, so that queues submitted to meanwhile

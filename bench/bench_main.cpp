@@ -25,6 +25,7 @@
 #include "common/hardware_devices.hpp"
 #include "kernels.hpp"
 #include "nv/encoders.hpp"
+#include "ring_drain.hpp"
 #include "qcom/encoders.hpp"
 
 namespace {
@@ -156,6 +157,36 @@ void BM_EmulatedEmptyLaunchRoundTripCaptured(benchmark::State& state) {
   empty_launch_round_trips(state, true);
 }
 BENCHMARK(BM_EmulatedEmptyLaunchRoundTripCaptured)->UseRealTime();
+
+// The capture's own cost per submission: capture::submission() for a 64-dword submission of
+// an open device, to a file (os::OutputFile: one write(2) per record), to the live ring (with
+// a follower draining it), or to both.
+void capture_submissions(benchmark::State& state, bool file, bool ring) {
+  auto dev = Device::open("emu:gfx1100");
+  std::vector<capture::Segment> segs(1);
+  segs[0].words.assign(64, 0xffff1000u);
+  const std::string path = "/tmp/hcq_bench_capture.bin",
+                    name = "hcq-bench-ring-" + std::to_string(::getpid());
+  capture::Options o;
+  if (ring) o.ring = name;
+  capture::start(file ? path : "", o);
+  std::unique_ptr<bench::RingDrain> drain;
+  if (ring) drain = std::make_unique<bench::RingDrain>(name);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(capture::submission(*dev, QueueKind::Compute, 0, segs));
+  capture::stop();
+  // The share of submissions the ring dropped (its follower fell behind): those cost less.
+  if (drain) state.counters["dropped"] = double(drain->join()) / double(state.iterations());
+  if (file) std::remove(path.c_str());
+}
+void BM_CaptureSubmissionToFile(benchmark::State& state) { capture_submissions(state, true, false); }
+BENCHMARK(BM_CaptureSubmissionToFile)->UseRealTime();
+void BM_CaptureSubmissionToRing(benchmark::State& state) { capture_submissions(state, false, true); }
+BENCHMARK(BM_CaptureSubmissionToRing)->UseRealTime();
+void BM_CaptureSubmissionToFileAndRing(benchmark::State& state) {
+  capture_submissions(state, true, true);
+}
+BENCHMARK(BM_CaptureSubmissionToFileAndRing)->UseRealTime();
 
 void BM_EmulatedEmptyLaunchRoundTripNv(benchmark::State& state) {
   empty_launch_round_trips(state, false, "emu:sm_90");

@@ -18,6 +18,7 @@
 #include "nv/push.hpp"
 #include "qcom/decode.hpp"
 #include "core/capture.hpp"
+#include "core/capture_ring.hpp"
 #include "core/error.hpp"
 #include "json.hpp"
 #include "numbers.hpp"
@@ -260,10 +261,26 @@ std::vector<uint32_t> read_raw(const std::string& file, const std::string& forma
   return words;
 }
 
-int dump_capture(const Options& o) {
-  capture::Reader r(o.file == "-" ? "/dev/stdin" : o.file);
+// "3 records dropped": where a live ring left records out (its writer found it full).
+void print_dropped(uint64_t n, const Options& o) {
+  if (o.json)
+    out("%s\n", json_line(Json{{"dropped", n}}).c_str());
+  else
+    out("%llu record%s dropped\n", static_cast<unsigned long long>(n), n == 1 ? "" : "s");
+}
+
+// Decodes the records `r` gives; `live` (a ring being followed) flushes after each record so
+// they show as they arrive. Returns the dropped records the stream announced.
+uint64_t dump_records(capture::Reader& r, const Options& o, bool live) {
   std::map<uint32_t, capture::DeviceRecord> devices;
+  uint64_t announced = 0;
   while (auto rec = r.next()) {
+    if (live) finish_output();
+    if (rec->type == capture::RecordType::Dropped) {
+      announced += rec->dropped;
+      print_dropped(rec->dropped, o);
+      continue;
+    }
     if (rec->type == capture::RecordType::Device) {
       devices[rec->device.id] = rec->device;
       continue;
@@ -313,6 +330,30 @@ int dump_capture(const Options& o) {
           [&](const DecodedPacket& p) { print_packet(p, c, o, 4); });
     }
   }
+  return announced;
+}
+
+int dump_capture(const Options& o) {
+  capture::Reader r(o.file == "-" ? "/dev/stdin" : o.file);
+  dump_records(r, o, false);
+  return 0;
+}
+
+// --follow: the ring's records as the writer appends them, until it is gone and they are all
+// read; then the drops the stream could not announce (the writer went while the ring was
+// full). A writer that died (or was replaced) without closing the ring is an error, after
+// everything it published is shown.
+int dump_follow(const Options& o) {
+  auto source = std::make_unique<capture::RingSource>(o.follow,
+                                                      std::chrono::milliseconds(o.timeout_ms));
+  capture::RingSource& ring = *source;
+  capture::Reader r(std::move(source), "shm:" + o.follow);
+  const uint64_t announced = dump_records(r, o, true);
+  if (const uint64_t left = ring.dropped() - std::min(ring.dropped(), announced)) print_dropped(left, o);
+  finish_output();
+  if (!ring.closed_cleanly())
+    throw Error("dump: shm:" + o.follow + ": the writer (pid " + std::to_string(ring.writer_pid()) +
+                ") ended without closing the capture; what it wrote before is shown");
   return 0;
 }
 
@@ -336,6 +377,13 @@ int dump(const DumpArgs& args) {
       throw UsageError("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
                        ") is after the last (" + std::to_string(o.last) + ")");
   }
+  if (!o.follow.empty()) {
+    if (!o.file.empty())
+      throw UsageError("dump: --follow " + o.follow + " reads a live ring, not FILE '" + o.file + "'");
+    if (!o.raw_format.empty()) throw UsageError("dump: --follow decodes a capture, not --raw dwords");
+    return dump_follow(o);
+  }
+  if (o.file.empty()) throw UsageError("FILE is required");
   if (o.raw_format.empty()) return dump_capture(o);
   if (o.raw_format == "pm4" || o.raw_format == "sdma") {
     amd::Gen gen;

@@ -13,6 +13,8 @@ struct DumpArgs {
   std::string raw_format, gen_name, queue, packet, qmd = "v3";
   std::string format = "auto";  // --raw's input: text, binary or auto
   std::string submissions;  // "A:B", "A:", ":B" or "A"; empty: all
+  std::string follow;       // --follow NAME: a live ring (HCQ_CAPTURE=shm:NAME), not a file
+  uint32_t timeout_ms = 10000;  // --follow: how long to wait for a writer to appear
 };
 
 int cmd_dump(const DumpArgs& args);

@@ -351,8 +351,12 @@ void define(CLI::App& app, Command& c) {
   c.dump = app.add_subcommand(
       "dump", "decode a capture (HCQ_CAPTURE=FILE) or raw dwords (--raw pm4|sdma|nv-push|qmd|"
               "adreno-cp|adreno-uav)");
-  c.dump->add_option("FILE", d.file, "the capture, or with --raw the dwords ('-': standard input)")
-      ->required();
+  c.dump->add_option("FILE", d.file, "the capture, or with --raw the dwords ('-': standard input)");
+  c.dump->add_option("--follow", d.follow, "decode the live ring HCQ_CAPTURE=shm:NAME writes, as it\n"
+                                           "is written, until its writer is gone");
+  c.dump->add_option("--timeout", d.timeout_ms, "--follow: milliseconds to wait for a writer\n"
+                                                "(default 10000)")
+      ->transform(uint_option(1, 3600000));
   c.dump->add_flag("--json", d.json, "JSON Lines: one object per packet");
   c.dump->add_option("--queue", d.queue, "a capture's packets of one queue only")
       ->check(CLI::IsMember({"compute", "copy"}));

@@ -12,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "core/capture_ring.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "os/output_file.hpp"
@@ -34,9 +35,47 @@ uint64_t content_hash(const void* p, uint64_t n) {
   return h;
 }
 
+// The live ring's end of a capture: the same records as the file, appended whole or dropped
+// whole (never blocking the submission). A device record that did not fit is kept and goes
+// first once there is room, since the follower cannot decode its submissions without it; the
+// records dropped since the last one that went in are announced by a Dropped record before
+// the next.
+struct RingSink {
+  std::unique_ptr<RingWriter> ring;
+  uint64_t unannounced = 0;                    // dropped since the last record that went in
+  std::vector<std::vector<uint8_t>> devices;  // device records still to go in (rare: copied)
+
+  void write(const uint8_t* rec, size_t n, RecordType type) {
+    uint64_t need = n + (unannounced ? 24 : 0);
+    for (const auto& d : devices) need += d.size();
+    if (!ring->fits(need)) {
+      if (type == RecordType::Device) {
+        devices.emplace_back(rec, rec + n);
+      } else {
+        unannounced++;
+        ring->count_dropped(1);
+      }
+      return;
+    }
+    for (const auto& d : devices) ring->put(d.data(), d.size());
+    devices.clear();
+    if (unannounced) {
+      const uint32_t head[2] = {uint32_t(RecordType::Dropped), 0};
+      const uint64_t len = 8;
+      ring->put(head, 8);
+      ring->put(&len, 8);
+      ring->put(&unannounced, 8);
+      unannounced = 0;
+    }
+    ring->put(rec, n);
+    ring->publish();
+  }
+};
+
 struct Writer {
   std::mutex mu;
   os::OutputFile file;  // every write checked: a full disk is an error, not a short capture
+  RingSink ring;        // HCQ_CAPTURE=shm:NAME: the live ring, if any
   // Why the capture cannot go on (an open or a write that failed): every later submission
   // throws it, and nothing more is written after the hole.
   std::exception_ptr failed;
@@ -82,7 +121,8 @@ struct Writer {
     const uint64_t len = out->size() - 16;
     std::memcpy(out->data(), head, 8);
     std::memcpy(out->data() + 8, &len, 8);
-    file.write(out->data(), out->size());
+    if (ring.ring) ring.write(out->data(), out->size(), type);
+    if (file.is_open()) file.write(out->data(), out->size());
   }
 };
 
@@ -94,12 +134,22 @@ Writer& writer() {
 std::atomic<int> state{-1};  // -1: environment not read yet, 0: off, 1: on
 
 void open_locked(Writer& w, const std::string& path, const Options& options) {
+  if (path.empty() && options.ring.empty())
+    throw InvalidInput("capture: no file and no ring to write");
   // No symlink followed and no other user's file truncated (os::OutputFile's rule).
-  os::OutputFile f = os::OutputFile::create(path);
-  uint32_t v[2] = {kVersion, 0};
-  f.write(kMagic, sizeof kMagic);
-  f.write(v, sizeof v);
+  os::OutputFile f;
+  if (!path.empty()) {
+    f = os::OutputFile::create(path);
+    uint32_t v[2] = {kVersion, 0};
+    f.write(kMagic, sizeof kMagic);
+    f.write(v, sizeof v);
+  }
+  // The ring's header holds the format version: nothing of the file's header goes in it.
+  RingSink ring;
+  if (!options.ring.empty())
+    ring.ring = std::make_unique<RingWriter>(options.ring, options.ring_bytes);
   w.file = std::move(f);
+  w.ring = std::move(ring);
   w.failed = nullptr;
   w.options = options;
   w.devices.clear();
@@ -112,15 +162,17 @@ void open_locked(Writer& w, const std::string& path, const Options& options) {
 void close_locked(Writer& w) {
   state = 0;
   w.failed = nullptr;
+  w.ring = {};  // closed: its follower ends once it has read the rest
   os::OutputFile f = std::move(w.file);
-  f.close();
+  if (f.is_open()) f.close();
 }
 
 // Writes the records of one submission: its device's (the first time), the buffers that
 // changed (full mode), the submission's. Each record is one checked write.
 uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
                        std::span<const Segment> segments) {
-  auto [it, fresh] = w.devices.emplace(dev.serial(), uint32_t(w.devices.size()));
+  // try_emplace: no node is allocated for a device already recorded (every submission).
+  auto [it, fresh] = w.devices.try_emplace(dev.serial(), uint32_t(w.devices.size()));
   if (fresh) {
     const auto& p = dev.properties();
     w.begin();
@@ -184,20 +236,63 @@ uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t qu
 
 Options parse_spec(const std::string& spec, std::string& path) {
   Options o;
-  size_t at = spec.find(',');
-  path = spec.substr(0, at);
-  while (at != std::string::npos) {
-    size_t next = spec.find(',', at + 1);
-    std::string opt = spec.substr(at + 1, next == std::string::npos ? next : next - at - 1);
-    if (opt == "full")
-      o.full = true;
-    else if (opt == "zlib")
-      o.compress = true;
-    else
-      throw InvalidInput("HCQ_CAPTURE: unknown option '" + opt + "' (path[,full][,zlib])");
-    at = next;
+  path.clear();
+  bool have_file = false, have_ring = false;
+  std::optional<std::pair<bool, bool>> encoding;  // the first target's full and zlib
+  std::string first_target;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = spec.find(';', start);
+    const std::string target = spec.substr(start, end == std::string::npos ? end : end - start);
+    const bool ring = target.starts_with("shm:");
+    bool full = false, compress = false;
+    size_t at = target.find(',');
+    const std::string name = target.substr(0, at);
+    while (at != std::string::npos) {
+      const size_t next = target.find(',', at + 1);
+      const std::string opt = target.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+      if (opt == "full") {
+        full = true;
+      } else if (opt == "zlib") {
+        compress = true;
+      } else if (ring && opt.starts_with("size=")) {
+        const std::string n = opt.substr(5);
+        uint64_t mib = 0;
+        if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos ||
+            (mib = std::stoull(n)) < 1 || mib > kMaxRingMiB)
+          throw InvalidInput("HCQ_CAPTURE: size takes 1 to " + std::to_string(kMaxRingMiB) +
+                             " (MiB), not '" + n + "'");
+        o.ring_bytes = mib << 20;
+      } else {
+        throw InvalidInput("HCQ_CAPTURE: unknown option '" + opt + "' (" +
+                           (ring ? "shm:NAME[,size=MiB][,full][,zlib]" : "path[,full][,zlib]") +
+                           ")");
+      }
+      at = next;
+    }
+    if (ring) {
+      if (have_ring) throw InvalidInput("HCQ_CAPTURE: more than one shm: ring in '" + spec + "'");
+      have_ring = true;
+      o.ring = name.substr(4);
+      if (o.ring.empty()) throw InvalidInput("HCQ_CAPTURE: no ring name in '" + target + "'");
+    } else {
+      if (name.empty()) throw InvalidInput("HCQ_CAPTURE: no file name in '" + spec + "'");
+      if (have_file) throw InvalidInput("HCQ_CAPTURE: more than one file in '" + spec + "'");
+      have_file = true;
+      path = name;
+    }
+    if (!encoding) {
+      encoding.emplace(full, compress);
+      first_target = target;
+    } else if (*encoding != std::pair(full, compress)) {
+      throw InvalidInput("HCQ_CAPTURE: '" + first_target + "' and '" + target +
+                         "' differ in full or zlib (both targets get the same records)");
+    }
+    o.full = full;
+    o.compress = compress;
+    if (end == std::string::npos) break;
+    start = end + 1;
   }
-  if (path.empty()) throw InvalidInput("HCQ_CAPTURE: no file name in '" + spec + "'");
   return o;
 }
 
@@ -245,13 +340,15 @@ std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t q
   Writer& w = writer();
   std::lock_guard lk(w.mu);
   if (w.failed) std::rethrow_exception(w.failed);
-  if (!w.file.is_open()) return std::nullopt;
+  if (!w.file.is_open() && !w.ring.ring) return std::nullopt;
   try {
     return record_locked(w, dev, kind, queue_index, segments);
   } catch (...) {
-    // Part of a record may be in the file: nothing more goes after it.
+    // Part of a record may be in the file: nothing more goes after it (nor in the ring,
+    // which is closed so its follower ends).
     w.failed = std::current_exception();
     w.file = {};
+    w.ring = {};
     throw;
   }
 }

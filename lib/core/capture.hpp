@@ -23,7 +23,9 @@ namespace hcq::capture {
 inline constexpr char kMagic[8] = {'H', 'C', 'Q', 'C', 'A', 'P', 0, 0};
 inline constexpr uint32_t kVersion = 2;  // the reader also reads version 1
 
-enum class RecordType : uint32_t { Device = 1, Submission = 2, Memory = 3 };
+// Dropped: only in a live ring (capture_ring.hpp), where records that did not fit were left
+// out; its payload is how many (8 bytes).
+enum class RecordType : uint32_t { Device = 1, Submission = 2, Memory = 3, Dropped = 4 };
 
 // Record header flag: the payload is zlib-compressed (after its uncompressed length, 8 bytes).
 inline constexpr uint32_t kRecordCompressed = 1;
@@ -40,8 +42,15 @@ struct Options {
   // device that changed since it was last recorded: enough to replay the capture.
   bool full = false;
   bool compress = false;  // zlib-compress each record's payload
+  // Also (or only, with no path) append the records to the live ring of this name
+  // (capture_ring.hpp), of ring_bytes data bytes.
+  std::string ring = {};
+  uint64_t ring_bytes = 16ull << 20;
 };
-// HCQ_CAPTURE's value: "path[,full][,zlib]"; throws InvalidInput for an unknown option.
+// HCQ_CAPTURE's value: one or two targets separated by ';', a file "path[,full][,zlib]" and/or
+// a ring "shm:NAME[,size=MiB][,full][,zlib]"; `path` is the file's, "" for a ring alone.
+// Throws InvalidInput with an exact message for an unknown option, a bad size, two files or
+// two rings, or targets whose full/zlib differ (one capture, one record encoding).
 Options parse_spec(const std::string& spec, std::string& path);
 
 // One piece of a submission: dwords written into the ring, or a command buffer in device
@@ -74,8 +83,9 @@ struct SubmissionRecord {
 };
 
 // Start writing to `path` through os::OutputFile (no symlink followed, another user's file not
-// truncated); throws OsError when it cannot be created or its header not written, and then
-// nothing is captured.
+// truncated), and/or to the ring options.ring names; throws OsError when the file cannot be
+// created or its header not written, RingWriter's errors for the ring, and then nothing is
+// captured. An empty path with no ring is InvalidInput "capture: no file and no ring to write".
 void start(const std::string& path, const Options& options = {});
 // Close; later submissions are not captured. Throws OsError when the close fails.
 void stop();
@@ -91,13 +101,27 @@ bool enabled();
 std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t queue_index,
                                    std::span<const Segment> segments);
 
-// Reads a capture file (or a pipe) record by record; throws hcq::InvalidInput naming the path,
+// Where a Reader's bytes come from: a file or a pipe, or a live ring (capture_ring.hpp).
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Up to `n` bytes; fewer only at the end of the input. Throws OsError for a failed read.
+  virtual size_t read_some(void* p, size_t n) = 0;
+  // The input's size when known at once (a regular file): bounds every record's claim.
+  virtual std::optional<uint64_t> size() const { return std::nullopt; }
+  // The Reader is done with every byte read so far (a whole record): a ring may reuse them.
+  virtual void commit() {}
+};
+
+// Reads a capture file (or a pipe, or another Source) record by record; throws hcq::InvalidInput naming the path,
 // the byte offset, the value seen and the limit for a bad magic, an unsupported version, or a
 // truncated, malformed or oversized record; OsError for a failed read. Memory use is one record
 // (never more than kMaxRecordBytes, and from a pipe never much more than it has delivered).
 class Reader {
  public:
   explicit Reader(const std::string& path);
+  // Reads `source`; `name` stands for it in the messages (as the path does).
+  Reader(std::unique_ptr<Source> source, const std::string& name);
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
   // The next record, or nullopt at the end of the file.
@@ -106,6 +130,7 @@ class Reader {
     DeviceRecord device;
     SubmissionRecord submission;
     MemoryRecord memory;
+    uint64_t dropped = 0;  // RecordType::Dropped: records left out here
   };
   std::optional<Record> next();
 
@@ -117,10 +142,8 @@ class Reader {
   std::vector<uint8_t> read_payload(uint64_t len, uint64_t at);
   std::vector<uint8_t> inflate_payload(const std::vector<uint8_t>& stored, uint64_t at);
   Record parse(uint32_t type, const std::vector<uint8_t>& payload, uint64_t at);
-  struct Close {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, Close> f_;  // closed on every path, a throwing constructor's too
+  void read_header();
+  std::unique_ptr<Source> src_;  // closed on every path, a throwing constructor's too
   std::string path_;
   uint64_t offset_ = 0;
   std::optional<uint64_t> size_;  // of a regular file; none for a pipe or a device

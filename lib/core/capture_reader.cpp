@@ -22,31 +22,69 @@ constexpr uint64_t kReadChunk = 1 << 20;
 
 }  // namespace
 
-Reader::Reader(const std::string& path) : path_(path) {
-  f_.reset(std::fopen(path.c_str(), "rb"));
-  if (!f_) throw OsError("capture: cannot open " + path, errno);
-  struct stat st {};
-  if (::fstat(::fileno(f_.get()), &st) != 0) throw OsError("capture: cannot stat " + path, errno);
-  if (S_ISDIR(st.st_mode)) throw InvalidInput(path + " is a directory, not a capture file");
-  // A regular file's size bounds every record at once; a pipe's records are read as they arrive.
-  if (S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+namespace {
+
+// A file or a pipe through stdio.
+class FileSource : public Source {
+ public:
+  explicit FileSource(const std::string& path) : path_(path) {
+    f_.reset(std::fopen(path.c_str(), "rb"));
+    if (!f_) throw OsError("capture: cannot open " + path, errno);
+    struct stat st {};
+    if (::fstat(::fileno(f_.get()), &st) != 0) throw OsError("capture: cannot stat " + path, errno);
+    if (S_ISDIR(st.st_mode)) throw InvalidInput(path + " is a directory, not a capture file");
+    // A regular file's size bounds every record at once; a pipe's records are read as they
+    // arrive.
+    if (S_ISREG(st.st_mode)) size_ = uint64_t(st.st_size);
+  }
+  size_t read_some(void* p, size_t n) override {
+    const size_t got = n ? std::fread(p, 1, n, f_.get()) : 0;
+    if (got != n && std::ferror(f_.get()))
+      throw OsError(path_ + ": reading at offset " + std::to_string(offset_ + got) + " failed",
+                    errno);
+    offset_ += got;
+    return got;
+  }
+  std::optional<uint64_t> size() const override { return size_; }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> f_;
+  std::string path_;
+  uint64_t offset_ = 0;
+  std::optional<uint64_t> size_;
+};
+
+}  // namespace
+
+Reader::Reader(const std::string& path)
+    : src_(std::make_unique<FileSource>(path)), path_(path), size_(src_->size()) {
+  read_header();
+}
+
+Reader::Reader(std::unique_ptr<Source> source, const std::string& name)
+    : src_(std::move(source)), path_(name), size_(src_->size()) {
+  read_header();
+}
+
+void Reader::read_header() {
   uint8_t head[16];
   read(head, sizeof head, "the file header");
   if (std::memcmp(head, kMagic, 8) != 0)
-    throw InvalidInput(path + ": not an hcq capture (bad magic at offset 0)");
+    throw InvalidInput(path_ + ": not an hcq capture (bad magic at offset 0)");
   uint32_t v[2];
   std::memcpy(v, head + 8, sizeof v);
   if (v[0] < 1 || v[0] > kVersion)
-    throw InvalidInput(path + ": capture format version " + std::to_string(v[0]) +
+    throw InvalidInput(path_ + ": capture format version " + std::to_string(v[0]) +
                        ", this hcq reads versions 1 to " + std::to_string(kVersion));
   version_ = v[0];
+  src_->commit();
 }
 
 size_t Reader::read_some(void* p, size_t n) {
-  const size_t got = n ? std::fread(p, 1, n, f_.get()) : 0;
-  if (got != n && std::ferror(f_.get()))
-    throw OsError(path_ + ": reading at offset " + std::to_string(offset_ + got) + " failed",
-                  errno);
+  const size_t got = src_->read_some(p, n);
   offset_ += got;
   return got;
 }
@@ -138,8 +176,9 @@ std::optional<Reader::Record> Reader::next() {
     std::memcpy(&flags, head + 4, 4);
     std::memcpy(&len, head + 8, 8);
     std::vector<uint8_t> payload = read_payload(len, at);
+    src_->commit();  // a ring may reuse the record's bytes: it is read whole
     // Unknown record types from newer writers are skipped (their length says how far).
-    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::Memory)) continue;
+    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::Dropped)) continue;
     if (flags & kRecordCompressed) payload = inflate_payload(payload, at);
     return parse(type, payload, at);
   }
@@ -204,6 +243,8 @@ Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload,
       take(seg.words.data(), uint64_t(words) * 4);
       s.segments.push_back(std::move(seg));
     }
+  } else if (r.type == RecordType::Dropped) {
+    take(&r.dropped, 8);
   } else {
     uint32_t pad;
     uint64_t size;

@@ -69,12 +69,16 @@ uint64_t SharedSegment::process_start_time(int pid) {
   return 0;
 }
 
-SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
-                             uint64_t payload_bytes, std::chrono::milliseconds timeout)
-    : name_(name) {
+void SharedSegment::check_name(const std::string& name) {
   if (!valid_name(name))
     throw InvalidInput("shared segment '" + name +
                        "': a name is letters, digits, '.', '_' and '-' (1 to 200)");
+}
+
+SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
+                             uint64_t payload_bytes, std::chrono::milliseconds timeout)
+    : name_(name) {
+  check_name(name);
   const uint64_t total = sizeof(SegmentHeader) + payload_bytes;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string who = "shared segment " + name + ": ";
@@ -171,6 +175,39 @@ SharedSegment::~SharedSegment() {
       bip::shared_memory_object::remove(name_.c_str());  // the last one out
   } catch (const Error&) {
   }
+}
+
+namespace {
+// Role bytes lie past the attach and presence bytes, with room left for more of those.
+constexpr off_t kRoleByte = 16;
+
+off_t role_byte(unsigned role) {
+  if (role >= SharedSegment::kRoles)
+    throw InvalidInput("shared segment: role " + std::to_string(role) + " (0 to " +
+                       std::to_string(SharedSegment::kRoles - 1) + ")");
+  return kRoleByte + off_t(role);
+}
+}  // namespace
+
+bool SharedSegment::hold_role(unsigned role) {
+  return set_lock(impl_->fd(), F_WRLCK, role_byte(role), false);
+}
+
+void SharedSegment::release_role(unsigned role) {
+  set_lock(impl_->fd(), F_UNLCK, role_byte(role), false);
+}
+
+bool SharedSegment::role_held(unsigned role) const {
+  // F_OFD_GETLK reports a lock of another open file description that would conflict; this
+  // one's own lock never does.
+  struct flock l {};
+  l.l_type = F_WRLCK;
+  l.l_whence = SEEK_SET;
+  l.l_start = role_byte(role);
+  l.l_len = 1;
+  if (::fcntl(impl_->fd(), F_OFD_GETLK, &l) != 0)
+    throw OsError("shared segment: fcntl(F_OFD_GETLK)", errno);
+  return l.l_type != F_UNLCK;
 }
 
 RobustLock::RobustLock() {

@@ -64,6 +64,19 @@ class SharedSegment {
   // The start time /proc gives a process (field 22 of /proc/<pid>/stat), 0 when it is gone:
   // with the pid it names one process, whatever pid reuse does.
   static uint64_t process_start_time(int pid);
+  // Throws the constructor's InvalidInput for a name it would refuse (for callers that look
+  // for a segment before attaching to it).
+  static void check_name(const std::string& name);
+
+  // Roles (live capture, issue 19 part 3): an exclusive open-file-description lock on byte
+  // kRoleByte + role of the object (roles 0 to 15), held until release_role(), this
+  // SharedSegment's end or its process's death, however it dies: so another process can tell
+  // a role's holder is gone even after a SIGKILL. hold_role() is false when another
+  // SharedSegment (in any process) holds it. role_held() says whether another one does.
+  static constexpr unsigned kRoles = 16;
+  bool hold_role(unsigned role);
+  void release_role(unsigned role);
+  bool role_held(unsigned role) const;
 
  private:
   struct Impl;  // the Boost.Interprocess object and mapping

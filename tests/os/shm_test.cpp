@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/error_of.hpp"
 #include "core/error.hpp"
 
@@ -39,20 +40,7 @@ bool exists(const std::string& name) {
 // run), or kills itself; returns its wait status.
 template <class F>
 int in_child(F child) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int status = 0;
-    try {
-      status = child();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      status = 99;
-    }
-    ::_exit(status);
-  }
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  return st;
+  return testing_support::wait_for(testing_support::spawn(child), std::chrono::seconds(60));
 }
 
 TEST(SharedSegment, TwoAttachesShareTheBytesAndTheLastOneOutRemovesTheName) {
