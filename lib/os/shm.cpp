@@ -77,6 +77,12 @@ void SharedSegment::check_name(const std::string& name) {
 
 SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
                              uint64_t payload_bytes, std::chrono::milliseconds timeout)
+    : SharedSegment(name, layout_version, payload_bytes, {}, timeout) {}
+
+SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
+                             uint64_t payload_bytes,
+                             const std::function<void(std::byte* payload)>& init,
+                             std::chrono::milliseconds timeout)
     : name_(name) {
   check_name(name);
   const uint64_t total = sizeof(SegmentHeader) + payload_bytes;
@@ -144,6 +150,7 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
       h.creator_pid = int32_t(::getpid());
       h.creator_start_time = process_start_time(::getpid());
       std::memcpy(base_, &h, sizeof h);
+      if (init) init(payload());  // still under the attach lock: nobody else is in yet
     }
   } catch (const bip::interprocess_exception& e) {
     unlock_attach();

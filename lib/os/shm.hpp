@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,11 @@ class SharedSegment {
   //    other processes; this build uses layout version 2 (8192 bytes)"
   //   "shared segment NAME: another process held it for 5000 ms while attaching"
   SharedSegment(const std::string& name, uint32_t layout_version, uint64_t payload_bytes,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  // The same, and `init` builds the payload (placement new of its locks) when this attach
+  // creates it, before any other process can attach: nobody sees a lock half made.
+  SharedSegment(const std::string& name, uint32_t layout_version, uint64_t payload_bytes,
+                const std::function<void(std::byte* payload)>& init,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
   ~SharedSegment();
   SharedSegment(const SharedSegment&) = delete;
