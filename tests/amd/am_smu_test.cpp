@@ -6,10 +6,16 @@
 #include "amd/am/smu.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -225,6 +231,112 @@ TEST_F(AmSmuTest, ConcurrentMessagesEachGetTheirOwnAnswerOneAtATime) {
         log[i + 2].value == smu_v13_0_0::kGetSmuVersion ? emu::AmSmu::kVersion : log[i + 1].value;
     EXPECT_EQ(log[i + 4], (Access{'R', kC2pMsg82, expected}));
   }
+}
+
+// Two Smu objects, as a workload's and a monitor's would be, with a mutex each but one
+// SharedMailbox of the device in memory a forked child would share too.
+class SharedAmSmuTest : public AmSmuTest {
+ protected:
+  void SetUp() override {
+    void* p = ::mmap(nullptr, sizeof(os::SharedMailbox), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    mailbox = new (p) os::SharedMailbox();
+    workload.emplace(io, 20ms, mailbox);
+    monitor.emplace(io, 20ms, mailbox);
+  }
+  void TearDown() override { ::munmap(mailbox, sizeof(os::SharedMailbox)); }
+  os::SharedMailbox* mailbox = nullptr;
+  std::optional<Smu> workload, monitor;
+};
+
+TEST_F(SharedAmSmuTest, TwoSmusOnOneSharedMailboxNeverInterleave) {
+  constexpr int kThreads = 4, kRounds = 200;
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      Smu& smu = t % 2 ? *monitor : *workload;
+      for (int i = 0; i < kRounds; ++i) {
+        const uint32_t mine = uint32_t(t) << 16 | uint32_t(i);
+        if (smu.send(smu_v13_0_0::kSetDriverDramAddrLow, mine, true) != mine) ++wrong[t];
+        if (smu.version() != emu::AmSmu::kVersion) ++wrong[t];
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong, std::vector<int>(kThreads, 0));
+  const std::vector<Access> log = recorder.take();
+  ASSERT_EQ(log.size(), size_t(kThreads * kRounds * 2 * 5));
+  for (size_t i = 0; i < log.size(); i += 5) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(log[i], (Access{'W', kC2pMsg90, 0}));
+    ASSERT_EQ(log[i + 1].offset, kC2pMsg82);
+    ASSERT_EQ(log[i + 2].offset, kC2pMsg66);
+    ASSERT_EQ(log[i + 3], (Access{'R', kC2pMsg90, 1}));
+    ASSERT_EQ(log[i + 4].offset, kC2pMsg82);
+  }
+  EXPECT_EQ(mailbox->interruptions, 0u);
+  EXPECT_EQ(workload->resyncs() + monitor->resyncs(), 0u);
+}
+
+// A forked holder takes the mailbox and is killed inside its message: the SMU is still busy
+// with it (the model holds its answer back until the test lets it go, as a slow SMU would).
+// The dead holder's register writes are made here, in the process whose model they reach.
+TEST_F(SharedAmSmuTest, AHolderKilledInsideAMessageIsRecoveredAndTheMailboxResynced) {
+  model.force_response(0);
+  io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_90), 0);
+  io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_82), 0x77);
+  io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_66), smu_v13_0_0::kEnableAllSmuFeatures);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    os::MailboxSection section(*mailbox);
+    section.begin();
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(1);
+  }
+  int st = 0;
+  for (int i = 0; i < 5000 && ::waitpid(child, &st, WNOHANG) != child; i++)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(WIFSIGNALED(st)) << st;
+  model.force_response(std::nullopt);
+  recorder.take();
+
+  // The SMU never finishes the dead holder's message: the next one is refused, exactly, and
+  // the mailbox stays marked.
+  EXPECT_EQ(error_of<TimeoutError>([&] { monitor->version(); }),
+            "SMU message GetSmuVersion (0x2) with argument 0x0: the mailbox was left mid-message "
+            "(its holder died or gave up) and the SMU never answered it: MP1_SMN_C2PMSG_90: "
+            "waited 20 ms for a value other than 0x0 (mask 0xffffffff), last read 0x0");
+  EXPECT_EQ(mailbox->interruptions, 1u);
+  EXPECT_EQ(mailbox->busy, 1u);
+  for (const Access& a : recorder.take()) EXPECT_EQ(a.kind, 'R') << a;  // nothing written
+
+  // It answers a little later: the next message waits for that answer, then goes.
+  std::thread smu_answers([&] {
+    std::this_thread::sleep_for(5ms);
+    model.write32(kC2pMsg90, smu_v13_0_0::kRespOk);
+  });
+  EXPECT_EQ(monitor->version(), emu::AmSmu::kVersion);
+  smu_answers.join();
+  EXPECT_EQ(monitor->resyncs(), 1u);
+  EXPECT_EQ(mailbox->interruptions, 2u);
+  EXPECT_EQ(mailbox->busy, 0u);
+  std::vector<Access> log = recorder.take();
+  ASSERT_GE(log.size(), 6u);
+  // Polls reading 0 while the SMU is busy, then its answer, then the new message.
+  const auto answered = std::find(log.begin(), log.end(), Access{'R', kC2pMsg90, 1});
+  ASSERT_NE(answered, log.end());
+  for (auto it = log.begin(); it != answered; ++it) EXPECT_EQ(*it, (Access{'R', kC2pMsg90, 0}));
+  EXPECT_EQ(std::vector<Access>(answered + 1, log.end()),
+            (std::vector<Access>{{'W', kC2pMsg90, 0},
+                                 {'W', kC2pMsg82, 0},
+                                 {'W', kC2pMsg66, smu_v13_0_0::kGetSmuVersion},
+                                 {'R', kC2pMsg90, 1},
+                                 {'R', kC2pMsg82, emu::AmSmu::kVersion}}));
+  // Back to normal: no wait before the next message.
+  EXPECT_EQ(workload->version(), emu::AmSmu::kVersion);
+  EXPECT_EQ(workload->resyncs(), 0u);
+  EXPECT_EQ(recorder.take().size(), 5u);
 }
 
 }  // namespace

@@ -233,15 +233,30 @@ std::unique_ptr<AmFunction> open_vfio_function(const std::shared_ptr<os::Kernel>
 AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
                    const std::string& firmware_dir, const std::string& device_name,
                    AmDriverHooks hooks)
+    : AmDriver(kernel, std::make_unique<os::DeviceOwner>(*kernel, pci_address, device_name),
+               pci_address, firmware_dir, device_name, std::move(hooks)) {}
+
+// The claim first (its own delegation step: arguments of one call are unordered), then VFIO.
+AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<os::DeviceOwner> owner,
+                   const std::string& pci_address, const std::string& firmware_dir,
+                   const std::string& device_name, AmDriverHooks hooks)
     : AmDriver(kernel, open_vfio_function(kernel, pci_address, device_name, hooks),
-               firmware_dir, device_name, hooks) {}  // copied: the function reads it first
+               firmware_dir, device_name, hooks,  // copied: the function reads it first
+               std::move(owner)) {}
 
 AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
                    const std::string& firmware_dir, const std::string& device_name,
-                   AmDriverHooks hooks)
-    : kernel_(std::move(kernel)), hooks_(std::move(hooks)), function_(std::move(function)) {
+                   AmDriverHooks hooks, std::unique_ptr<os::DeviceOwner> owner)
+    : kernel_(std::move(kernel)),
+      owner_(std::move(owner)),
+      hooks_(std::move(hooks)),
+      function_(std::move(function)) {
   props_.name = device_name;
   BootOptions options = hooks_.boot_options;
+  if (owner_) {
+    options.smu_mailbox = &owner_->smu_mailbox();
+    options.psp_mailbox = &owner_->psp_mailbox();
+  }
   options.firmware_dir = am_firmware_dir(firmware_dir);
   options.bus_master = [this](bool on) { function_->set_bus_master(on); };
   VramPort& vram = function_->vram();

@@ -46,6 +46,7 @@
 #include "amd/ring_queue.hpp"
 #include "core/driver.hpp"
 #include "core/fault.hpp"
+#include "os/device_owner.hpp"
 #include "os/kernel.hpp"
 #include "os/mmio.hpp"
 #include "os/vfio.hpp"
@@ -106,17 +107,21 @@ bool is_pci_address(std::string_view address);
 
 class AmDriver final : public DeviceDriver {
  public:
-  // Opens `pci_address` (bound to vfio-pci) as a VfioFunction and boots it; `device_name` is
-  // what it is opened by ("am:0000:03:00.0"). Throws what VFIO, the boot or the memory set-up
-  // throws.
+  // Claims `pci_address` for this process (os::DeviceOwner, before anything touches the
+  // device: InvalidInput "am:0000:03:00.0: in use by pid 1234 (hcq run am:0000:03:00.0),
+  // since 2026-12-02 11:42:20 UTC" while another process holds it), opens it (bound to
+  // vfio-pci) as a VfioFunction and boots it, its SMU and PSP mailboxes under the claim's
+  // locks; `device_name` is what it is opened by ("am:0000:03:00.0"). Throws what VFIO, the
+  // boot or the memory set-up throws.
   AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
            const std::string& firmware_dir, const std::string& device_name,
            AmDriverHooks hooks = {});
   // Boots the GPU behind `function` (hooks.register_window is not used: the function has its
-  // registers).
+  // registers). `owner`: the claim the caller made before opening the function (its mailbox
+  // locks are used, and it is released last); null: none (the mailboxes are this process's).
   AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
            const std::string& firmware_dir, const std::string& device_name,
-           AmDriverHooks hooks = {});
+           AmDriverHooks hooks = {}, std::unique_ptr<os::DeviceOwner> owner = {});
   ~AmDriver() override;
 
   const DeviceProperties& properties() const override { return props_; }
@@ -151,6 +156,9 @@ class AmDriver final : public DeviceDriver {
  private:
   friend class Queue;
   class FunctionWindows;
+  AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<os::DeviceOwner> owner,
+           const std::string& pci_address, const std::string& firmware_dir,
+           const std::string& device_name, AmDriverHooks hooks);
   [[noreturn]] void raise_fault(const std::string& fault);
   // Whether the wake mailbox was written since the last look (and clears it).
   bool take_mailbox();
@@ -158,6 +166,7 @@ class AmDriver final : public DeviceDriver {
   void wait_msi(std::chrono::steady_clock::duration left);
 
   std::shared_ptr<os::Kernel> kernel_;
+  std::unique_ptr<os::DeviceOwner> owner_;  // first in, last out: the device is ours until then
   AmDriverHooks hooks_;
   DeviceProperties props_;
   std::unique_ptr<AmFunction> function_;

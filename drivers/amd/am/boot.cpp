@@ -234,7 +234,7 @@ void AmBoot::discover_and_read_firmware() {
     // mmhub_v3_0_get_fb_location).
     const RegDesc& fb = describe(mmhub_3_0_0::MMMC_VM_FB_LOCATION_BASE);
     fb_base_ = uint64_t(fb.field("FB_BASE").get(io_->read(fb))) << 24;
-    smu_ = std::make_unique<Smu>(*io_);
+    smu_ = std::make_unique<Smu>(*io_, Smu::kDefaultTimeout, options_.smu_mailbox);
     hdp_ = std::make_unique<Hdp>(*io_, regs_);
     const uint64_t boot_end = vram_size_ - kReservedTopBytes;
     memory_ = std::make_unique<VramBootMemory>(vram_, boot_end - kBootMemoryBytes, boot_end,
@@ -255,13 +255,16 @@ void AmBoot::discover_and_read_firmware() {
 
 BootContext AmBoot::context(uint64_t page_table_base) {
   return BootContext{*io_,      *memory_,   *smu_,    discovery_,      firmware_,
-                     vram_size_, fb_base_, page_table_base, options_.timeout, hdp_.get()};
+                     vram_size_, fb_base_, page_table_base, options_.timeout, hdp_.get(),
+                     options_.psp_mailbox};
 }
 
 PreviousState AmBoot::inspect() {
   PreviousState s;
   s.sos_alive = io_->read(mp_13_0_0::MP0_SMN_C2PMSG_81) != 0;
   s.marker = io_->read(gc_11_0_0::SCRATCH_REG7);
+  // Not under the device's mailbox lock: a cold SMU never answers, and the section left busy
+  // would make the first message of the booted SMU wait for that answer.
   Smu probe(*io_, kSmuProbeTimeout);
   try {
     probe.version();

@@ -99,6 +99,8 @@ struct BootContext {
   // The HDP flush, remapped by the soc phase (hdp.hpp); flush it after writing VRAM an engine
   // or the PSP reads.
   Hdp* hdp = nullptr;
+  // The device's PSP mailbox lock (BootOptions::psp_mailbox) for the Psp the phase makes.
+  os::SharedMailbox* psp_mailbox = nullptr;
 };
 
 // The phases other parts of the driver own; empty ones are skipped.
@@ -119,6 +121,10 @@ struct BootOptions {
   bool force_reset = false;
   // Clears (false) and sets (true) PCI bus mastering around the reset; may be empty.
   std::function<void(bool)> bus_master;
+  // The device's mailbox locks (os/device_owner.hpp), shared with other processes; null:
+  // this process alone uses the mailboxes. They must outlive the boot.
+  os::SharedMailbox* smu_mailbox = nullptr;
+  os::SharedMailbox* psp_mailbox = nullptr;
 };
 
 // What the boot found before touching anything.

@@ -105,7 +105,7 @@ AmDriverHooks gfx1100_hooks() {
     s->psp = std::make_unique<Psp>(c.io, c.memory, Psp::kDefaultTimeout,
                                    Psp::kDefaultHandshakeDelay, [hdp] {
                                      if (hdp) hdp->flush();
-                                   });
+                                   }, c.psp_mailbox);
     s->psp->boot(find_firmware(c.firmware, FirmwareKind::Sos), c.firmware);
   };
   h.boot.gfx = [s](BootContext& c) {

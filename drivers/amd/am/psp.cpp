@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <thread>
 
 #include "core/error.hpp"
@@ -171,8 +173,29 @@ std::vector<PspFirmwareLoad> gfx1100_psp_firmware(const std::vector<Firmware>& f
   return loads;
 }
 
+// One PSP operation: this object's mutex, then the device's mailbox lock when shared. The
+// mailbox reads busy until the operation returns; one that throws leaves it so.
+class Psp::Section {
+ public:
+  explicit Section(const Psp& p) : lock_(p.mutex_), exceptions_(std::uncaught_exceptions()) {
+    if (p.shared_) {
+      shared_.emplace(*p.shared_);
+      shared_->begin();
+    }
+  }
+  ~Section() {
+    if (shared_ && std::uncaught_exceptions() == exceptions_) shared_->end();
+  }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  int exceptions_;
+  std::optional<os::MailboxSection> shared_;
+};
+
 Psp::Psp(RegisterIo& io, BootMemory& memory, std::chrono::microseconds timeout,
-         std::chrono::microseconds handshake_delay, std::function<void()> flush_hdp)
+         std::chrono::microseconds handshake_delay, std::function<void()> flush_hdp,
+         os::SharedMailbox* shared)
     : io_(io),
       memory_(memory),
       timeout_(timeout),
@@ -185,7 +208,8 @@ Psp::Psp(RegisterIo& io, BootMemory& memory, std::chrono::microseconds timeout,
       c2pmsg69_(RegisterIo::describe(mp::MP0_SMN_C2PMSG_69)),
       c2pmsg70_(RegisterIo::describe(mp::MP0_SMN_C2PMSG_70)),
       c2pmsg71_(RegisterIo::describe(mp::MP0_SMN_C2PMSG_71)),
-      c2pmsg81_(RegisterIo::describe(mp::MP0_SMN_C2PMSG_81)) {
+      c2pmsg81_(RegisterIo::describe(mp::MP0_SMN_C2PMSG_81)),
+      shared_(shared) {
   // The bootloader takes the buffer's MC address >> 20: 1 MiB aligned (amdgpu_psp.c
   // psp_sw_init allocates fw_pri_bo with PSP_1_MEG alignment).
   fw_pri_ = memory_.alloc(k1Meg, k1Meg, "PSP firmware buffer");
@@ -203,7 +227,7 @@ void Psp::flush() const {
 }
 
 bool Psp::sos_alive() {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   return io_.read(c2pmsg81_) != 0;
 }
 
@@ -281,13 +305,13 @@ void Psp::load_bootloader(const Firmware& sos) {
   for (const auto& step : steps)  // all checked before the first command
     check_fits(part_bytes(sos, *step.second), part_text(sos, *step.second));
 
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   if (io_.read(c2pmsg81_) != 0) return;  // psp_v13_0_bootloader_load_component
   for (const auto& [command, part] : steps) bootloader_step(command, sos, *part);
 }
 
 void Psp::create_ring() {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   const std::string what = "PSP ring create";
   try {
     // A ring an earlier boot left: destroy it first (tinygrad AM_PSP._ring_create).
@@ -329,7 +353,7 @@ void Psp::create_ring() {
 }
 
 void Psp::destroy_ring() {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   ring_created_ = false;
   io_.write(c2pmsg64_, kCtrlDestroyRings);
   sleep_handshake();
@@ -341,7 +365,7 @@ void Psp::destroy_ring() {
 }
 
 std::vector<uint8_t> Psp::submit(std::span<const uint8_t> command) {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   return submit_locked(command, command_text(command));
 }
 
@@ -398,7 +422,7 @@ std::vector<uint8_t> Psp::submit_locked(std::span<const uint8_t> command,
 uint32_t Psp::load_toc(const Firmware& sos) {
   const FirmwarePart& toc = sos.part("toc");
   const std::span<const uint8_t> bytes = part_bytes(sos, toc);
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   copy_to_firmware_buffer(bytes, part_text(sos, toc));
   // psp_load_toc / psp_prep_load_toc_cmd_buf.
   std::vector<uint8_t> c = new_command(kCmdLoadToc);
@@ -409,7 +433,7 @@ uint32_t Psp::load_toc(const Firmware& sos) {
 }
 
 void Psp::setup_tmr(uint64_t size) {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   if (!tmr_) tmr_ = memory_.alloc(size, kTmrAlignment, "PSP TMR");
   if (tmr_->size != size)
     throw InvalidInput("PSP SETUP_TMR: the TMR is already " + hex(tmr_->size) +
@@ -427,7 +451,7 @@ void Psp::setup_tmr(uint64_t size) {
 }
 
 void Psp::load(uint32_t fw_type, std::span<const uint8_t> bytes, const std::string& what) {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   copy_to_firmware_buffer(bytes, what);
   // psp_prep_load_ip_fw_cmd_buf (tinygrad _load_ip_fw_cmd: from its 1 MiB msg1 buffer).
   std::vector<uint8_t> c = new_command(kCmdLoadIpFw);
@@ -439,7 +463,7 @@ void Psp::load(uint32_t fw_type, std::span<const uint8_t> bytes, const std::stri
 }
 
 void Psp::autoload_rlc() {
-  std::lock_guard lock(mutex_);
+  Section section(*this);
   std::vector<uint8_t> c = new_command(kCmdAutoloadRlc);
   submit_locked(c, command_text(c));
 }

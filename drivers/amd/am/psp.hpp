@@ -31,7 +31,12 @@
 //
 // Threads: every member may be called from several threads at once; one mutex keeps one
 // bootloader step, ring operation or command (buffer copy, frame, fence wait) at a time, as
-// Linux's psp->mutex does. Nothing else may use MP0's mailbox registers meanwhile.
+// Linux's psp->mutex does. With a SharedMailbox (the device's, os/device_owner.hpp) each of
+// those is also a MailboxSection of it, so no other process or Psp object uses MP0's mailbox
+// registers meanwhile. An interrupted section (its holder died inside) needs no extra step:
+// every operation starts by waiting for the ready bit it needs (C2PMSG_35 bit 31 for the
+// bootloader, C2PMSG_64 bit 31 for the ring), as psp_v13_0.c does; it is counted in the
+// mailbox's `interruptions`. Without a SharedMailbox nothing else may use the registers.
 #pragma once
 
 #include <chrono>
@@ -47,6 +52,7 @@
 #include "amd/am/firmware.hpp"
 #include "amd/am/psp_gfx_if.hpp"
 #include "amd/am/register_io.hpp"
+#include "os/device_owner.hpp"
 
 namespace hcq::amd::am {
 
@@ -85,7 +91,7 @@ class Psp {
   // HDP flush Linux's amdgpu_device_flush_hdp and tinygrad's flush_hdp do).
   Psp(RegisterIo& io, BootMemory& memory, std::chrono::microseconds timeout = kDefaultTimeout,
       std::chrono::microseconds handshake_delay = kDefaultHandshakeDelay,
-      std::function<void()> flush_hdp = {});
+      std::function<void()> flush_hdp = {}, os::SharedMailbox* shared = nullptr);
 
   // C2PMSG_81 != 0 (psp_v13_0_is_sos_alive).
   bool sos_alive();
@@ -157,6 +163,8 @@ class Psp {
   uint32_t fence_value_ = 0;
   bool ring_created_ = false;
   mutable std::mutex mutex_;
+  os::SharedMailbox* shared_ = nullptr;
+  class Section;
 };
 
 }  // namespace hcq::amd::am

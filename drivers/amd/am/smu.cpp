@@ -1,5 +1,7 @@
 #include "amd/am/smu.hpp"
 
+#include <optional>
+
 #include "core/error.hpp"
 
 namespace hcq::amd::am {
@@ -30,7 +32,7 @@ std::string smu_response_text(uint32_t response) {
   }
 }
 
-Smu::Smu(RegisterIo& io, std::chrono::microseconds timeout)
+Smu::Smu(RegisterIo& io, std::chrono::microseconds timeout, os::SharedMailbox* shared)
     : io_(io),
       timeout_(timeout),
       msg_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_66)),
@@ -38,13 +40,35 @@ Smu::Smu(RegisterIo& io, std::chrono::microseconds timeout)
       resp_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_90)),
       debug_msg_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_75)),
       debug_arg_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_53)),
-      debug_resp_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_54)) {}
+      debug_resp_(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_54)),
+      shared_(shared) {}
+
+unsigned Smu::resyncs() const {
+  std::lock_guard lock(mutex_);
+  return resyncs_;
+}
 
 uint32_t Smu::exchange(const RegDesc& msg_reg, const RegDesc& arg_reg, const RegDesc& resp_reg,
                        const std::string& what, uint32_t message, uint32_t argument,
                        bool read_back) {
   const std::string context = what + " with argument " + hex(argument);
   std::lock_guard lock(mutex_);
+  std::optional<os::MailboxSection> section;
+  if (shared_) {
+    section.emplace(*shared_);
+    if (section->interrupted() && &resp_reg == &resp_) {
+      // Let the SMU finish the message left behind before clearing its response.
+      try {
+        io_.wait_not(resp_reg, 0xffffffff, kRespNone, timeout_);
+      } catch (const TimeoutError& e) {
+        throw TimeoutError(context +
+                           ": the mailbox was left mid-message (its holder died or gave up) "
+                           "and the SMU never answered it: " + e.what());
+      }
+      resyncs_++;
+    }
+    section->begin();
+  }
   // Clear the response first: the SMU writes it when done (smu_cmn.c __smu_cmn_send_msg).
   io_.write(resp_reg, kRespNone);
   io_.write(arg_reg, argument);
@@ -53,8 +77,9 @@ uint32_t Smu::exchange(const RegDesc& msg_reg, const RegDesc& arg_reg, const Reg
   try {
     response = io_.wait_not(resp_reg, 0xffffffff, kRespNone, timeout_);
   } catch (const TimeoutError& e) {
-    throw TimeoutError(context + ": no response: " + e.what());
+    throw TimeoutError(context + ": no response: " + e.what());  // the mailbox stays busy
   }
+  if (section) section->end();
   if (response != kRespOk)
     throw Error(context + ": response " + hex(response) + " " + smu_response_text(response));
   return read_back ? io_.read(arg_reg) : 0;

@@ -11,7 +11,15 @@
 //
 // Threads: every member may be called from several threads at once: one mutex keeps one
 // message (its three writes, the poll and the read-back) at a time, as smu_cmn.c's
-// message_lock does. The mutex covers only this object: nothing else may use the mailbox.
+// message_lock does. The mutex covers only this object; with a SharedMailbox (the device's,
+// os/device_owner.hpp) every message is also a MailboxSection of it, so Smu objects of other
+// processes (a workload and a monitor) or of this one never interleave on the mailbox.
+//
+// Re-sync: a section that finds the mailbox interrupted (its last holder died inside, or gave
+// up waiting) first waits for the response register to turn non-zero, the SMU done with that
+// message, before clearing it: Linux's smu_cmn_send_smc_msg_with_param polls C2PMSG_90 the
+// same way (__smu_cmn_poll_stat) before every message and refuses to send while it reads
+// SMU_RESP_NONE. The debug mailbox (a reset) skips it: the reset clears what was pending.
 #pragma once
 
 #include <chrono>
@@ -21,6 +29,7 @@
 #include <string_view>
 
 #include "amd/am/register_io.hpp"
+#include "os/device_owner.hpp"
 
 namespace hcq::amd::am {
 
@@ -55,14 +64,20 @@ class Smu {
   // Linux waits adev->usec_timeout * 20 (2 s) per response; tinygrad 10 s.
   static constexpr std::chrono::microseconds kDefaultTimeout = std::chrono::seconds(10);
 
-  explicit Smu(RegisterIo& io, std::chrono::microseconds timeout = kDefaultTimeout);
+  // `shared`: the device's mailbox lock, which must outlive this object; null: only this
+  // object's mutex (nothing else may use the mailbox).
+  explicit Smu(RegisterIo& io, std::chrono::microseconds timeout = kDefaultTimeout,
+               os::SharedMailbox* shared = nullptr);
 
   // Sends one message and waits for its response. Returns the argument register afterwards
   // (the SMU's answer) when `read_back`, otherwise 0. Throws hcq::Error for a response other
   // than 0x1: "SMU message EnableAllSmuFeatures (0x6) with argument 0x0: response 0xff
   // SMU_RESP_CMD_FAIL (the message ran and failed)"; hcq::TimeoutError when no response comes:
   // "SMU message GetSmuVersion (0x2) with argument 0x0: no response: MP1_SMN_C2PMSG_90: waited
-  // 10000 ms for a value other than 0x0 (mask 0xffffffff), last read 0x0".
+  // 10000 ms for a value other than 0x0 (mask 0xffffffff), last read 0x0". A re-sync
+  // whose response never comes: hcq::TimeoutError "SMU message GetSmuVersion (0x2) with
+  // argument 0x0: the mailbox was left mid-message (its holder died or gave up) and the SMU
+  // never answered it: MP1_SMN_C2PMSG_90: waited ...", the mailbox still marked interrupted.
   uint32_t send(uint32_t message, uint32_t argument, bool read_back = false);
 
   // PPSMC_MSG_GetSmuVersion: the firmware version (Linux prints it as
@@ -79,6 +94,9 @@ class Smu {
   // The GPU then resets: tinygrad waits 500 ms before touching it; that wait is the caller's.
   void mode1_reset();
 
+  // How many messages of this object found the mailbox interrupted and re-synced it.
+  unsigned resyncs() const;
+
  private:
   uint32_t exchange(const RegDesc& msg_reg, const RegDesc& arg_reg, const RegDesc& resp_reg,
                     const std::string& what, uint32_t message, uint32_t argument,
@@ -91,7 +109,9 @@ class Smu {
   const RegDesc& debug_msg_;
   const RegDesc& debug_arg_;
   const RegDesc& debug_resp_;
-  std::mutex mutex_;
+  os::SharedMailbox* shared_;
+  mutable std::mutex mutex_;
+  unsigned resyncs_ = 0;  // guarded by mutex_
 };
 
 }  // namespace hcq::amd::am
