@@ -38,18 +38,28 @@ namespace {
 using hcq::tools::Json;
 using hcq::tools::json_line;
 
+// Devices hcq drives itself show their holder when a process holds one (amd::device_holder:
+// text "[held by pid 1234 (hcq run am:0000:03:00.0), since ...]", JSON "holder": {pid,
+// command, since_unix_ms}, the key only then).
 int cmd_ls(bool all, bool json) {
   if (json) {
     Json devices = Json::array();
-    for (auto& l : hcq::Device::list())
-      devices.push_back({{"name", l.name}, {"description", l.description}, {"emulated", l.emulated}});
+    for (auto& l : hcq::Device::list()) {
+      Json d = {{"name", l.name}, {"description", l.description}, {"emulated", l.emulated}};
+      if (const auto h = hcq::amd::device_holder(l.name))
+        d["holder"] = {{"pid", h->pid}, {"command", h->command}, {"since_unix_ms", h->since_unix_ms}};
+      devices.push_back(d);
+    }
     std::printf("%s\n",
                 json_line({{"devices", devices}, {"pci", hcq::tools::ls_pci_json(all)}}).c_str());
     return 0;
   }
-  for (auto& l : hcq::Device::list())
-    std::printf("%-16s %s%s\n", l.name.c_str(), l.description.c_str(),
-                l.emulated ? "  [emulated]" : "");
+  for (auto& l : hcq::Device::list()) {
+    const auto h = hcq::amd::device_holder(l.name);
+    std::printf("%-16s %s%s%s\n", l.name.c_str(), l.description.c_str(),
+                l.emulated ? "  [emulated]" : "",
+                h ? ("  [held by " + h->describe() + "]").c_str() : "");
+  }
   return hcq::tools::cmd_ls_pci(all);
 }
 

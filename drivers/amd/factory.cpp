@@ -21,6 +21,8 @@
 #include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
+#include "os/device_owner.hpp"
+#include "os/emulated_kernel.hpp"
 #include "os/pci.hpp"
 
 namespace hcq::amd {
@@ -32,15 +34,20 @@ namespace {
 constexpr const char* kAmSuffix = "_am";
 constexpr const char* kUsbSuffix = "_usb";
 
+// The ownership key of the GPU behind the bridge on USB `port` (os/device_owner.hpp).
+std::string usb_owner_key(const std::string& port) { return "usb." + port; }
+
 // The AM driver over the bridge on `port` of `kernel`, its device called `name`.
 std::unique_ptr<am::AmDriver> boot_over_usb(std::shared_ptr<os::Kernel> kernel,
                                             const std::string& port, const std::string& name,
                                             const std::string& firmware_dir, bool force_reset) {
+  // Claimed before the bridge is touched (os/device_owner.hpp).
+  auto owner = std::make_unique<os::DeviceOwner>(*kernel, usb_owner_key(port), name);
   std::unique_ptr<am::UsbFunction> function = am::open_usb_function(kernel, port, name);
   am::AmDriverHooks hooks = am::gfx1100_hooks();
   hooks.boot_options.force_reset = force_reset;
   return std::make_unique<am::AmDriver>(std::move(kernel), std::move(function), firmware_dir,
-                                        name, std::move(hooks));
+                                        name, std::move(hooks), std::move(owner));
 }
 }  // namespace
 
@@ -106,6 +113,25 @@ std::unique_ptr<am::AmDriver> open_usb_am_driver(std::shared_ptr<os::Kernel> ker
     throw InvalidInput("bad device name '" + name +
                        "': expected usb:<bus>-<port>, e.g. usb:2-1");
   return boot_over_usb(std::move(kernel), port, name, firmware_dir, force_reset);
+}
+
+std::optional<os::DeviceHolder> device_holder(const std::string& name) {
+  const auto emulated_holder = [](const std::string& key) {
+    const os::EmulatedKernel scope;  // only its kind and scope are looked at
+    return os::device_holder(scope, key);
+  };
+  if (name.rfind("am:", 0) == 0 && am::is_pci_address(name.substr(3)))
+    return os::device_holder(*os::real_kernel(), name.substr(3));
+  if (name.rfind("usb:", 0) == 0 && is_usb_port(name.substr(4))) {
+    const char* e = std::getenv("HCQ_EMULATED_USB");
+    if (e && std::string(e) == "1") return emulated_holder(usb_owner_key(name.substr(4)));
+    return os::device_holder(*os::real_kernel(), usb_owner_key(name.substr(4)));
+  }
+  if (name == std::string("emu:gfx1100") + kAmSuffix)
+    return emulated_holder(emu::AmEmulatedSystem::kAddress);
+  if (name == std::string("emu:gfx1100") + kUsbSuffix)
+    return emulated_holder(usb_owner_key(usb::emu::UsbEmulatedSystem::kPort));
+  return std::nullopt;
 }
 
 DriverFactory factory() {

@@ -1,8 +1,10 @@
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/registry.hpp"
+#include "os/device_owner.hpp"
 #include "os/kernel.hpp"
 namespace hcq::amd {
 DriverFactory factory();
@@ -24,6 +26,12 @@ std::unique_ptr<am::AmDriver> open_usb_am_driver(std::shared_ptr<os::Kernel> ker
                                                  const std::string& name,
                                                  const std::string& firmware_dir = {},
                                                  bool force_reset = false);
+// Who holds a device hcq drives itself, by the name it is opened by (os/device_owner.hpp):
+// "am:<PCI address>", "usb:<port>" (HCQ_EMULATED_USB=1: the emulated machine's), and
+// "emu:gfx1100_am" / "emu:gfx1100_usb", whose records are scoped to one emulated machine and
+// so are found only with the holder's scope ($HCQ_EMULATED_SCOPE). Nothing for other names
+// or when nobody holds it.
+std::optional<os::DeviceHolder> device_holder(const std::string& name);
 // Whether `port` is a USB port as sysfs names it: bus, '-', then port numbers joined by '.'
 // ("2-1", "3-1.4").
 bool is_usb_port(const std::string& port);
