@@ -8,11 +8,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -24,6 +24,7 @@
 #include "amd/am_block_harness.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_smu.hpp"
+#include "common/child_process.hpp"
 #include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "os/mmio.hpp"
@@ -84,6 +85,38 @@ class AmSmuTest : public ::testing::Test {
   os::EmulatedMmio bar{"BAR5 of 0000:03:00.0", 0x100000, recorder};
   RegisterIo io{bar, bases};
   Smu smu{io, 20ms};
+
+  // `threads` threads send `rounds` pairs of messages each, thread t through smu_of(t): each
+  // gets its own answer, and the model sees whole messages one after another: clear,
+  // argument, message, one poll (the model answers at once), the read-back.
+  void send_from_threads(int threads, int rounds, const std::function<Smu&(int)>& smu_of) {
+    std::vector<std::thread> running;
+    std::vector<int> wrong(threads, 0);
+    for (int t = 0; t < threads; ++t)
+      running.emplace_back([&, t] {
+        Smu& s = smu_of(t);
+        for (int i = 0; i < rounds; ++i) {
+          const uint32_t mine = uint32_t(t) << 16 | uint32_t(i);
+          if (s.send(smu_v13_0_0::kSetDriverDramAddrLow, mine, true) != mine) ++wrong[t];
+          if (s.version() != emu::AmSmu::kVersion) ++wrong[t];
+        }
+      });
+    for (std::thread& th : running) th.join();
+    EXPECT_EQ(wrong, std::vector<int>(threads, 0));
+    const std::vector<Access> log = recorder.take();
+    ASSERT_EQ(log.size(), size_t(threads * rounds * 2 * 5));
+    for (size_t i = 0; i < log.size(); i += 5) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ(log[i], (Access{'W', kC2pMsg90, 0}));
+      EXPECT_EQ(log[i + 1].offset, kC2pMsg82);
+      EXPECT_EQ(log[i + 2].offset, kC2pMsg66);
+      EXPECT_EQ(log[i + 3], (Access{'R', kC2pMsg90, 1}));
+      const uint32_t expected = log[i + 2].value == smu_v13_0_0::kGetSmuVersion
+                                    ? emu::AmSmu::kVersion
+                                    : log[i + 1].value;
+      EXPECT_EQ(log[i + 4], (Access{'R', kC2pMsg82, expected}));
+    }
+  }
 };
 
 TEST_F(AmSmuTest, TheRegistersSitWhereTheDiscoveryTableAndMp13HeaderPutThem) {
@@ -204,33 +237,7 @@ TEST_F(AmSmuTest, ModelRunsAMessageWrittenWithoutClearingTheResponse) {
 }
 
 TEST_F(AmSmuTest, ConcurrentMessagesEachGetTheirOwnAnswerOneAtATime) {
-  constexpr int kThreads = 8, kRounds = 500;
-  std::vector<std::thread> threads;
-  std::vector<int> wrong(kThreads, 0);
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kRounds; ++i) {
-        const uint32_t mine = uint32_t(t) << 16 | uint32_t(i);
-        if (smu.send(smu_v13_0_0::kSetDriverDramAddrLow, mine, true) != mine) ++wrong[t];
-        if (smu.version() != emu::AmSmu::kVersion) ++wrong[t];
-      }
-    });
-  for (std::thread& th : threads) th.join();
-  EXPECT_EQ(wrong, std::vector<int>(kThreads, 0));
-  // The model saw whole messages one after another: clear, argument, message, one poll
-  // (the model answers at once), the read-back.
-  const std::vector<Access> log = recorder.take();
-  ASSERT_EQ(log.size(), size_t(kThreads * kRounds * 2 * 5));
-  for (size_t i = 0; i < log.size(); i += 5) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ(log[i], (Access{'W', kC2pMsg90, 0}));
-    EXPECT_EQ(log[i + 1].offset, kC2pMsg82);
-    EXPECT_EQ(log[i + 2].offset, kC2pMsg66);
-    EXPECT_EQ(log[i + 3], (Access{'R', kC2pMsg90, 1}));
-    const uint32_t expected =
-        log[i + 2].value == smu_v13_0_0::kGetSmuVersion ? emu::AmSmu::kVersion : log[i + 1].value;
-    EXPECT_EQ(log[i + 4], (Access{'R', kC2pMsg82, expected}));
-  }
+  send_from_threads(8, 500, [&](int) -> Smu& { return smu; });
 }
 
 // Two Smu objects, as a workload's and a monitor's would be, with a mutex each but one
@@ -251,30 +258,7 @@ class SharedAmSmuTest : public AmSmuTest {
 };
 
 TEST_F(SharedAmSmuTest, TwoSmusOnOneSharedMailboxNeverInterleave) {
-  constexpr int kThreads = 4, kRounds = 200;
-  std::vector<std::thread> threads;
-  std::vector<int> wrong(kThreads, 0);
-  for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] {
-      Smu& smu = t % 2 ? *monitor : *workload;
-      for (int i = 0; i < kRounds; ++i) {
-        const uint32_t mine = uint32_t(t) << 16 | uint32_t(i);
-        if (smu.send(smu_v13_0_0::kSetDriverDramAddrLow, mine, true) != mine) ++wrong[t];
-        if (smu.version() != emu::AmSmu::kVersion) ++wrong[t];
-      }
-    });
-  for (std::thread& th : threads) th.join();
-  EXPECT_EQ(wrong, std::vector<int>(kThreads, 0));
-  const std::vector<Access> log = recorder.take();
-  ASSERT_EQ(log.size(), size_t(kThreads * kRounds * 2 * 5));
-  for (size_t i = 0; i < log.size(); i += 5) {
-    SCOPED_TRACE(i);
-    ASSERT_EQ(log[i], (Access{'W', kC2pMsg90, 0}));
-    ASSERT_EQ(log[i + 1].offset, kC2pMsg82);
-    ASSERT_EQ(log[i + 2].offset, kC2pMsg66);
-    ASSERT_EQ(log[i + 3], (Access{'R', kC2pMsg90, 1}));
-    ASSERT_EQ(log[i + 4].offset, kC2pMsg82);
-  }
+  send_from_threads(4, 200, [&](int t) -> Smu& { return t % 2 ? *monitor : *workload; });
   EXPECT_EQ(mailbox->interruptions, 0u);
   EXPECT_EQ(workload->resyncs() + monitor->resyncs(), 0u);
 }
@@ -287,16 +271,12 @@ TEST_F(SharedAmSmuTest, AHolderKilledInsideAMessageIsRecoveredAndTheMailboxResyn
   io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_90), 0);
   io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_82), 0x77);
   io.write(RegisterIo::describe(mp_13_0_0::MP1_SMN_C2PMSG_66), smu_v13_0_0::kEnableAllSmuFeatures);
-  const pid_t child = ::fork();
-  if (child == 0) {
+  const int st = testing_support::wait_for(testing_support::spawn([&] {
     os::MailboxSection section(*mailbox);
     section.begin();
     ::kill(::getpid(), SIGKILL);
-    ::_exit(1);
-  }
-  int st = 0;
-  for (int i = 0; i < 5000 && ::waitpid(child, &st, WNOHANG) != child; i++)
-    std::this_thread::sleep_for(1ms);
+    return 1;
+  }));
   ASSERT_TRUE(WIFSIGNALED(st)) << st;
   model.force_response(std::nullopt);
   recorder.take();

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.hpp"
 #include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "os/emulated_kernel.hpp"
@@ -28,6 +29,17 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing_support::error_of;
+
+// A forked child (common/child_process.hpp) that SIGALRM ends after 10 s, whatever it waits on.
+template <class F>
+pid_t start_child(F child) {
+  return testing_support::spawn([&] {
+    ::alarm(10);
+    return child();
+  });
+}
+
+int wait_child(pid_t pid) { return testing_support::wait_for(pid); }
 
 bool exists(const std::string& name) {
   struct stat st {};
@@ -47,36 +59,6 @@ class DeviceOwnerTest : public ::testing::Test {
   const std::string key = "0000:03:00.0";
   std::string segment;
 };
-
-// Forks `child`, which ends with _exit(its result) after at most 10 s.
-template <class F>
-pid_t start_child(F child) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::alarm(10);
-    int status = 0;
-    try {
-      status = child();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      status = 99;
-    }
-    ::_exit(status);
-  }
-  return pid;
-}
-
-// The child's wait status, after at most 10 s (then it is killed).
-int wait_child(pid_t pid) {
-  int st = 0;
-  for (int i = 0; i < 10000; i++) {
-    if (::waitpid(pid, &st, WNOHANG) == pid) return st;
-    std::this_thread::sleep_for(1ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &st, 0);
-  return st;
-}
 
 // One byte from `fd` within 10 s; -1 on timeout or end of file.
 int read_byte(int fd) {
@@ -281,7 +263,7 @@ TEST(MailboxSection, ThreadsOfTwoProcessesNeverShareTheSection) {
   ASSERT_NE(inside, MAP_FAILED);
   inside[0] = inside[1] = 0;
   auto work = [&] {
-    for (int i = 0; i < 500; i++) {
+    for (int i = 0; i < 100; i++) {
       MailboxSection s(*m);
       if (++inside[0] != 1) inside[1]++;
       std::this_thread::yield();
