@@ -178,8 +178,11 @@ int EmulatedKernel::poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
 
 void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,
                            off_t offset) {
-  if (fd < 0 || (flags & MAP_ANONYMOUS)) {
-    void* p = ::mmap(addr, length, prot, flags, -1, 0);
+  // A real file's fd (a memfd or dma-buf another process passed over a socket: emulated
+  // kernels export memory as real memfds) maps as the OS maps it.
+  if (fd < 0 || (flags & MAP_ANONYMOUS) || fd < kFirstFd) {
+    const bool anon = fd < 0 || (flags & MAP_ANONYMOUS);
+    void* p = ::mmap(addr, length, prot, flags, anon ? -1 : fd, anon ? 0 : offset);
     // MAP_FIXED replaced whatever was there, node mappings included (mmap(2)).
     if (p != MAP_FAILED && (flags & MAP_FIXED)) take_node_maps(uintptr_t(p), length);
     return p;
