@@ -49,6 +49,8 @@ class RmDriver final : public DeviceDriver {
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
+  int export_memory(const Allocation& a) override;
+  Allocation import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   void submit_indirect(std::span<const IndirectRun> runs) override;

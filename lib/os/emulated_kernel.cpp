@@ -24,6 +24,7 @@ int EmulatedNode::munmap(void*, size_t) { return 0; }
 ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::read(int, void*, size_t) { return -EINVAL; }
+int EmulatedNode::passable_fd(int) { return -EOPNOTSUPP; }
 int EmulatedNode::poll(int, short) { return 0; }
 void EmulatedNode::wait(int, short, std::chrono::microseconds at_most) {
   std::this_thread::sleep_for(at_most);
@@ -130,6 +131,11 @@ int EmulatedKernel::ioctl(int fd, unsigned long request, void* arg) {
 ssize_t EmulatedKernel::read(int fd, void* buf, size_t size) {
   auto node = node_of(fd);
   return node ? node->read(fd, buf, size) : -EBADF;
+}
+
+int EmulatedKernel::passable_fd(int fd) {
+  auto node = node_of(fd);
+  return node ? node->passable_fd(fd) : -EBADF;
 }
 
 int EmulatedKernel::eventfd(unsigned initval, int flags) {

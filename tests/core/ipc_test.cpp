@@ -234,19 +234,28 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
   EXPECT_EQ(error_of([&] { dev->import_buffer(s.export_ipc()); }),
             me + ": import_buffer: the handle is of a signal, not a buffer");
   {
+    // A handle of another target (checked before the driver sees its fd).
+    const std::string other = arch() == "sm_90" ? "gfx1100" : "sm_90";
     IpcHandle h = b.export_ipc();
-    h.device = "emu:sm_90";
-    h.arch = "sm_90";
+    h.device = "emu:" + other;
+    h.arch = other;
     EXPECT_EQ(error_of([&] { dev->import_buffer(std::move(h)); }),
-              me + ": import_buffer: the handle is of emu:sm_90 (sm_90), this device is " + me +
-                  " (" + arch() + ")");
+              me + ": import_buffer: the handle is of emu:" + other + " (" + other +
+                  "), this device is " + me + " (" + arch() + ")");
   }
+  // What each kernel driver says of memory other than the handle says (KFD asks the
+  // dma-buf's size first; RM refuses to map past the object's end) and of an fd that holds
+  // no exported memory.
+  const bool amd = GetParam().starts_with("emu:gfx");
   {
-    IpcHandle h = b.export_ipc();
+    // Host memory: the CPU maps all of it, so RM's map is where the size is checked.
+    Buffer hb = dev->allocate(8192, MemoryKind::Host);
+    IpcHandle h = hb.export_ipc();
     h.alloc_bytes = 16384;
     h.size = 16384;
-    EXPECT_EQ(error_of([&] { dev->import_buffer(std::move(h)); }),
-              me + ": the imported memory holds 8192 bytes, the handle says 16384");
+    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }),
+              amd ? me + ": the imported memory holds 8192 bytes, the handle says 16384"
+                  : me + ": NV_ESC_RM_MAP_MEMORY: NV_ERR_INVALID_LIMIT");
   }
   {
     IpcHandle h = b.export_ipc();
@@ -261,9 +270,11 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
     ASSERT_EQ(::pipe(p), 0);
     ::close(p[1]);
     h.fd = os::OwnedFd(p[0]);  // not memory at all
-    EXPECT_EQ(error_of([&] { dev->import_buffer(std::move(h)); }),
-              me + ": the imported fd is not a buffer amdgpu exported "
-                   "(AMDKFD_IOC_GET_DMABUF_INFO: Invalid argument)");
+    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }),
+              amd ? me + ": the imported fd is not a buffer amdgpu exported "
+                         "(AMDKFD_IOC_GET_DMABUF_INFO: Invalid argument)"
+                  : me + ": RM control OS_UNIX_IMPORT_OBJECT_FROM_FD (0x3d06): "
+                         "NV_ERR_INVALID_PARAMETER");
   }
   {
     IpcHandle h = b.export_ipc();
@@ -324,7 +335,7 @@ TEST(IpcSocket, ReceiveHandleExactErrors) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Emulated, Ipc, ::testing::Values("emu:gfx1100"),
+INSTANTIATE_TEST_SUITE_P(Emulated, Ipc, ::testing::Values("emu:gfx1100", "emu:sm_90"),
                          [](const auto& info) { return info.param.substr(4); });
 
 }  // namespace
