@@ -465,6 +465,11 @@ Allocation RmDriver::alloc_at(uint64_t va, uint64_t size, MemoryKind kind) {
     throw Error(std::string(e.what()) + "; free: " + free + " of " +
                 std::to_string(props_.device_memory_bytes) + " bytes");
   }
+  return map_object(h, va, size, kind);
+}
+
+Allocation RmDriver::map_object(NvHandle h, uint64_t va, uint64_t size, MemoryKind kind) {
+  const bool system = kind == MemoryKind::Host;
   Allocation out{va, size, nullptr, kind, h};
   try {
     // CPU view at the GPU address; video memory beyond a small BAR may refuse (no CPU view).
@@ -556,7 +561,6 @@ int RmDriver::export_memory(const Allocation& a) {
 }
 
 Allocation RmDriver::import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) {
-  const bool system = kind == MemoryKind::Host;
   OsUnixImportObjectFromFdParams p{};
   p.fd = fd;
   {
@@ -565,24 +569,7 @@ Allocation RmDriver::import_memory(int fd, uint64_t va, uint64_t size, MemoryKin
   }
   control(root_, NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD, &p, sizeof(p),
           "OS_UNIX_IMPORT_OBJECT_FROM_FD");
-  const NvHandle h = p.object.hObject;
-  Allocation out{va, size, nullptr, kind, h};
-  try {
-    try {
-      map_for_cpu(h, va, size, system, 0);
-      out.host = reinterpret_cast<void*>(va);
-    } catch (const Error&) {
-      if (system) throw;
-    }
-    map_for_gpu(h, va, size);
-  } catch (...) {
-    if (out.host) reserve(va, size);
-    free_object(h);
-    throw;
-  }
-  std::lock_guard lk(mu_);
-  allocs_[va] = out;
-  return out;
+  return map_object(p.object.hObject, va, size, kind);
 }
 
 void RmDriver::free(const Allocation& a) {
