@@ -348,6 +348,7 @@ TEST_P(PortDevice, AFullCaptureReadsBuffersThroughThePort) {
   Buffer window = dev_->allocate(4096, MemoryKind::Host);
   auto in = pattern(4096, 3);
   dev_->copy_in(b, 0, in.data(), 4096);
+  dev_->synchronize();  // copy_in may return before its staged copy lands; the capture reads b
   capture::start(path, {.full = true});
   Signal s = dev_->new_signal();
   CopyQueue q(*dev_);
