@@ -21,6 +21,7 @@
 #include "amd/decode.hpp"
 #include "amd/encoders.hpp"
 #include "amd/fault_log.hpp"
+#include "amd/kfd_dmabuf.hpp"
 #include "amd/ib_positions.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
@@ -128,6 +129,8 @@ class KfdDriver final : public DeviceDriver {
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
+  int export_memory(const Allocation& a) override;
+  Allocation import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   ProgramLayout program_layout(std::span<const std::byte> image) override {
@@ -404,6 +407,54 @@ Allocation KfdDriver::map_user(void* host, uint64_t size) {
   map_to_gpu(a.handle, "AMDKFD_IOC_MAP_MEMORY_TO_GPU (userptr)");
   Allocation out{addr, size, host, MemoryKind::Host, a.handle};
   out.user = true;
+  return out;
+}
+
+// Sharing with another process: a dma-buf of the buffer object, exported and imported through
+// KFD (as ROCr's IPC does); the CPU maps an import through the dma-buf itself (amdgpu's
+// dma-bufs take mmap), at the GPU address as everything here is.
+int KfdDriver::export_memory(const Allocation& a) {
+  if (a.user)  // KFD refuses a userptr's export (EPERM): the pages are the caller's
+    throw InvalidInput(props_.name + ": the caller's host memory at " + hex(a.va) +
+                       " cannot be exported");
+  kfd_ioctl_export_dmabuf_args e{};
+  e.handle = a.handle;
+  e.flags = O_CLOEXEC;
+  ioctl(AMDKFD_IOC_EXPORT_DMABUF, &e, "AMDKFD_IOC_EXPORT_DMABUF (KFD 1.12, Linux 6.2)");
+  return int(e.dmabuf_fd);
+}
+
+Allocation KfdDriver::import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) {
+  kfd_ioctl_get_dmabuf_info_args info{};
+  info.dmabuf_fd = uint32_t(fd);
+  if (int r = kernel_->ioctl(kfd_fd_, AMDKFD_IOC_GET_DMABUF_INFO, &info); r < 0)
+    throw InvalidInput(props_.name + ": the imported fd is not a buffer amdgpu exported "
+                       "(AMDKFD_IOC_GET_DMABUF_INFO: " + std::strerror(-r) + ")");
+  if (info.size != size)  // KFD maps the whole dma-buf at va: exactly the range reserved
+    throw InvalidInput(props_.name + ": the imported memory holds " +
+                       std::to_string(info.size) + " bytes, the handle says " +
+                       std::to_string(size));
+  kfd_ioctl_import_dmabuf_args im{};
+  im.va_addr = va;
+  im.gpu_id = node_.gpu_id;
+  im.dmabuf_fd = uint32_t(fd);
+  ioctl(AMDKFD_IOC_IMPORT_DMABUF, &im, "AMDKFD_IOC_IMPORT_DMABUF");
+  Allocation out{va, size, nullptr, kind, im.handle};
+  void* p = kernel_->mmap(reinterpret_cast<void*>(va), size, PROT_READ | PROT_WRITE,
+                          MAP_SHARED | MAP_FIXED, fd, 0);
+  if (p != MAP_FAILED) {
+    out.host = p;
+    std::lock_guard lk(visible_mu_);
+    visible_[va] = size;
+  }
+  try {
+    map_to_gpu(im.handle, "AMDKFD_IOC_MAP_MEMORY_TO_GPU (imported dma-buf)");
+  } catch (...) {
+    std::lock_guard lk(visible_mu_);
+    visible_.erase(va);
+    reserve(va, size);
+    throw;
+  }
   return out;
 }
 

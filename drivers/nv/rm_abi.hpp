@@ -843,6 +843,31 @@ static_assert(offsetof(BuildVersionV2Params, driverVersionBuffer) == 0 &&
               offsetof(BuildVersionV2Params, changelistNumber) == 1024 &&
               offsetof(BuildVersionV2Params, officialChangelistNumber) == 1028);
 
+// src/common/sdk/nvidia/inc/ctrl/ctrl0000/ctrl0000unix.h (on the client): an RM object
+// exported to an open /dev/nvidiactl fd (the fd is an input at the ioctl level), which another
+// process receives and imports into its own client under a handle it picks.
+inline constexpr uint32_t NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD = 0x3d05;
+inline constexpr uint32_t NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD = 0x3d06;
+inline constexpr uint32_t NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM = 1;
+struct OsUnixExportObject {  // NV0000_CTRL_OS_UNIX_EXPORT_OBJECT, type RM
+  uint32_t type;
+  NvHandle hDevice, hParent, hObject;
+};
+struct OsUnixExportObjectToFdParams {
+  OsUnixExportObject object;
+  int32_t fd;
+  uint32_t flags;  // 0: EMPTY_FD_FALSE
+};
+struct OsUnixImportObjectFromFdParams {
+  int32_t fd;
+  OsUnixExportObject object;
+};
+static_assert(sizeof(OsUnixExportObjectToFdParams) == 24 &&
+              offsetof(OsUnixExportObjectToFdParams, fd) == 16 &&
+              offsetof(OsUnixExportObjectToFdParams, flags) == 20);
+static_assert(sizeof(OsUnixImportObjectFromFdParams) == 20 &&
+              offsetof(OsUnixImportObjectFromFdParams, object) == 4);
+
 // src/common/sdk/nvidia/inc/ctrl/ctrl0000/ctrl0000gpu.h (on the client)
 inline constexpr uint32_t NV0000_CTRL_CMD_GPU_GET_ATTACHED_IDS = 0x201;
 inline constexpr uint32_t NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 = 0x205;
@@ -1285,6 +1310,7 @@ inline constexpr NvStatus NV_ERR_INSUFFICIENT_RESOURCES = 0x0000001A;
 inline constexpr NvStatus NV_ERR_INSUFFICIENT_PERMISSIONS = 0x0000001B;
 inline constexpr NvStatus NV_ERR_INVALID_ADDRESS = 0x0000001E;
 inline constexpr NvStatus NV_ERR_INVALID_ARGUMENT = 0x0000001F;
+inline constexpr NvStatus NV_ERR_INVALID_PARAMETER = 0x0000003B;
 inline constexpr NvStatus NV_ERR_INVALID_CHANNEL = 0x00000021;
 inline constexpr NvStatus NV_ERR_INVALID_CLASS = 0x00000022;
 inline constexpr NvStatus NV_ERR_INVALID_CLIENT = 0x00000023;
@@ -1322,6 +1348,7 @@ constexpr const char* status_name(uint32_t status) {
     case NV_ERR_INSUFFICIENT_PERMISSIONS: return "NV_ERR_INSUFFICIENT_PERMISSIONS";
     case NV_ERR_INVALID_ADDRESS: return "NV_ERR_INVALID_ADDRESS";
     case NV_ERR_INVALID_ARGUMENT: return "NV_ERR_INVALID_ARGUMENT";
+    case NV_ERR_INVALID_PARAMETER: return "NV_ERR_INVALID_PARAMETER";
     case NV_ERR_INVALID_CHANNEL: return "NV_ERR_INVALID_CHANNEL";
     case NV_ERR_INVALID_CLASS: return "NV_ERR_INVALID_CLASS";
     case NV_ERR_INVALID_CLIENT: return "NV_ERR_INVALID_CLIENT";

@@ -49,6 +49,8 @@ class RmDriver final : public DeviceDriver {
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
+  int export_memory(const Allocation& a) override;
+  Allocation import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<Encoder> encoder(QueueKind kind) override;
   void submit_indirect(std::span<const IndirectRun> runs) override;
@@ -95,6 +97,9 @@ class RmDriver final : public DeviceDriver {
 
  private:
   Allocation alloc_at(uint64_t va, uint64_t size, MemoryKind kind);
+  // Maps memory object `h` at va for the CPU (where it can) and the GPU, and records it;
+  // frees the object when that fails.
+  Allocation map_object(rm::NvHandle h, uint64_t va, uint64_t size, MemoryKind kind);
   void map_for_cpu(rm::NvHandle mem, uint64_t va, uint64_t size, bool system, uint32_t flags);
   void map_for_gpu(rm::NvHandle mem, uint64_t va, uint64_t size);
   int open_gpu_fd();

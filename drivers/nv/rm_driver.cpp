@@ -465,6 +465,11 @@ Allocation RmDriver::alloc_at(uint64_t va, uint64_t size, MemoryKind kind) {
     throw Error(std::string(e.what()) + "; free: " + free + " of " +
                 std::to_string(props_.device_memory_bytes) + " bytes");
   }
+  return map_object(h, va, size, kind);
+}
+
+Allocation RmDriver::map_object(NvHandle h, uint64_t va, uint64_t size, MemoryKind kind) {
+  const bool system = kind == MemoryKind::Host;
   Allocation out{va, size, nullptr, kind, h};
   try {
     // CPU view at the GPU address; video memory beyond a small BAR may refuse (no CPU view).
@@ -527,6 +532,44 @@ Allocation RmDriver::map_user(void* host, uint64_t size) {
   std::lock_guard lk(mu_);
   allocs_[va] = out;
   return out;
+}
+
+// Sharing with another process, as CUDA IPC does it: the memory object exported to a fresh
+// /dev/nvidiactl fd (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD), which travels over the
+// socket; the importer dups it into its own client (IMPORT_OBJECT_FROM_FD) and maps the new
+// handle for the CPU and through UVM at its own address.
+int RmDriver::export_memory(const Allocation& a) {
+  if (a.user)
+    throw InvalidInput(props_.name + ": the caller's host memory at " + hex(a.va) +
+                       " cannot be exported");
+  const int ctl = kernel_->open("/dev/nvidiactl", O_RDWR | O_CLOEXEC);
+  if (ctl < 0) throw OsError(props_.name + ": open /dev/nvidiactl", -ctl);
+  OsUnixExportObjectToFdParams p{};
+  p.object = {NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM, device_, device_, NvHandle(a.handle)};
+  p.fd = ctl;
+  try {
+    control(root_, NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD, &p, sizeof(p),
+            "OS_UNIX_EXPORT_OBJECT_TO_FD");
+  } catch (...) {
+    kernel_->close(ctl);
+    throw;
+  }
+  const int out = kernel_->passable_fd(ctl);
+  kernel_->close(ctl);
+  if (out < 0) throw OsError(props_.name + ": the export fd", -out);
+  return out;
+}
+
+Allocation RmDriver::import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) {
+  OsUnixImportObjectFromFdParams p{};
+  p.fd = fd;
+  {
+    std::lock_guard lk(mu_);
+    p.object = {NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM, device_, device_, next_handle_++};
+  }
+  control(root_, NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD, &p, sizeof(p),
+          "OS_UNIX_IMPORT_OBJECT_FROM_FD");
+  return map_object(p.object.hObject, va, size, kind);
 }
 
 void RmDriver::free(const Allocation& a) {

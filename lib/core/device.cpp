@@ -16,7 +16,7 @@ namespace hcq {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kSignalBytes = 32;  // value, pad, timestamp record
+constexpr uint64_t kSignalBytes = Signal::kBytes;
 constexpr uint32_t kSignalsPerPage = kPage / kSignalBytes;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -120,6 +120,7 @@ Signal& Signal::operator=(Signal&& o) noexcept {
   if (this != &o) {
     reset();
     link_ = std::move(o.link_);
+    page_ = std::move(o.page_);
     slot_ = o.slot_;
     port_ = o.port_;
     va_ = o.va_;
@@ -131,6 +132,11 @@ Signal& Signal::operator=(Signal&& o) noexcept {
 
 void Signal::reset() {
   if (!link_) return;
+  if (page_) {  // imported: its page goes back as a buffer does
+    page_.reset();
+    link_.reset();
+    return;
+  }
   {
     std::lock_guard lk(link_->mu_);
     if (Device* d = link_->get()) d->release_signal(id_);
@@ -182,9 +188,10 @@ void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
                          std::to_string(value()) + (report.empty() ? "" : "\n" + report));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    // Another process's GPU sets an imported signal without interrupting this device.
     dev->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),
-                                    std::chrono::milliseconds(100)),
-                         gen);
+                                   std::chrono::milliseconds(page_ ? 1 : 100)),
+                        gen);
   }
 }
 
@@ -388,6 +395,11 @@ void Device::release(Allocation a) {
     free_quietly(a);
     return;
   }
+  if (a.imported) {  // another process's memory: never handed out again
+    std::lock_guard lk(mem_mu_);
+    if (free_quietly(a)) heap_.free(a.va);
+    return;
+  }
   std::lock_guard lk(mem_mu_);
   for (auto& old : cache_.put(a.size | uint64_t(a.kind), a))
     if (free_quietly(old)) heap_.free(old.va);
@@ -434,6 +446,21 @@ Signal Device::new_signal(uint64_t initial) {
   s.slot_[1] = s.slot_[2] = s.slot_[3] = 0;
   s.set(initial);
   return s;
+}
+
+IpcHandle Device::export_signal(const Signal& s) {
+  if (s.page_)  // an imported one, passed on
+    return export_allocation(s.page_.a_, IpcHandle::Kind::Signal, Signal::kBytes,
+                             s.va_ - s.page_.va());
+  if (!s.slot_)
+    throw InvalidInput(name() + ": signal " + std::to_string(s.id_) +
+                       " cannot be exported: the CPU does not map its memory");
+  Allocation page;
+  {
+    std::lock_guard lk(mem_mu_);
+    page = signal_pages_.at(s.id_ / kSignalsPerPage);
+  }
+  return export_allocation(page, IpcHandle::Kind::Signal, Signal::kBytes, s.va_ - page.va);
 }
 
 void Device::release_signal(uint32_t id) {

@@ -17,6 +17,7 @@
 
 #include "core/allocators.hpp"
 #include "core/driver.hpp"
+#include "core/ipc.hpp"
 #include "core/types.hpp"
 
 namespace hcq {
@@ -62,6 +63,12 @@ class Buffer {
   Device* device() const { return link_ ? link_->get() : nullptr; }
   explicit operator bool() const { return link_ != nullptr; }
   void reset();
+  // A handle another process imports with Device::import_buffer (core/ipc.hpp): the same
+  // memory, which lives while either side holds it. Throws InvalidInput for an empty buffer
+  // or memory that cannot be shared (Device::map_host's, a driver without export).
+  IpcHandle export_ipc() const;
+  // True for a buffer Device::import_buffer made (another process's memory).
+  bool imported() const { return a_.imported; }
 
  private:
   friend class Device;
@@ -125,6 +132,7 @@ class ShadowMemory {
 class Signal {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout{10000};
+  static constexpr uint64_t kBytes = 32;  // value, pad, timestamp record
 
   Signal() = default;
   Signal(Signal&& o) noexcept { *this = std::move(o); }
@@ -159,8 +167,15 @@ class Signal {
 
   // Wait until value() >= v: spin briefly, then sleep on the device's interrupt. Throws
   // TimeoutError naming the device, signal, value expected and seen; GpuFaultError on a fault.
+  // An imported signal set by another process's GPU wakes no interrupt here: the sleeps
+  // are then short (the wait polls), so it still sees the value within about a millisecond.
   void wait(uint64_t v, std::chrono::milliseconds timeout = kDefaultTimeout) const;
   void reset();
+  // A handle another process imports with Device::import_signal (core/ipc.hpp): the page
+  // of signals this one lives in and its place there. Throws InvalidInput for an empty
+  // signal or one the CPU does not map (a device reached through a port).
+  IpcHandle export_ipc() const;
+  bool imported() const { return bool(page_); }
 
  private:
   friend class Device;
@@ -173,6 +188,7 @@ class Signal {
   uint64_t port_read(uint64_t offset) const;
   void port_write(uint64_t v);
   std::shared_ptr<DeviceLink> link_;
+  Buffer page_;                    // an imported signal's page (import_signal), else empty
   uint64_t* slot_ = nullptr;       // the CPU's mapping of the value, or null
   DeviceDriver* port_ = nullptr;   // where slot_ is null
   uint64_t va_ = 0;
@@ -289,6 +305,13 @@ class Device {
   // address, without copying. The memory must stay mapped while the buffer lives.
   Buffer map_host(void* ptr, uint64_t size);
   Signal new_signal(uint64_t initial = 0);
+  // What another process exported (Buffer::export_ipc, Signal::export_ipc; received with
+  // receive_handle), mapped on this device at a new address: the same memory, which this
+  // device's queues read, write and wait on. The handle's fd is used up. Throws InvalidInput
+  // for a handle of the other kind, from a device of another name or arch, of sizes that do
+  // not fit, or whose fd holds less memory than it says (each message names both sides).
+  Buffer import_buffer(IpcHandle h);
+  Signal import_signal(IpcHandle h);
   Timeline& timeline() { return timeline_; }
 
   // Copies through the staging ring and the copy queue (memcpy on UMA devices). The ring is
@@ -349,6 +372,11 @@ class Device {
   friend class Signal;
   void release(Allocation a);
   void release_signal(uint32_t id);
+  // core/ipc.cpp
+  IpcHandle export_allocation(const Allocation& a, IpcHandle::Kind kind, uint64_t size,
+                              uint64_t offset);
+  IpcHandle export_signal(const Signal& s);
+  Buffer import_allocation(IpcHandle& h, IpcHandle::Kind want, const char* what);
   void staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* host, uint64_t size);
   // The kind allocate_visible hands out; throws (naming `what`) when `host` is null.
   MemoryKind visible_kind() const;

@@ -27,6 +27,7 @@ struct Allocation {
   MemoryKind kind = MemoryKind::Device;
   uint64_t handle = 0;   // the driver's own handle
   bool user = false;     // the caller's host memory, mapped for the device (not ours to free)
+  bool imported = false; // another process's memory (import_memory): freed, never cached
 };
 
 // One kernel argument as a program's metadata describes it.
@@ -186,6 +187,15 @@ class DeviceDriver {
   // Map the caller's page-aligned host memory for the device at the same address (KFD
   // userptr); free() unmaps it. Throws InvalidInput when the device cannot reach host memory.
   virtual Allocation map_user(void* host, uint64_t size) = 0;
+  // Sharing memory with another process (core/ipc.hpp). export_memory: a new file
+  // descriptor the caller owns for allocation `a` (one allocate() made, or one imported): a
+  // dma-buf on real devices, a memfd on emulated ones. import_memory: maps what another
+  // process exported (`fd`, which stays the caller's; at least `size` bytes) at
+  // [va, va+size) for this device and, where it can, the CPU; free() releases it. Throws
+  // InvalidInput for memory that cannot be shared (the caller's own host memory) or an fd
+  // holding fewer than `size` bytes. The defaults: InvalidInput naming the device.
+  virtual int export_memory(const Allocation& a);
+  virtual Allocation import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind);
   // The device-memory port, for a device whose memory the CPU cannot map
   // (caps.cpu_maps_memory false): writes or reads [va, va + size) inside one allocation this
   // driver made, as few transport requests as its size allows (streamed). Ordered after the

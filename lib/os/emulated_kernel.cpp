@@ -24,6 +24,7 @@ int EmulatedNode::munmap(void*, size_t) { return 0; }
 ssize_t EmulatedNode::pread(int, void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::pwrite(int, const void*, size_t, off_t) { return -EINVAL; }
 ssize_t EmulatedNode::read(int, void*, size_t) { return -EINVAL; }
+int EmulatedNode::passable_fd(int) { return -EOPNOTSUPP; }
 int EmulatedNode::poll(int, short) { return 0; }
 void EmulatedNode::wait(int, short, std::chrono::microseconds at_most) {
   std::this_thread::sleep_for(at_most);
@@ -132,6 +133,11 @@ ssize_t EmulatedKernel::read(int fd, void* buf, size_t size) {
   return node ? node->read(fd, buf, size) : -EBADF;
 }
 
+int EmulatedKernel::passable_fd(int fd) {
+  auto node = node_of(fd);
+  return node ? node->passable_fd(fd) : -EBADF;
+}
+
 int EmulatedKernel::eventfd(unsigned initval, int flags) {
   if (!(flags & EFD_NONBLOCK)) return -EINVAL;
   return open_node(std::make_shared<EmulatedEventfd>(initval));
@@ -178,8 +184,11 @@ int EmulatedKernel::poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) {
 
 void* EmulatedKernel::mmap(void* addr, size_t length, int prot, int flags, int fd,
                            off_t offset) {
-  if (fd < 0 || (flags & MAP_ANONYMOUS)) {
-    void* p = ::mmap(addr, length, prot, flags, -1, 0);
+  // A real file's fd (a memfd or dma-buf another process passed over a socket: emulated
+  // kernels export memory as real memfds) maps as the OS maps it.
+  if (fd < 0 || (flags & MAP_ANONYMOUS) || fd < kFirstFd) {
+    const bool anon = fd < 0 || (flags & MAP_ANONYMOUS);
+    void* p = ::mmap(addr, length, prot, flags, anon ? -1 : fd, anon ? 0 : offset);
     // MAP_FIXED replaced whatever was there, node mappings included (mmap(2)).
     if (p != MAP_FAILED && (flags & MAP_FIXED)) take_node_maps(uintptr_t(p), length);
     return p;

@@ -2,6 +2,7 @@
 // drivers (EmulatedNode), sysfs by an in-memory tree and, where one is mounted, a real
 // directory standing for /sys (libpci reads its files itself). Anonymous mmaps and munmaps
 // of ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
+// So do mmaps of a real file's fd (a memfd or dma-buf passed from another process).
 #pragma once
 
 #include <cerrno>
@@ -31,6 +32,9 @@ class EmulatedNode {
   virtual ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset);
   // Same contract as Kernel::read; by default -EINVAL.
   virtual ssize_t read(int fd, void* buf, size_t size);
+  // Kernel::passable_fd for an fd of this node: a real fd standing for what it holds (an
+  // emulated RM export fd: the memory's memfd); by default -EOPNOTSUPP.
+  virtual int passable_fd(int fd);
   // The poll(2) events ready on `fd` now, out of `events` plus POLLHUP/POLLERR, which are
   // always reported; it never waits (EmulatedKernel::poll waits). By default nothing is
   // ever ready.
@@ -98,6 +102,7 @@ class EmulatedKernel final : public Kernel {
   ssize_t pread(int fd, void* buf, size_t size, off_t offset) override;
   ssize_t pwrite(int fd, const void* buf, size_t size, off_t offset) override;
   ssize_t read(int fd, void* buf, size_t size) override;
+  int passable_fd(int fd) override;
   // An EmulatedEventfd; flags must include EFD_NONBLOCK (-EINVAL otherwise).
   int eventfd(unsigned initval, int flags) override;
   // Asks each fd's node for its ready events until one has some or timeout_ms passes

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <poll.h>
+#include <cerrno>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -48,6 +49,12 @@ class Kernel {
   // The directory that stands for /sys. Paths given to this interface always start with /sys;
   // a library that reads sysfs itself (libpci) is pointed at this directory instead.
   virtual std::string sysfs_root() const = 0;
+
+  // A new descriptor for the object behind `fd` that another process can receive over a
+  // Unix socket (SCM_RIGHTS): a dup on the real OS, where `fd` is one already (an RM export
+  // fd); the emulated kernel asks the node (its fds exist only in this process). -errno on
+  // failure; by default -EOPNOTSUPP.
+  virtual int passable_fd(int /*fd*/) { return -EOPNOTSUPP; }
 
   // True for kernels that route to emulated drivers (device names are marked as such).
   virtual bool emulated() const = 0;

@@ -57,6 +57,10 @@ class RealKernel final : public Kernel {
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
   }
+  int passable_fd(int fd) override {
+    int r = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    return r < 0 ? -errno : r;
+  }
   int eventfd(unsigned initval, int flags) override {
     int fd = ::eventfd(initval, flags | EFD_CLOEXEC);
     return fd < 0 ? -errno : fd;

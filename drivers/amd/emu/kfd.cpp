@@ -1,7 +1,10 @@
 #include "amd/emu/kfd.hpp"
 
+#include <fcntl.h>
 #include <linux/kfd_ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libdrm/amdgpu_drm.h>
 #include <libdrm/drm.h>
@@ -15,6 +18,7 @@
 #include <mutex>
 
 #include "amd/emu/engine.hpp"
+#include "amd/kfd_dmabuf.hpp"
 #include "amd/ib_positions.hpp"
 #include "os/emulated_kernel.hpp"
 
@@ -40,8 +44,10 @@ class KfdState final : public GpuEvents {
     // driver's reservation around it may be gone already, and a reservation made here would
     // be nobody's to release.
     for (auto& [h, a] : allocs_)
-      if (!(a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR))
+      if (!(a.flags & KFD_IOC_ALLOC_MEM_FLAGS_USERPTR)) {
         ::munmap(reinterpret_cast<void*>(a.va), a.size);
+        if (a.memfd >= 0) ::close(a.memfd);
+      }
     ::munmap(doorbells_, 0x2000);
   }
 
@@ -103,7 +109,10 @@ class KfdState final : public GpuEvents {
     uint64_t va, size, mmap_offset;
     uint32_t flags;
     bool gpu_mapped;
+    int memfd = -1;  // what backs it (VRAM and GTT): the dma-buf AMDKFD_IOC_EXPORT_DMABUF dups
   };
+  int export_dmabuf(kfd_ioctl_export_dmabuf_args* a);
+  int import_dmabuf(kfd_ioctl_import_dmabuf_args* a);
   struct Event {
     uint32_t type;
     bool auto_reset;
@@ -187,19 +196,24 @@ int KfdState::ioctl(unsigned long req, void* arg) {
         if (vram && a->size > vram_bytes_ - vram_used_) return -ENOMEM;
         if (vram) vram_used_ += a->size;
       }
-      // Back the range at its GPU address: the emulated GPU and the CPU share it.
-      // Private anonymous memory: faults in fast, and large buffers may use huge pages.
-      void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+      // Back the range at its GPU address: the emulated GPU and the CPU share it. A memfd,
+      // shared: what the dma-buf of a real buffer object is, so another process's emulated
+      // GPU maps the same pages once this one is exported (AMDKFD_IOC_EXPORT_DMABUF).
+      int memfd = ::memfd_create("hcq-emu-kfd", MFD_CLOEXEC);
+      void* p = MAP_FAILED;
+      if (memfd >= 0 && ::ftruncate(memfd, off_t(a->size)) == 0)
+        p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED | MAP_NORESERVE, memfd, 0);
       std::lock_guard lk(mu_);
       if (p == MAP_FAILED) {
+        if (memfd >= 0) ::close(memfd);
         if (vram) vram_used_ -= a->size;
         return -ENOMEM;
       }
       if (a->size >= (2u << 20)) ::madvise(p, a->size, MADV_HUGEPAGE);
       uint64_t h = next_handle_++;
       uint64_t off = h << 32;  // render-node mmap offset, one per allocation
-      allocs_[h] = {a->va_addr, a->size, off, a->flags, false};
+      allocs_[h] = {a->va_addr, a->size, off, a->flags, false, memfd};
       a->handle = h;
       a->mmap_offset = off;
       return 0;
@@ -236,7 +250,24 @@ int KfdState::ioctl(unsigned long req, void* arg) {
         ::mmap(reinterpret_cast<void*>(it->second.va), it->second.size, PROT_NONE,
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       if (it->second.flags & KFD_IOC_ALLOC_MEM_FLAGS_VRAM) vram_used_ -= it->second.size;
+      if (it->second.memfd >= 0) ::close(it->second.memfd);
       allocs_.erase(it);
+      return 0;
+    }
+    case AMDKFD_IOC_EXPORT_DMABUF:
+      return export_dmabuf(static_cast<kfd_ioctl_export_dmabuf_args*>(arg));
+    case AMDKFD_IOC_IMPORT_DMABUF:
+      return import_dmabuf(static_cast<kfd_ioctl_import_dmabuf_args*>(arg));
+    case AMDKFD_IOC_GET_DMABUF_INFO: {
+      // Only the size and GPU of what came (no metadata): a memfd stands for the dma-buf.
+      auto* a = static_cast<kfd_ioctl_get_dmabuf_info_args*>(arg);
+      struct stat st {};
+      if (::fstat(int(a->dmabuf_fd), &st) < 0) return -EBADF;
+      if (!S_ISREG(st.st_mode) || st.st_size <= 0) return -EINVAL;  // not a buffer's fd
+      a->size = uint64_t(st.st_size);
+      a->gpu_id = kGpuId;
+      a->flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT;
+      a->metadata_size = 0;
       return 0;
     }
     case AMDKFD_IOC_CREATE_QUEUE: {
@@ -332,6 +363,43 @@ int KfdState::ioctl(unsigned long req, void* arg) {
     default:
       return -ENOTTY;
   }
+}
+
+// kfd_ioctl_export_dmabuf (Linux amdkfd): a userptr is EPERM, an unknown handle EINVAL; the
+// new fd takes the flags given (O_CLOEXEC, nothing else).
+int KfdState::export_dmabuf(kfd_ioctl_export_dmabuf_args* a) {
+  if (a->flags & ~uint32_t(O_CLOEXEC | O_RDWR)) return -EINVAL;
+  std::lock_guard lk(mu_);
+  auto it = allocs_.find(a->handle);
+  if (it == allocs_.end()) return -EINVAL;
+  if (it->second.memfd < 0) return -EPERM;
+  int fd = ::fcntl(it->second.memfd, (a->flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+  if (fd < 0) return -errno;
+  a->dmabuf_fd = uint32_t(fd);
+  return 0;
+}
+
+// kfd_ioctl_import_dmabuf: the whole dma-buf at va_addr, a new handle to map and free as any
+// other. The pages stay alive through the fd kept here, whatever the exporter does.
+int KfdState::import_dmabuf(kfd_ioctl_import_dmabuf_args* a) {
+  if (!vm_acquired_ || a->gpu_id != kGpuId || (a->va_addr & 4095)) return -EINVAL;
+  struct stat st {};
+  if (::fstat(int(a->dmabuf_fd), &st) < 0) return -EBADF;
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (st.st_size & 4095)) return -EINVAL;
+  const uint64_t size = uint64_t(st.st_size);
+  int fd = ::fcntl(int(a->dmabuf_fd), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return -ENOMEM;
+  }
+  std::lock_guard lk(mu_);
+  uint64_t h = next_handle_++;
+  allocs_[h] = {a->va_addr, size, h << 32, KFD_IOC_ALLOC_MEM_FLAGS_GTT, false, fd};
+  a->handle = h;
+  return 0;
 }
 
 int KfdState::wait_events(kfd_ioctl_wait_events_args* a) {

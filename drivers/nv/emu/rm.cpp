@@ -4,7 +4,9 @@
 // (the emulated GPU reads and writes host addresses).
 #include "nv/emu/rm.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,6 +42,7 @@ struct MemObject {
   uint64_t backing = 0;        // the host (= GPU) address its bytes live at; 0 until placed
   bool usermode = false;
   bool vidmem = false;  // counts against the card's video memory
+  int memfd = -1;       // what backs it once placed: shared, so it can be exported
 };
 
 class RmState final : public GpuEvents {
@@ -61,6 +64,9 @@ class RmState final : public GpuEvents {
   }
   ~RmState() override {
     engine_.reset();
+    for (auto& [h, m] : mems_)
+      if (m.memfd >= 0) ::close(m.memfd);
+    for (auto& [fd, mem] : exported_) ::close(mem);
     ::munmap(usermode_, kUsermodeMapBytes);
     ::close(usermode_fd_);
   }
@@ -76,6 +82,18 @@ class RmState final : public GpuEvents {
     std::lock_guard lk(mu_);
     fds_.erase(fd);
     pending_map_.erase(fd);
+    if (auto e = exported_.find(fd); e != exported_.end()) {
+      ::close(e->second);
+      exported_.erase(e);
+    }
+  }
+  // An nvidiactl fd an object was exported to, as a real fd: the object's memfd.
+  int passable_fd(int fd) {
+    std::lock_guard lk(mu_);
+    auto e = exported_.find(fd);
+    if (e == exported_.end()) return -EINVAL;
+    int r = ::fcntl(e->second, F_DUPFD_CLOEXEC, 0);
+    return r < 0 ? -errno : r;
   }
   std::string fault_log() {
     std::lock_guard lk(log_mu_);
@@ -101,6 +119,8 @@ class RmState final : public GpuEvents {
   }
   // Back `m` at `va` when it has no place yet; false when it lives elsewhere.
   bool place(MemObject& m, uint64_t va);
+  // The memfd backing `m` (made when it has none yet); -1 when none can be made.
+  int memfd_of(MemObject& m);
   void start_channels(NvHandle group);
 
   const Target t_;
@@ -112,6 +132,9 @@ class RmState final : public GpuEvents {
   uint32_t* usermode_ = nullptr;
   std::mutex mu_;
   std::map<int, bool> fds_;  // open fds: true for nvidiactl
+  // nvidiactl fds an object was exported to (OS_UNIX_EXPORT_OBJECT_TO_FD) -> a dup of the
+  // object's memfd, which keeps its pages as RM's reference keeps the object.
+  std::map<int, int> exported_;
   std::set<int> registered_;  // nvidiaN fds given NV_ESC_REGISTER_FD
   std::map<NvHandle, Object> objects_;
   std::map<NvHandle, MemObject> mems_;
@@ -128,11 +151,25 @@ class RmState final : public GpuEvents {
   std::string fault_log_;
 };
 
+int RmState::memfd_of(MemObject& m) {
+  if (m.memfd >= 0) return m.memfd;
+  int fd = ::memfd_create("hcq-emu-rm", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, off_t(m.size)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return m.memfd = fd;
+}
+
 bool RmState::place(MemObject& m, uint64_t va) {
   if (m.backing) return m.backing == va;
   if (va % kPage) return false;
+  // A memfd mapped shared: another process that imports the object maps the same pages.
+  const int fd = memfd_of(m);
+  if (fd < 0) return false;
   void* p = ::mmap(reinterpret_cast<void*>(va), m.size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+                   MAP_SHARED | MAP_FIXED | MAP_NORESERVE, fd, 0);
   if (p == MAP_FAILED) return false;
   if (m.size >= (2u << 20)) ::madvise(p, m.size, MADV_HUGEPAGE);
   m.backing = va;
@@ -364,6 +401,7 @@ NvStatus RmState::free_object(NvHandle h) {
   if (channels_.erase(h)) engine_->remove_channel(h);
   if (auto m = mems_.find(h); m != mems_.end()) {
     if (m->second.vidmem) vram_used_ -= m->second.size;
+    if (m->second.memfd >= 0) ::close(m->second.memfd);
     mems_.erase(m);
   }
   scheduled_groups_.erase(h);
@@ -384,6 +422,47 @@ NvStatus RmState::control(Nvos54& c) {
   const uint32_t owner = c.cmd >> 16;  // the class a command belongs to: 0x0000, 0x0080 ...
   auto on = [&](uint32_t want) { return cls == want; };
   switch (c.cmd) {
+    case NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD: {
+      OsUnixExportObjectToFdParams* p;
+      if (!on(NV01_ROOT_CLIENT)) return NV_ERR_INVALID_OBJECT_HANDLE;
+      if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+      auto fd = fds_.find(p->fd);
+      if (p->object.type != NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM || p->flags != 0 ||
+          fd == fds_.end() || !fd->second || exported_.count(p->fd))
+        return NV_ERR_INVALID_PARAMETER;  // an nvidiactl fd holding no object yet
+      auto mem = mems_.find(p->object.hObject);
+      if (mem == mems_.end() || mem->second.os_descriptor || mem->second.usermode)
+        return NV_ERR_OBJECT_NOT_FOUND;
+      const int backing = memfd_of(mem->second);
+      const int dup = backing < 0 ? -1 : ::fcntl(backing, F_DUPFD_CLOEXEC, 0);
+      if (dup < 0) return NV_ERR_NO_MEMORY;
+      exported_[p->fd] = dup;
+      return NV_OK;
+    }
+    case NV0000_CTRL_CMD_OS_UNIX_IMPORT_OBJECT_FROM_FD: {
+      // The fd is what passable_fd gave the exporter (a memfd): the emulated form of an
+      // nvidiactl fd holding an exported object.
+      OsUnixImportObjectFromFdParams* p;
+      if (!on(NV01_ROOT_CLIENT)) return NV_ERR_INVALID_OBJECT_HANDLE;
+      if (!params(p)) return NV_ERR_INVALID_PARAM_STRUCT;
+      if (p->object.type != NV0000_CTRL_OS_UNIX_EXPORT_OBJECT_TYPE_RM)
+        return NV_ERR_INVALID_PARAMETER;
+      if (!is(p->object.hParent, NV01_DEVICE_0)) return NV_ERR_INVALID_OBJECT_PARENT;
+      if (p->object.hObject == 0 || objects_.count(p->object.hObject))
+        return NV_ERR_INVALID_OBJECT_HANDLE;
+      struct stat st {};
+      if (::fstat(p->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+          st.st_size % kPage)
+        return NV_ERR_INVALID_PARAMETER;  // no exported object behind it
+      const int dup = ::fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+      if (dup < 0) return NV_ERR_NO_MEMORY;
+      objects_[p->object.hObject] = {NV01_MEMORY_SYSTEM, p->object.hParent};
+      MemObject m;
+      m.size = uint64_t(st.st_size);
+      m.memfd = dup;
+      mems_[p->object.hObject] = m;
+      return NV_OK;
+    }
     case NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2: {
       GpuGetIdInfoV2Params* p;
       if (!on(NV01_ROOT_CLIENT)) return NV_ERR_INVALID_OBJECT_HANDLE;
@@ -652,6 +731,7 @@ class RmNode final : public os::EmulatedNode {
   RmNode(std::shared_ptr<RmState> s, bool ctl) : s_(std::move(s)), ctl_(ctl) {}
   void on_open(int fd) override { s_->opened(fd, ctl_); }
   void on_close(int fd) override { s_->closed(fd); }
+  int passable_fd(int fd) override { return s_->passable_fd(fd); }
   int ioctl(int fd, unsigned long req, void* arg) override { return s_->ioctl(ctl_, fd, req, arg); }
   void* mmap(void* addr, size_t len, int, int flags, int fd, off_t) override {
     return s_->mmap(fd, addr, len, flags);
