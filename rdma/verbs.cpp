@@ -439,20 +439,31 @@ private:
             Signal& done, uint64_t value, std::chrono::milliseconds timeout) {
     check_local(local, local_offset, size);
     auto until = Clock::now() + timeout;
-    std::unique_lock l(mu_);
-    while (true) {
-      if (!error_.empty()) throw_error();
-      if (pending_.size() < size_t(kQueueDepth)) break;
-      if (Clock::now() >= until)
-        throw TimeoutError("rdma: connection '" + name_ + "': no room to post for " +
-                           std::to_string(timeout.count()) + " ms");
-      cv_.wait_until(l, std::min(until, Clock::now() + kPollInterval));
+    // post_mu_ keeps work requests in sequence order on the queue pair (completions are
+    // matched by order); mu_ is not held across ibv_post_send, which on rxe runs the
+    // requester in this thread and may take a while, so the progress thread can still fail
+    // the connection meanwhile.
+    std::unique_lock pl(post_mu_, std::defer_lock);
+    if (!pl.try_lock_until(until))
+      throw TimeoutError("rdma: connection '" + name_ + "': no room to post for " +
+                         std::to_string(timeout.count()) + " ms");
+    uint64_t seq;
+    {
+      std::unique_lock l(mu_);
+      while (true) {
+        if (!error_.empty()) throw_error();
+        if (pending_.size() < size_t(kQueueDepth)) break;
+        if (Clock::now() >= until)
+          throw TimeoutError("rdma: connection '" + name_ + "': no room to post for " +
+                             std::to_string(timeout.count()) + " ms");
+        cv_.wait_until(l, std::min(until, Clock::now() + kPollInterval));
+      }
+      seq = ++next_seq_;
+      const char* verb = op == IBV_WR_RDMA_READ ? "read" : "write";
+      pending_.push_back({seq, &done, value,
+                          std::string(verb) + " of " + std::to_string(size) + " bytes at " +
+                              hex(remote.addr + remote_offset)});
     }
-    uint64_t seq = ++next_seq_;
-    const char* verb = op == IBV_WR_RDMA_READ ? "read" : "write";
-    pending_.push_back({seq, &done, value,
-                        std::string(verb) + " of " + std::to_string(size) + " bytes at " +
-                            hex(remote.addr + remote_offset)});
     ibv_sge sge{};
     sge.addr = uint64_t(local.host() + local_offset);
     sge.length = uint32_t(size);
@@ -467,7 +478,8 @@ private:
     wr.wr.rdma.remote_addr = remote.addr + remote_offset;
     wr.wr.rdma.rkey = remote.key;
     if (int e = ibv_post_send(qp_, &wr, &bad)) {
-      pending_.pop_back();
+      std::lock_guard l(mu_);
+      std::erase_if(pending_, [&](const Pending& p) { return p.seq == seq; });
       throw OsError("rdma: connection '" + name_ + "': ibv_post_send", e);
     }
   }
@@ -524,8 +536,10 @@ private:
           char buf[256];
           ssize_t k = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
           if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-            std::lock_guard l(mu_);
-            fail("rdma: the peer closed connection '" + name_ + "'", false);
+            {
+              std::lock_guard l(mu_);
+              fail("rdma: the peer closed connection '" + name_ + "'", false);
+            }
             // Nothing more will come from the socket; keep taking completions.
             ::shutdown(fd_, SHUT_RD);
             while (!stop_.load()) {
@@ -558,6 +572,7 @@ private:
   ibv_qp* qp_ = nullptr;
 
   std::mutex send_mu_;  // the socket's writers
+  std::timed_mutex post_mu_;  // the queue pair's posters, in sequence order
   uint32_t advertised_ = 0;
   uint64_t next_seq_ = 0;  // under mu_
   std::deque<Pending> pending_;
