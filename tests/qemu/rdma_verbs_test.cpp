@@ -105,6 +105,46 @@ std::string error_of(F&& f) {
   return "no error";
 }
 
+// The passive side of access_errors: a 64 KiB region advertised on ports 18520 and 18521,
+// each connection kept until the active side closes it.
+void serve_access_errors(Endpoint& ep) {
+  std::vector<std::byte> mem(64 << 10);
+  auto r = ep.register_host(mem.data(), mem.size());
+  for (int port = 18520; port <= 18521; port++) {
+    auto c = ep.listen(":" + std::to_string(port), 60000ms);
+    c->advertise(r->remote());
+    // The active side's connection closing ends it (a refused access fails only the
+    // requester's work; the responder's posted receives are flushed).
+    error_of<Error>([&] { c->wait_immediate(60000ms); });
+  }
+}
+
+// A bad key and an out-of-bounds READ against serve_access_errors at `host`: exact errors.
+void access_errors(Endpoint& ep, Device& dev, const std::string& host) {
+  std::vector<std::byte> small(64 << 10);
+  auto rs = ep.register_host(small.data(), small.size());
+  for (int oob = 0; oob < 2; oob++) {
+    std::string address = host + ":" + std::to_string(18520 + oob);
+    auto c = ep.connect(address, 60000ms);
+    RemoteRegion pr = c->peer_region(0, 30000ms), bad = pr;
+    Signal s = dev.new_signal(0);
+    std::string expect;
+    if (oob) {
+      c->read(*rs, 0, pr, pr.length - 100, 4096, s, 1);
+      expect = "rdma: remote access error on connection '" + address +
+               "': remote access error (read of 4096 bytes at " + hex(pr.addr + pr.length - 100) +
+               ")";
+    } else {
+      bad.key ^= 0x80u;
+      c->write(*rs, 0, bad, 0, 4096, s, 1);
+      expect = "rdma: remote access error on connection '" + address +
+               "': remote access error (write of 4096 bytes at " + hex(pr.addr) + ")";
+    }
+    std::string got = error_of<RemoteAccessError>([&] { c->wait(s, 1, 30000ms); });
+    check(got == expect, oob ? "out-of-bounds read: exact error" : "bad key: exact error", got);
+  }
+}
+
 int one_guest() {
   auto devs = list_verbs_devices();
   check(devs.size() == 1 && devs[0].name == "rxe0" && devs[0].ports.size() == 1 &&
@@ -160,32 +200,9 @@ int one_guest() {
         "dma-buf registration refused with EOPNOTSUPP", msg);
 
   // A bad key and an out-of-bounds read: each on a connection of its own.
-  std::vector<std::byte> small(64 << 10), peer_mem(64 << 10);
-  auto rs = a->register_host(small.data(), small.size());
-  auto rp = b->register_host(peer_mem.data(), peer_mem.size());
-  for (int oob = 0; oob < 2; oob++) {
-    std::string port = std::to_string(18520 + oob);
-    auto fl = std::async(std::launch::async, [&] { return b->listen(":" + port, 30000ms); });
-    auto c = a->connect("127.0.0.1:" + port, 30000ms);
-    auto peer_c = fl.get();
-    peer_c->advertise(rp->remote());
-    RemoteRegion pr = c->peer_region(0, 30000ms), bad = pr;
-    Signal s = dev->new_signal(0);
-    std::string expect;
-    if (oob) {
-      c->read(*rs, 0, pr, pr.length - 100, 4096, s, 1);
-      expect = "rdma: remote access error on connection '127.0.0.1:" + port +
-               "': remote access error (read of 4096 bytes at " + hex(pr.addr + pr.length - 100) +
-               ")";
-    } else {
-      bad.key ^= 0x80u;
-      c->write(*rs, 0, bad, 0, 4096, s, 1);
-      expect = "rdma: remote access error on connection '127.0.0.1:" + port +
-               "': remote access error (write of 4096 bytes at " + hex(pr.addr) + ")";
-    }
-    std::string got = error_of<RemoteAccessError>([&] { c->wait(s, 1, 30000ms); });
-    check(got == expect, oob ? "out-of-bounds read: exact error" : "bad key: exact error", got);
-  }
+  auto passive = std::async(std::launch::async, [&] { serve_access_errors(*b); });
+  access_errors(*a, *dev, "127.0.0.1");
+  passive.get();
 
   // The child's connection, then SIGKILL while a thread keeps 64 MiB writes in flight. On
   // rxe a post runs the requester in the posting thread (seconds per 64 MiB under TCG), so
@@ -250,6 +267,8 @@ int main() {
       std::string r = exchange(*ep, *dev, server, server ? ":18515" : "192.0.2.1:18515",
                                server ? 0x1111 : 0x2222, server ? 0x2222 : 0x1111);
       check(r.empty(), "two guests: 64 MiB both ways, verified", r);
+      if (server) serve_access_errors(*ep);
+      else access_errors(*ep, *dev, "192.0.2.1");
       return failures;
     }
     return std::min(one_guest(), 100);
