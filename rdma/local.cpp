@@ -486,8 +486,11 @@ private:
           gone = "rdma: the peer (pid " + std::to_string(peer_pid_) +
                  ") died on connection '" + name_ + "'";
         if (!gone.empty()) {
+          // What the peer finished before it went still counts: its done_seq is final now,
+          // and may have moved since take_responses() above read it. (A failure there is
+          // overtaken by this one.)
+          ignoring_errors([&] { take_responses(); });
           std::lock_guard l(mu_);
-          // What the peer finished before it went still counts.
           fail(gone, false);
         }
       }

@@ -51,6 +51,8 @@ except subprocess.TimeoutExpired:
     s_out, s_err = server.communicate()
 expect("the serving side", (server.returncode, s_out, s_err),
        (0, f"rdma bench: served {name} over local (shared memory)\n", ""))
+if not out:
+    cli.finish("unreachable")  # the failure is recorded: print it and stop
 b = json.loads(out)
 expect("hcq rdma bench --json keys", list(b),
        ["transport", "round_trip_us", "pings", "bytes", "rounds", "bandwidth"])
