@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(meson ninja-build pkg-config g++ clang lld python3 libdrm-dev libpci-dev liburing-dev
+      libibverbs-dev ibverbs-providers rdma-core
       libboost-dev libelf-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev clang-19 lld-19
       libclang-rt-dev libcli11-dev nlohmann-json3-dev pci.ids libzstd-dev)
 missing=()

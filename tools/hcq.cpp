@@ -30,6 +30,7 @@
 #include "numbers.hpp"
 #include "os/output_file.hpp"
 #include "pci.hpp"
+#include "rdma.hpp"
 #include "usb.hpp"
 #include "usage.hpp"
 
@@ -313,6 +314,10 @@ struct Command {
   CLI::App* usb_ls = nullptr;
   CLI::App* usb_bench = nullptr;
   std::string usb_device;
+  CLI::App* rdma = nullptr;
+  CLI::App* rdma_ls = nullptr;
+  CLI::App* rdma_bench = nullptr;
+  hcq::tools::RdmaBenchArgs rdma_args;
   bool all = false, json = false, reset = false;
   std::string device = "auto", trace_file = "hcq-trace.json";
   uint32_t size = 1 << 20;
@@ -432,6 +437,25 @@ void define(CLI::App& app, Command& c) {
   c.usb_bench->add_option("DEVICE", c.usb_device, "usb:<bus>-<port> (default: the only bridge "
                                                   "with tinygrad's\ncustom firmware)");
   c.usb_bench->add_flag("--json", c.json, "the figures as one JSON object");
+  c.rdma = sub("rdma", "memory between processes and machines over RDMA: list NICs, measure a "
+                       "link");
+  c.rdma->require_subcommand(1);
+  c.rdma_ls = c.rdma->add_subcommand("ls", "RDMA devices: ports, link layer, MTU, GIDs (or why "
+                                           "there are none)");
+  c.rdma_ls->add_flag("--json", c.json, "the same as one JSON object: {devices, none_because}");
+  c.rdma_bench = c.rdma->add_subcommand("bench", "latency and bandwidth to a peer running "
+                                                 "'hcq rdma bench --listen' (medians)");
+  auto& ra = c.rdma_args;
+  c.rdma_bench->add_flag("--listen", ra.listen, "serve a peer instead of measuring");
+  c.rdma_bench->add_option("HOST", ra.host, "the listening peer's host name or address");
+  c.rdma_bench->add_option("--port", ra.port, "TCP port of the connection setup (default 18515)")
+      ->transform(uint_option(1, 65535));
+  c.rdma_bench->add_option("--device", ra.device, "the RDMA device (default: the first)");
+  c.rdma_bench->add_option("--local", ra.local, "NAME: the shared-memory transport between two "
+                                                "processes of\nthis machine instead of verbs");
+  c.rdma_bench->add_option("--rounds", ra.rounds, "64 MiB transfers of each kind (default 8)")
+      ->transform(uint_option(1, 1000));
+  c.rdma_bench->add_flag("--json", ra.json, "the figures as one JSON object");
   c.boot = sub("boot", "boot a GPU hcq drives without a kernel GPU driver (am:) and report");
   c.boot->add_option("DEVICE", c.device, "am:<PCI address> (on vfio-pci) or emu:gfx1100_am")
       ->required();
@@ -450,6 +474,8 @@ int run_command(const Command& c) {
                                                    : hcq::tools::cmd_reg(c.reg_args);
   if (*c.usb_ls) return hcq::tools::cmd_usb_ls(c.json);
   if (*c.usb_bench) return hcq::tools::cmd_usb_bench(c.usb_device, c.json);
+  if (*c.rdma_ls) return hcq::tools::cmd_rdma_ls(c.json);
+  if (*c.rdma_bench) return hcq::tools::cmd_rdma_bench(c.rdma_args);
   if (*c.boot) return cmd_boot(c.device, c.reset);
   return 2;  // unreachable: CLI11 requires one subcommand
 }
@@ -491,7 +517,7 @@ int main(int argc, char** argv) {
                              app.get_subcommands().empty()))
         message = extra[0].rfind('-', 0) == 0 ? "unknown option " + extra[0]
                   : app.get_subcommands().empty()
-                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, usb, boot)"
+                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, usb, rdma, boot)"
                       : "unexpected argument " + extra[0];
       rc = usage_error(app, message);
     } catch (const hcq::tools::UsageError& e) {

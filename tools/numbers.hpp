@@ -2,9 +2,11 @@
 // --submissions): one strict parser, so that what runs is what was typed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,5 +25,12 @@ uint64_t parse_uint(std::string_view text, uint64_t max, const char* what);
 CLI::Validator uint_option(uint64_t min, uint64_t max);
 
 bool has_hex_prefix(std::string_view text);
+
+// The median of a benchmark's rounds (usb bench, rdma bench).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 }  // namespace hcq::tools

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/registry.hpp"
 #include "json.hpp"
+#include "numbers.hpp"
 #include "os/usb.hpp"
 #include "usage.hpp"
 #include "usb/asm2464.hpp"
@@ -214,12 +215,6 @@ int cmd_usb_ls(bool json) {
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 template <class F>
 double seconds(F&& f) {

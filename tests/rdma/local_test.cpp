@@ -1,0 +1,361 @@
+// The shared-memory transport between two processes made with fork(): 64 MiB both ways
+// (host memory and emulated device memory), READ, WRITE-with-immediate, and the exact errors
+// for a bad key, an out-of-bounds access and a peer killed mid-transfer. Every child ends
+// with _exit and is reaped with a bounded wait; alarm() ends a stuck child.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/hcq.hpp"
+#include "rdma/transport.hpp"
+
+namespace hcq::rdma {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kBig = 64ull << 20;
+
+std::string unique_name(const char* what) {
+  return std::string("test-") + what + "-" + std::to_string(::getpid());
+}
+
+// A pattern that differs per side and per word.
+void fill(std::byte* p, uint64_t n, uint64_t seed) {
+  for (uint64_t i = 0; i < n / 8; i++) {
+    uint64_t v = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    std::memcpy(p + i * 8, &v, 8);
+  }
+}
+// "" when [p, p+n) holds fill(seed)'s pattern, else the first word that differs.
+std::string check(const std::byte* p, uint64_t n, uint64_t seed) {
+  for (uint64_t i = 0; i < n / 8; i++) {
+    uint64_t v = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed, got;
+    std::memcpy(&got, p + i * 8, 8);
+    if (got != v) return "word " + std::to_string(i) + " is " + hex(got) + ", not " + hex(v);
+  }
+  return "";
+}
+
+// A forked child running `fn`; its result ("" for success, else why) comes back on a pipe.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
+template <class F>
+Child spawn(F fn) {
+  int p[2];
+  EXPECT_EQ(::pipe(p), 0);
+  Child c;
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    ::close(p[0]);
+    ::alarm(30);  // a stuck child ends rather than hanging the test
+    std::string r;
+    try {
+      r = fn();
+    } catch (const std::exception& e) {
+      r = std::string("child threw: ") + e.what();
+    }
+    if (r.empty()) r = "ok";
+    (void)!::write(p[1], r.data(), r.size());
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  c.fd = p[0];
+  return c;
+}
+// Reaps the child (at most `timeout`, then SIGKILL) and returns what it said.
+std::string finish(Child c, std::chrono::milliseconds timeout = 30000ms) {
+  auto until = Clock::now() + timeout;
+  int st = 0;
+  while (::waitpid(c.pid, &st, WNOHANG) == 0) {
+    if (Clock::now() >= until) {
+      ::kill(c.pid, SIGKILL);
+      ::waitpid(c.pid, &st, 0);
+      ::close(c.fd);
+      return "child did not finish in time";
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  std::string r;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(c.fd, buf, sizeof buf)) > 0) r.append(buf, size_t(n));
+  ::close(c.fd);
+  return r.empty() ? "child said nothing (status " + std::to_string(st) + ")" : r;
+}
+
+// One side of the both-ways exchange over regions `src` (this side's pattern) and `dst`
+// (where the peer writes): writes all of src to the peer's dst with an immediate, reads
+// 1 MiB of the peer's src back, checks what arrived, then a zero-byte "finished" immediate so
+// neither side closes while the other still reads.
+std::string exchange(Connection& c, Device& dev, const Region& src, const Region& dst,
+                     const std::byte* dst_host, uint64_t seed, uint64_t peer_seed,
+                     const Region& scratch) {
+  c.advertise(dst.remote());
+  c.advertise(src.remote());
+  RemoteRegion peer_dst = c.peer_region(0, 10000ms), peer_src = c.peer_region(1, 10000ms);
+  if (peer_dst.length != kBig) return "peer region has " + std::to_string(peer_dst.length);
+  Signal s = dev.new_signal(0);
+  c.write_with_immediate(src, 0, peer_dst, 0, kBig, uint32_t(seed), s, 1);
+  c.read(scratch, 0, peer_src, kBig - (1 << 20), 1 << 20, s, 2);
+  c.wait(s, 2, 20000ms);
+  if (c.wait_immediate(20000ms) != uint32_t(peer_seed)) return "wrong immediate";
+  std::string bad = check(dst_host, kBig, peer_seed);
+  if (!bad.empty()) return "written data: " + bad;
+  std::vector<std::byte> expect(kBig);
+  fill(expect.data(), kBig, peer_seed);
+  if (std::memcmp(scratch.host(), expect.data() + kBig - (1 << 20), 1 << 20) != 0)
+    return "read data differs";
+  c.write_with_immediate(scratch, 0, peer_dst, 0, 0, 7, s, 3);
+  c.wait(s, 3, 10000ms);
+  if (c.wait_immediate(10000ms) != 7) return "no finished immediate";
+  return "";
+}
+
+std::string host_side(bool listen, const std::string& name) {
+  auto dev = Device::open("emu:gfx1100");  // for its signals
+  auto ep = open_local();
+  std::vector<std::byte> src(kBig), dst(kBig), scratch(1 << 20);
+  uint64_t seed = listen ? 0x1111 : 0x2222, peer_seed = listen ? 0x2222 : 0x1111;
+  fill(src.data(), kBig, seed);
+  auto rs = ep->register_host(src.data(), kBig), rd = ep->register_host(dst.data(), kBig),
+       rx = ep->register_host(scratch.data(), scratch.size());
+  auto c = listen ? ep->listen(name, 10000ms) : ep->connect(name, 10000ms);
+  return exchange(*c, *dev, *rs, *rd, dst.data(), seed, peer_seed, *rx);
+}
+
+TEST(RdmaLocal, HostMemorySixtyFourMiBBothWays) {
+  std::string name = unique_name("host");
+  Child c = spawn([&] { return host_side(false, name); });
+  EXPECT_EQ(host_side(true, name), "");
+  EXPECT_EQ(finish(c), "ok");
+}
+
+// Device memory of an emulated GPU (the CPU maps it): registered as a Buffer, addressed by
+// its device address, filled and checked with copy_in / copy_out.
+std::string device_side(bool listen, const std::string& name, const std::string& target) {
+  auto dev = Device::open(target);
+  auto ep = open_local();
+  Buffer src = dev->allocate(kBig), dst = dev->allocate(kBig);
+  std::vector<std::byte> host(kBig), scratch(1 << 20);
+  uint64_t seed = listen ? 0x3333 : 0x4444, peer_seed = listen ? 0x4444 : 0x3333;
+  fill(host.data(), kBig, seed);
+  dev->copy_in(src, 0, host.data(), kBig);
+  std::memset(host.data(), 0, kBig);
+  dev->copy_in(dst, 0, host.data(), kBig);
+  auto rs = ep->register_buffer(src), rd = ep->register_buffer(dst),
+       rx = ep->register_host(scratch.data(), scratch.size());
+  if (rd->addr() != dst.va()) return "a buffer's region is not at its device address";
+  auto c = listen ? ep->listen(name, 10000ms) : ep->connect(name, 10000ms);
+  dev->copy_out(host.data(), dst, 0, kBig);  // dst, as the peer will have written it
+  std::string r = exchange(*c, *dev, *rs, *rd, static_cast<std::byte*>(dst.host()), seed,
+                           peer_seed, *rx);
+  if (!r.empty()) return r;
+  dev->copy_out(host.data(), dst, 0, kBig);
+  std::string bad = check(host.data(), kBig, peer_seed);
+  return bad.empty() ? "" : "copy_out of the written buffer: " + bad;
+}
+
+class RdmaLocalDevice : public testing::TestWithParam<const char*> {};
+
+TEST_P(RdmaLocalDevice, DeviceMemorySixtyFourMiBBothWays) {
+  std::string name = unique_name(GetParam());
+  std::string target = std::string("emu:") + GetParam();
+  Child c = spawn([&] { return device_side(false, name, target); });
+  EXPECT_EQ(device_side(true, name, target), "");
+  EXPECT_EQ(finish(c), "ok");
+}
+INSTANTIATE_TEST_SUITE_P(Targets, RdmaLocalDevice, testing::Values("gfx1100", "sm_90"));
+
+// The peer registers one 64 KiB region, advertises it and waits for "finished" (or dies).
+std::string passive_peer(const std::string& name) {
+  auto ep = open_local();
+  std::vector<std::byte> mem(64 << 10);
+  auto r = ep->register_host(mem.data(), mem.size());
+  auto c = ep->connect(name, 10000ms);
+  c->advertise(r->remote());
+  // The active side's bad access fails this side too (an RC queue pair goes to error).
+  try {
+    c->wait_immediate(10000ms);
+  } catch (const RemoteAccessError&) {
+  }
+  return "";
+}
+
+struct Active {
+  std::unique_ptr<Device> dev = Device::open("emu:gfx1100");
+  std::unique_ptr<Endpoint> ep = open_local();
+  std::vector<std::byte> mem = std::vector<std::byte>(64 << 10);
+  std::unique_ptr<Region> r = ep->register_host(mem.data(), mem.size());
+  Signal s = dev->new_signal(0);
+};
+
+// This process listening, a passive_peer child connected, the child's region received.
+struct WithPassivePeer {
+  explicit WithPassivePeer(const char* what)
+      : name(unique_name(what)), child(spawn([n = name] { return passive_peer(n); })),
+        c(a.ep->listen(name, 10000ms)), peer(c->peer_region(0, 10000ms)) {}
+  std::string name;
+  Child child;
+  Active a;
+  std::unique_ptr<Connection> c;
+  RemoteRegion peer;
+};
+
+TEST(RdmaLocal, BadKeyIsAnExactRemoteAccessError) {
+  WithPassivePeer w("key");
+  auto& [name, child, a, c, peer] = w;
+  RemoteRegion bad = peer;
+  bad.key ^= 0x80000000u;
+  std::string expect = "rdma: remote access error on connection '" + name + "': key " +
+                       hex(bad.key) + " is not registered at the peer (write of 4096 bytes at " +
+                       hex(peer.addr + 64) + ")";
+  c->write(*a.r, 0, bad, 64, 4096, a.s, 1);
+  try {
+    c->wait(a.s, 1, 5000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const RemoteAccessError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  EXPECT_EQ(c->error(), expect);
+  // Later posts fail at once with the same error.
+  try {
+    c->read(*a.r, 0, peer, 0, 8, a.s, 2);
+    ADD_FAILURE() << "no error";
+  } catch (const RemoteAccessError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  EXPECT_EQ(a.s.value(), 0u);
+  c.reset();
+  EXPECT_EQ(finish(child), "ok");
+}
+
+TEST(RdmaLocal, OutOfBoundsIsAnExactRemoteAccessError) {
+  WithPassivePeer w("oob");
+  auto& [name, child, a, c, peer] = w;
+  // A local range outside the local region is refused before anything is sent.
+  try {
+    c->write(*a.r, 60 << 10, peer, 0, 8 << 10, a.s, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "rdma: local range [" + hex(a.r->addr() + (60 << 10)) + ", " +
+                  hex(a.r->addr() + (68 << 10)) + ") is outside region key " +
+                  hex(a.r->key()) + " [" + hex(a.r->addr()) + ", " +
+                  hex(a.r->addr() + (64 << 10)) + ")");
+  }
+  // In bounds first (it completes), then 100 bytes past the peer's end.
+  c->write(*a.r, 0, peer, 0, 4096, a.s, 1);
+  c->wait(a.s, 1, 5000ms);
+  c->read(*a.r, 0, peer, peer.length - 4000, 4096, a.s, 2);
+  std::string expect = "rdma: remote access error on connection '" + name + "': read of 4096 " +
+                       "bytes at " + hex(peer.addr + peer.length - 4000) +
+                       " is outside region key " + hex(peer.key) + " [" + hex(peer.addr) +
+                       ", " + hex(peer.addr + peer.length) + ")";
+  try {
+    c->wait(a.s, 2, 5000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const RemoteAccessError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  EXPECT_EQ(a.s.value(), 1u);
+  c.reset();
+  EXPECT_EQ(finish(child), "ok");
+}
+
+TEST(RdmaLocal, PeerKilledMidTransferIsAnExactErrorWithinABoundedTime) {
+  std::string name = unique_name("kill");
+  // This peer advertises 64 MiB and stops draining once the transfer has begun: SIGSTOP
+  // then SIGKILL from this side, so the kill lands mid-transfer.
+  Child child = spawn([&] {
+    auto ep = open_local();
+    std::vector<std::byte> mem(kBig);
+    auto r = ep->register_host(mem.data(), mem.size());
+    auto c = ep->connect(name, 10000ms);
+    c->advertise(r->remote());
+    std::this_thread::sleep_for(30s);
+    return std::string("not killed");
+  });
+  Active a;
+  std::vector<std::byte> big(kBig);
+  auto rb = a.ep->register_host(big.data(), big.size());
+  auto c = a.ep->listen(name, 10000ms);
+  RemoteRegion peer = c->peer_region(0, 10000ms);
+  std::atomic<int64_t> killed_at{0};
+  std::thread killer([&] {
+    std::this_thread::sleep_for(5ms);
+    ::kill(child.pid, SIGKILL);
+    killed_at = Clock::now().time_since_epoch().count();
+  });
+  std::string expect = "rdma: the peer (pid " + std::to_string(child.pid) +
+                       ") died on connection '" + name + "'";
+  try {
+    for (uint64_t i = 1; i <= 20; i++) c->write(*rb, 0, peer, 0, kBig, a.s, i, 10000ms);
+    c->wait(a.s, 20, 10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  killer.join();
+  auto after = Clock::now().time_since_epoch().count() - killed_at.load();
+  EXPECT_LT(after, std::chrono::nanoseconds(2s).count());
+  EXPECT_EQ(c->error(), expect);
+  EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 9)");
+}
+
+// Several threads post on one connection and wait on their own signals at once.
+TEST(RdmaLocal, ThreadsPostAndWaitAtOnce) {
+  WithPassivePeer w("threads");
+  // (Plain references: clang 14's lambdas do not capture structured bindings.)
+  Child& child = w.child;
+  Active& a = w.a;
+  auto& c = w.c;
+  RemoteRegion& peer = w.peer;
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; t++)
+    ts.emplace_back([&, t] {
+      Signal s = a.dev->new_signal(0);
+      try {
+        for (uint64_t i = 1; i <= 50; i++) {
+          if (i % 2)
+            c->write(*a.r, uint64_t(t) << 14, peer, uint64_t(t) << 14, 1 << 14, s, i);
+          else
+            c->read(*a.r, uint64_t(t) << 14, peer, uint64_t(t) << 14, 1 << 14, s, i);
+          c->wait(s, i, 5000ms);
+        }
+      } catch (const std::exception&) {
+        bad++;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  Signal s = a.dev->new_signal(0);
+  c->write_with_immediate(*a.r, 0, peer, 0, 0, 1, s, 1);
+  c->wait(s, 1, 5000ms);
+  c.reset();
+  EXPECT_EQ(finish(child), "ok");
+}
+
+TEST(RdmaLocal, NoPeerIsAnExactErrorAfterTheTimeout) {
+  auto ep = open_local();
+  std::string name = unique_name("alone");
+  try {
+    ep->listen(name, 50ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: no peer on connection '" + name + "' in 50 ms");
+  }
+}
+
+}  // namespace
+}  // namespace hcq::rdma
