@@ -17,7 +17,8 @@ qemu_need() {
 }
 
 # qemu_kernel WORK "MODULES": Debian's kernel (the package linux-image-amd64 depends on),
-# downloaded once, not installed; its vmlinuz and MODULES (paths under
+# downloaded once, not installed, and kept beside WORK in qemu-deb/ (the VFIO and RDMA tests
+# of one build directory share one download); its vmlinuz and MODULES (paths under
 # lib/modules/<version>/kernel, without .ko, in load order) kept in WORK/kernel-<version>.
 # Sets QEMU_KPKG, QEMU_KDIR and QEMU_MODULE_ORDER (the modules' names in load order).
 qemu_kernel() {
@@ -28,12 +29,17 @@ qemu_kernel() {
   kver=${QEMU_KPKG#linux-image-}
   QEMU_KDIR=$work/kernel-$kver
   if [ ! -f "$QEMU_KDIR/vmlinuz" ]; then
-    echo "== downloading $QEMU_KPKG"
+    local debs
+    debs=$(dirname "$work")/qemu-deb
+    mkdir -p "$debs"
+    if ! ls "$debs/$QEMU_KPKG"_*.deb >/dev/null 2>&1; then
+      echo "== downloading $QEMU_KPKG"
+      # (apt warns that it downloads as root, not as _apt: harmless here)
+      (cd "$debs" && apt-get download "$QEMU_KPKG" >/dev/null) ||
+        { echo "qemu: cannot download $QEMU_KPKG"; exit 1; }
+    fi
     rm -rf "$work/unpack" && mkdir -p "$work/unpack"
-    # (apt warns that it downloads as root, not as _apt: harmless here)
-    (cd "$work/unpack" && apt-get download "$QEMU_KPKG" >/dev/null) ||
-      { echo "qemu: cannot download $QEMU_KPKG"; exit 1; }
-    dpkg-deb -x "$work"/unpack/"$QEMU_KPKG"_*.deb "$work/unpack/x"
+    dpkg-deb -x "$debs/$QEMU_KPKG"_*.deb "$work/unpack/x"
     mkdir -p "$QEMU_KDIR.tmp/modules"
     cp "$work/unpack/x/boot/vmlinuz-$kver" "$QEMU_KDIR.tmp/vmlinuz"
     for m in $mods; do cp "$work/unpack/x/lib/modules/$kver/kernel/$m.ko" "$QEMU_KDIR.tmp/modules/"; done
