@@ -83,13 +83,21 @@ struct Writer {
   std::map<uint64_t, uint32_t> devices;  // Device::serial() -> id in the capture
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> recorded;  // (device, va) -> content hash
   uint64_t sequence = 0;
-  std::vector<uint8_t> buf;  // the record being built: its 16-byte header, then the payload
+  // The record being built: its 16-byte header, then the payload, in buf's first `used`
+  // bytes. buf only grows, and fields are copied in with memcpy: building a submission's
+  // record is most of what a capture to the ring costs.
+  std::vector<uint8_t> buf;
+  size_t used = 0;
   std::vector<uint8_t> packed;
 
-  void begin() { buf.assign(16, 0); }
+  void begin() {
+    if (buf.size() < 4096) buf.resize(4096);
+    used = 16;
+  }
   void put(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    buf.insert(buf.end(), b, b + n);
+    if (buf.size() - used < n) buf.resize(std::max(buf.size() * 2, used + n));
+    std::memcpy(buf.data() + used, p, n);
+    used += n;
   }
   template <class T>
   void put(T v) {
@@ -102,27 +110,28 @@ struct Writer {
   // Writes the record built in `buf` (since begin()) in one write: header (type, flags, payload
   // length), then the payload, compressed when asked (its uncompressed length first).
   void emit(RecordType type) {
-    const uint64_t raw = buf.size() - 16;
+    const uint64_t raw = used - 16;
     if (raw > kMaxRecordBytes)  // no reader would take it
       throw InvalidInput("capture: a record of " + std::to_string(raw) + " bytes, more than the " +
                          std::to_string(kMaxRecordBytes) + " a record may hold");
     uint32_t head[2] = {uint32_t(type), 0};
-    std::vector<uint8_t>* out = &buf;
+    uint8_t* out = buf.data();
+    uint64_t out_bytes = used;
     if (options.compress) {
       uLongf packed_len = compressBound(uLong(raw));
       packed.resize(24 + packed_len);
       std::memcpy(packed.data() + 16, &raw, 8);
       if (compress2(packed.data() + 24, &packed_len, buf.data() + 16, uLong(raw), 1) == Z_OK) {
         head[1] = kRecordCompressed;
-        packed.resize(24 + packed_len);
-        out = &packed;
+        out = packed.data();
+        out_bytes = 24 + packed_len;
       }
     }
-    const uint64_t len = out->size() - 16;
-    std::memcpy(out->data(), head, 8);
-    std::memcpy(out->data() + 8, &len, 8);
-    if (ring.ring) ring.write(out->data(), out->size(), type);
-    if (file.is_open()) file.write(out->data(), out->size());
+    const uint64_t len = out_bytes - 16;
+    std::memcpy(out, head, 8);
+    std::memcpy(out + 8, &len, 8);
+    if (ring.ring) ring.write(out, out_bytes, type);
+    if (file.is_open()) file.write(out, out_bytes);
   }
 };
 
