@@ -82,6 +82,8 @@ class AdrenoDriver final : public DeviceDriver {
   Allocation allocate(uint64_t va, uint64_t size, MemoryKind kind, bool executable) override;
   void free(const Allocation& a) override;
   Allocation map_user(void* host, uint64_t size) override;
+  int export_memory(const Allocation& a) override;
+  Allocation import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) override;
   std::unique_ptr<HwQueue> create_queue(QueueKind kind) override;
   std::unique_ptr<hcq::Encoder> encoder(QueueKind) override {
     return std::make_unique<CpEncoder>(gen_, mem_);
@@ -240,6 +242,29 @@ Allocation AdrenoDriver::allocate(uint64_t va, uint64_t size, MemoryKind kind, b
   }
   allocated_ += size;
   return Allocation{va, size, reinterpret_cast<void*>(va), kind, handle};
+}
+
+// Sharing with another process: what the kernel driver can (KGSL: memory from the dma-buf
+// heap, Kmd::shares_memory); msm DRM keeps DeviceDriver's refusal.
+int AdrenoDriver::export_memory(const Allocation& a) {
+  if (!kmd_->shares_memory()) return DeviceDriver::export_memory(a);
+  if (a.user)
+    throw InvalidInput(props_.name + ": the caller's host memory at " + hex(a.va) +
+                       " cannot be exported");
+  return kmd_->export_memory(a.handle);
+}
+
+Allocation AdrenoDriver::import_memory(int fd, uint64_t va, uint64_t size, MemoryKind kind) {
+  if (!kmd_->shares_memory()) return DeviceDriver::import_memory(fd, va, size, kind);
+  std::unique_lock lk(deferred_mu_);
+  reap();
+  if (!wait_for_deferred(va, size))  // as allocate(): the address may be a busy freed object's
+    throw TimeoutError(props_.name + ": the GPU address " + hex(va) + " belongs to a freed object "
+                       "that submitted work still uses after " +
+                       std::to_string(kFreedObjectWait.count()) + " s");
+  Allocation out{va, size, reinterpret_cast<void*>(va), kind, kmd_->import_memory(fd, va, size)};
+  allocated_ += size;
+  return out;
 }
 
 // The GPU reaches an object through the very mapping a free drops (the CPU and the GPU share

@@ -21,6 +21,7 @@
 // structs get CamelCase names (GpuCommand, GpuobjAlloc, ...) with KGSL's field names.
 #pragma once
 
+#include <linux/dma-heap.h>
 #include <linux/ioctl.h>
 
 #include <cstddef>
@@ -493,6 +494,19 @@ static_assert(IOCTL_KGSL_GPUOBJ_IMPORT == 0xC0200948ul);
 static_assert(IOCTL_KGSL_MAP_USER_MEM == 0xC0300915ul);
 // 0x40000000 | 8 << 16 = 0x00080000 | 0x900 | 0x21.
 static_assert(IOCTL_KGSL_SHAREDMEM_FREE == 0x40080921ul);
+
+// [uapi] linux/dma-heap.h (Debian's linux-libc-dev, included for the struct): the memory a
+// process shares comes from the system dma-buf heap, /dev/dma_heap/system, and is imported
+// into KGSL (GpuobjImport, KGSL_USER_MEM_TYPE_DMABUF): KGSL has no export of its own objects.
+// struct dma_heap_allocation_data {u64 len; u32 fd (out); u32 fd_flags (O_CLOEXEC |
+// O_ACCMODE); u64 heap_flags (none valid)}; DMA_HEAP_IOCTL_ALLOC = _IOWR('H', 0x0, ...).
+inline constexpr const char* kDmaHeapSystem = "/dev/dma_heap/system";
+static_assert(sizeof(dma_heap_allocation_data) == 24);
+static_assert(offsetof(dma_heap_allocation_data, fd) == 8);
+static_assert(offsetof(dma_heap_allocation_data, fd_flags) == 12);
+static_assert(offsetof(dma_heap_allocation_data, heap_flags) == 16);
+// 0xC0000000 | 24 << 16 = 0x00180000 | 'H' << 8 = 0x4800 | 0x0.
+static_assert(DMA_HEAP_IOCTL_ALLOC == 0xC0184800ul);
 
 // ============================================================================================
 // 6. Cache maintenance: IOCTL_KGSL_GPUOBJ_SYNC

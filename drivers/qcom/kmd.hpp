@@ -47,6 +47,15 @@ class Kmd {
   virtual bool maps_user_memory() const = 0;
   virtual uint64_t map_user(void* host, uint64_t size) = 0;
   virtual void free_user(uint64_t handle, uint64_t va) = 0;
+  // Sharing memory with another process (DeviceDriver::export_memory / import_memory), where
+  // shares_memory(): export_memory gives a new fd the caller owns for an object allocate()
+  // or import_memory made (throws InvalidInput for one the kernel cannot export);
+  // import_memory places the `size` bytes another process's fd holds at `va` as allocate()
+  // does (the fd stays the caller's) and returns the handle for free(). By default the
+  // kernel driver cannot, and these are never called.
+  virtual bool shares_memory() const { return false; }
+  virtual int export_memory(uint64_t handle);
+  virtual uint64_t import_memory(int fd, uint64_t va, uint64_t size);
   // Submits the IBs to run in order: 0 and the submission's fence, or -errno (-EDEADLK: the
   // context faulted).
   virtual int submit(std::span<const IbRef> ibs, uint32_t& fence) = 0;

@@ -1,8 +1,10 @@
 #include "os/emulated_kernel.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -110,6 +112,9 @@ std::shared_ptr<EmulatedNode> EmulatedKernel::node_of(int fd) {
 }
 
 int EmulatedKernel::close(int fd) {
+  // A real file's fd (an emulated dma-buf heap's memfd, one another process passed) closes
+  // as the OS closes it, as it maps.
+  if (fd >= 0 && fd < kFirstFd) return ::close(fd) < 0 ? -errno : 0;
   std::shared_ptr<EmulatedNode> node;
   {
     std::lock_guard lk(mu_);
@@ -134,6 +139,10 @@ ssize_t EmulatedKernel::read(int fd, void* buf, size_t size) {
 }
 
 int EmulatedKernel::passable_fd(int fd) {
+  if (fd >= 0 && fd < kFirstFd) {  // a real file's fd: a dup, as on the real OS
+    int r = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    return r < 0 ? -errno : r;
+  }
   auto node = node_of(fd);
   return node ? node->passable_fd(fd) : -EBADF;
 }

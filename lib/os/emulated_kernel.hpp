@@ -2,7 +2,8 @@
 // drivers (EmulatedNode), sysfs by an in-memory tree and, where one is mounted, a real
 // directory standing for /sys (libpci reads its files itself). Anonymous mmaps and munmaps
 // of ranges no node mapped go to the real OS, so drivers can reserve address space as usual.
-// So do mmaps of a real file's fd (a memfd or dma-buf passed from another process).
+// So do mmaps, closes and passable_fd of a real file's fd (a memfd or dma-buf passed from
+// another process, or an emulated dma-buf heap's buffer).
 #pragma once
 
 #include <cerrno>

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -118,25 +119,39 @@ std::string producer(int sock, const std::string& target) {
 }
 
 // The consumer: its copy queue waits on the producer's signal on the GPU, then copies the
-// producer's buffer into its own.
+// producer's buffer into its own. A device without a copy engine (Adreno; its code objects
+// have no copy kernel) waits on its compute queue and copies as Device::copy does there: a
+// host copy of the shared memory, once that queue passed the wait.
 std::string consumer(int sock, const std::string& target) {
   auto dev = Device::open(target);
+  const bool engine = dev->properties().caps.copy_engine;
   Buffer in = dev->import_buffer(receive_handle(sock, kStep));
   Signal ready = dev->import_signal(receive_handle(sock, kStep));
   if (!in.imported() || !ready.imported() || in.size() != kWords * 4)
     return "the imports do not say what they are";
   Buffer out = dev->allocate(kWords * 4);
   Signal done = dev->new_signal(0);
-  CopyQueue q(*dev);
-  q.wait(ready, 1);
-  q.copy(out.va(), in.va(), kWords * 4).signal(done, 1);
-  q.bind();
-  q.submit();
+  std::optional<CopyQueue> cq;
+  std::optional<ComputeQueue> kq;
+  if (engine) {
+    cq.emplace(*dev);
+    cq->wait(ready, 1);
+    cq->copy(out.va(), in.va(), kWords * 4).signal(done, 1);
+    cq->bind();
+    cq->submit();
+  } else {
+    kq.emplace(*dev);
+    kq->wait(ready, 1);
+    kq->memory_barrier().signal(done, 1);
+    kq->bind();
+    kq->submit();
+  }
   std::this_thread::sleep_for(30ms);
   if (done.value() != 0 || ready.value() != 0)
     return "the copy ran before the producer signalled";
   tell(sock, 'r');  // only now may the producer run its kernel and signal
   done.wait(1, kStep);
+  if (!engine) dev->copy(out, 0, in, 0, kWords * 4);
   std::vector<uint8_t> got(kWords * 4);
   dev->copy_out(got.data(), out, 0, got.size());
   const auto want = expected_bytes();
@@ -247,6 +262,7 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
   // dma-buf's size first; RM refuses to map past the object's end) and of an fd that holds
   // no exported memory.
   const bool amd = GetParam().starts_with("emu:gfx");
+  const bool kgsl = GetParam().starts_with("emu:a");
   {
     // Host memory: the CPU maps all of it, so RM's map is where the size is checked.
     Buffer hb = dev->allocate(8192, MemoryKind::Host);
@@ -254,7 +270,7 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
     h.alloc_bytes = 16384;
     h.size = 16384;
     EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }),
-              amd ? me + ": the imported memory holds 8192 bytes, the handle says 16384"
+              amd || kgsl ? me + ": the imported memory holds 8192 bytes, the handle says 16384"
                   : me + ": NV_ESC_RM_MAP_MEMORY: NV_ERR_INVALID_LIMIT");
   }
   {
@@ -273,6 +289,8 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
     EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }),
               amd ? me + ": the imported fd is not a buffer amdgpu exported "
                          "(AMDKFD_IOC_GET_DMABUF_INFO: Invalid argument)"
+              : kgsl ? me + ": the imported fd is not a dma-buf KGSL takes "
+                            "(IOCTL_KGSL_GPUOBJ_IMPORT: Invalid argument)"
                   : me + ": RM control OS_UNIX_IMPORT_OBJECT_FROM_FD (0x3d06): "
                          "NV_ERR_INVALID_PARAMETER");
   }
@@ -335,7 +353,7 @@ TEST(IpcSocket, ReceiveHandleExactErrors) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Emulated, Ipc, ::testing::Values("emu:gfx1100", "emu:sm_90"),
+INSTANTIATE_TEST_SUITE_P(Emulated, Ipc, ::testing::Values("emu:gfx1100", "emu:sm_90", "emu:a740"),
                          [](const auto& info) { return info.param.substr(4); });
 
 }  // namespace

@@ -4,7 +4,10 @@
 // how hcq's driver allocates.
 #include "qcom/emu/kgsl.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <condition_variable>
@@ -28,6 +31,10 @@ class KgslState final : public GpuEvents {
  public:
   KgslState(const Target& t, bool io_coherent)
       : t_(t), io_coherent_(io_coherent), engine_(t.gen, memory_, *this) {}
+  ~KgslState() override {
+    for (auto& [id, o] : objects_)
+      if (o.dmabuf >= 0) ::close(o.dmabuf);
+  }
 
   int ioctl(unsigned long req, void* arg);
   void* mmap(void* addr, size_t len, int flags, off_t off);
@@ -58,7 +65,9 @@ class KgslState final : public GpuEvents {
     uint64_t size = 0, flags = 0;
     uint64_t gpuaddr = 0;  // where it is mapped (0 until then)
     bool user = false;     // MAP_USER_MEM: the process's own pages
+    int dmabuf = -1;       // GPUOBJ_IMPORT: a dup of the dma-buf (a memfd here) backing it
   };
+  int import(GpuobjImport* im);
   struct Context {
     uint32_t queued = 0, retired = 0;
     bool faulted = false;
@@ -153,10 +162,13 @@ int KgslState::ioctl(unsigned long req, void* arg) {
       auto it = objects_.find(f->id);
       if (it == objects_.end()) return -EINVAL;
       if (it->second.gpuaddr) memory_.unmap(it->second.gpuaddr);
+      if (it->second.dmabuf >= 0) ::close(it->second.dmabuf);
       used_ -= it->second.size;
       objects_.erase(it);
       return 0;
     }
+    case IOCTL_KGSL_GPUOBJ_IMPORT:
+      return import(static_cast<GpuobjImport*>(arg));
     case IOCTL_KGSL_MAP_USER_MEM: {
       auto* m = static_cast<MapUserMem*>(arg);
       if (m->memtype != KGSL_USER_MEM_TYPE_ADDR || m->hostptr % kPage || m->len % kPage || !m->len)
@@ -228,6 +240,33 @@ int KgslState::ioctl(unsigned long req, void* arg) {
   return -ENOTTY;
 }
 
+// kgsl.c kgsl_ioctl_gpuobj_import / _gpuobj_map_dma_buf: the dma-buf's fd from priv, the
+// whole buffer as a new object (mapped, SVM, by mmap at its id's offset). The emulator takes
+// only dma-bufs (KGSL also takes KGSL_USER_MEM_TYPE_ADDR) with USE_CPU_MAP, as hcq imports.
+int KgslState::import(GpuobjImport* im) {
+  if (im->type != KGSL_USER_MEM_TYPE_DMABUF || im->priv_len < sizeof(GpuobjImportDmaBuf) ||
+      !(im->flags & KGSL_MEMFLAGS_USE_CPU_MAP))
+    return -EINVAL;
+  const int fd = reinterpret_cast<const GpuobjImportDmaBuf*>(im->priv)->fd;
+  if (fd < 0) return -EINVAL;
+  // dma_buf_get: -EBADF for no file, -EINVAL for a file that is no dma-buf (the emulated
+  // heap's buffers are memfds: regular files of whole pages).
+  struct stat st {};
+  if (::fstat(fd, &st) < 0) return -EBADF;
+  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % off_t(kPage)) return -EINVAL;
+  const uint64_t size = uint64_t(st.st_size);
+  if (!io_coherent_) im->flags &= ~KGSL_MEMFLAGS_IOCOHERENT;
+  std::lock_guard lk(mu_);
+  // The heap's pages are the SoC's memory the GPU objects share: counted as allocations are.
+  if (size > t_.memory_bytes - used_) return -ENOMEM;
+  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // KGSL holds the dma-buf until the free
+  if (dup < 0) return -errno;
+  used_ += size;
+  im->id = next_id_++;
+  objects_[im->id] = {size, im->flags, 0, false, dup};
+  return 0;
+}
+
 void* KgslState::mmap(void* addr, size_t len, int flags, off_t off) {
   std::lock_guard lk(mu_);
   auto it = objects_.find(uint32_t(uint64_t(off) / kPage));
@@ -236,9 +275,13 @@ void* KgslState::mmap(void* addr, size_t len, int flags, off_t off) {
     errno = EINVAL;
     return MAP_FAILED;
   }
-  // The GPU sees the object where the process maps it (USE_CPU_MAP); back it there.
-  void* p = ::mmap(addr, it->second.size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  // The GPU sees the object where the process maps it (USE_CPU_MAP); back it there: by its
+  // dma-buf, shared (another process maps the same pages), or anonymous memory.
+  const int buf = it->second.dmabuf;
+  void* p = buf >= 0 ? ::mmap(addr, it->second.size, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_FIXED | MAP_NORESERVE, buf, 0)
+                     : ::mmap(addr, it->second.size, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return MAP_FAILED;
   it->second.gpuaddr = reinterpret_cast<uint64_t>(p);
   memory_.map(it->second.gpuaddr, it->second.size);
@@ -260,12 +303,37 @@ class KgslNode final : public os::EmulatedNode {
   std::shared_ptr<KgslState> s_;
 };
 
+// The system dma-buf heap (drivers/dma-buf/dma-heap.c dma_heap_ioctl_allocate, heaps/
+// system_heap.c): each buffer a memfd of whole pages, given back as a real fd, so another
+// process's emulated kernel maps the same pages when it is passed on.
+class DmaHeapNode final : public os::EmulatedNode {
+ public:
+  int ioctl(int, unsigned long req, void* arg) override {
+    if (req != DMA_HEAP_IOCTL_ALLOC) return -ENOTTY;
+    auto* a = static_cast<dma_heap_allocation_data*>(arg);
+    if (a->fd || (a->fd_flags & ~uint32_t(DMA_HEAP_VALID_FD_FLAGS)) ||
+        (a->heap_flags & ~uint64_t(DMA_HEAP_VALID_HEAP_FLAGS)))
+      return -EINVAL;
+    const uint64_t len = (a->len + kPage - 1) / kPage * kPage;  // PAGE_ALIGN
+    if (!len) return -EINVAL;
+    int fd = ::memfd_create("hcq-emu-dma-heap", (a->fd_flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+    if (fd < 0) return -errno;
+    if (::ftruncate(fd, off_t(len)) < 0) {
+      ::close(fd);
+      return -ENOMEM;
+    }
+    a->fd = uint32_t(fd);
+    return 0;
+  }
+};
+
 }  // namespace
 
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_coherent) {
   auto k = std::make_shared<os::EmulatedKernel>();
   auto state = std::make_shared<KgslState>(target, io_coherent);
   k->add_node("/dev/kgsl-3d0", std::make_shared<KgslNode>(state));
+  k->add_node(kDmaHeapSystem, std::make_shared<DmaHeapNode>());
   std::weak_ptr<KgslState> weak = state;
   k->add_generated_file(kEmulatorFaultLog, [weak] {
     auto s = weak.lock();
