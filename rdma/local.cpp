@@ -37,7 +37,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;  // 2: Layout at a 64-byte boundary of the payload
 constexpr uint64_t kRingBytes = 2 << 20;
 constexpr uint64_t kChunkBytes = 256 << 10;  // one message's payload at most
 constexpr uint32_t kMaxAdvertised = 16;
@@ -150,9 +150,13 @@ class LocalConnection : public ConnectionBase {
   LocalConnection(std::shared_ptr<Registry> reg, const std::string& name, int side,
                   std::chrono::milliseconds timeout)
       : ConnectionBase(name), reg_(std::move(reg)), me_(side) {
+    // The payload follows the segment's 40-byte header: Layout (64-byte aligned members)
+    // starts at the first 64-byte boundary in it, the same offset in every process since
+    // mappings are page-aligned.
     seg_ = std::make_unique<os::SharedSegment>("hcq-rdma-" + name, kLayoutVersion,
-                                               sizeof(Layout), timeout);
-    lay_ = reinterpret_cast<Layout*>(seg_->payload());
+                                               sizeof(Layout) + alignof(Layout), timeout);
+    const auto at = reinterpret_cast<uintptr_t>(seg_->payload());
+    lay_ = reinterpret_cast<Layout*>((at + alignof(Layout) - 1) & ~uintptr_t(alignof(Layout) - 1));
     claim();
     mine_ = &lay_->side[me_];
     peer_ = &lay_->side[1 - me_];
