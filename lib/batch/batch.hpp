@@ -118,6 +118,21 @@ class Bindings {
 class Executable;
 class Compiler;
 
+// A peer in another process or machine that a schedule writes to (issue 20). lib/batch knows
+// no transport: rdma/batch_peer.hpp implements this over an rdma::Connection.
+// Thread safety: write_and_signal() is called from an executable's host-queue thread; a peer
+// used by several executables must accept calls from several threads at once.
+class RemotePeer {
+ public:
+  virtual ~RemotePeer() = default;
+  // Copies `size` bytes at `src` (host memory) to the peer's address `remote_addr`, then
+  // sets the peer's signal to `value`, in that order, and returns once both have landed
+  // (a device-memory target flushed first where the transport needs it). Throws Error,
+  // which fails the run (wait() or the next run() throws it).
+  virtual void write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
+                                uint64_t value) = 0;
+};
+
 class Schedule {
  public:
   explicit Schedule(Device& dev) : devs_{&dev} {}
@@ -151,6 +166,19 @@ class Schedule {
   // A missing, short or unreadable file fails that run (run() or wait() throw).
   size_t load(Mem dst, uint64_t dst_offset, const std::string& path, uint64_t file_offset,
               uint64_t size);
+  // Batches across processes and machines (docs/rdma.md): once the calls writing
+  // [src_offset, +size) of `src` are done, the host-queue thread hands the bytes to `peer`,
+  // which writes them at the remote address `remote_addr` holds at that run and then sets
+  // the peer's signal to the value `signal_value` holds (so a remote schedule's
+  // remote_wait() proceeds on its GPU). `src` must be memory the CPU sees; the peer must
+  // outlive the executable.
+  size_t remote_write(RemotePeer& peer, Mem src, uint64_t src_offset, uint64_t size,
+                      Scalar<uint64_t> remote_addr, Scalar<uint64_t> signal_value);
+  // The receiving side: `dev`'s compute queue waits on the GPU until `signal` (one a peer
+  // sets, e.g. registered for it) reaches the value `value` holds at that run; the ranges in
+  // `arrives` count as written by the wait, so the calls reading them follow it.
+  size_t remote_wait(Device& dev, const Signal& signal, Scalar<uint64_t> value,
+                     std::vector<Access> arrives);
 
   struct CompileOptions {
     bool profile = false;     // bracket every call with GPU timestamps
@@ -180,6 +208,10 @@ class Schedule {
     Mem dst = {}, src = {};
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
     std::string path = {};  // a load: the file, src_offset its offset
+    RemotePeer* peer = nullptr;       // a remote write: src, src_offset, size
+    const Signal* signal = nullptr;   // a remote wait, on `device`'s compute queue
+    Device* device = nullptr;
+    uint32_t addr_scalar = 0, value_scalar = 0;  // the remote address and signal value
     std::vector<Access> accesses = {};
   };
   void check(const Mem& m, uint64_t off, uint64_t size, const std::string& what) const;

@@ -206,6 +206,9 @@ class Compiler {
   std::vector<uint32_t> copy_base, copy_count;   // per device: its first copy queue, how many
   std::vector<const Program*> copy_kernel;       // per device: its copy kernel, if any
   std::vector<uint32_t> disk_queue;              // per device: its host queue for loads
+  std::vector<uint32_t> remote_queue;            // per device: its host queue for remote writes
+  // Per scalar, the wait values it patches (remote waits) in a queue's recording.
+  std::vector<std::vector<std::pair<Queue*, PatchSite>>> scalar_sites;
   uint32_t relay_queue = UINT32_MAX, areas = 1, nq = 0, user_slots = 0, patch_slots = 0;
   // Ops.
   struct Op {
@@ -217,6 +220,9 @@ class Compiler {
     std::string name;
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
     std::string path = {};  // a file read on the host (src_offset: in the file)
+    RemotePeer* peer = nullptr;      // a remote write on a host queue (src, src_offset, size)
+    const Signal* signal = nullptr;  // a remote wait on a compute queue
+    uint32_t addr_scalar = 0, value_scalar = 0;
   };
   std::vector<Op> ops;
   size_t n = 0;
@@ -237,6 +243,7 @@ class Compiler {
 };
 
 const Program* Compiler::program_of(const Op& o) const {
+  if (o.peer || o.signal) return nullptr;
   if (o.launch) return calls_[o.call].program;
   return x.queue_kind[o.queue] == QueueKind::Compute ? copy_kernel[x.queue_device[o.queue]]
                                                      : nullptr;
@@ -286,6 +293,18 @@ std::string Compiler::structure_key() {
           key.append(reinterpret_cast<const char*>(a.bytes_.data()), a.bytes_.size());
         }
       }
+    } else if (c.peer) {  // the peer by address: its host op calls that object
+      put(reinterpret_cast<uintptr_t>(c.peer));
+      put(slot_of(c.src));
+      put(c.src_offset);
+      put(c.size);
+      put(c.addr_scalar);
+      put(c.value_scalar);
+    } else if (c.signal) {  // the signal's address is encoded in the wait
+      put(~uint64_t{0});
+      put(c.signal->va());
+      put(dev_index(c.device));
+      put(c.value_scalar);
     } else if (!c.path.empty()) {
       put(slot_of(c.dst));
       put(c.dst_offset);
@@ -373,6 +392,18 @@ void Compiler::lay_out_queues() {
     x.queue_index.push_back(copy_count[d]);  // after its copy queues
     x.host_queue.push_back(true);
   }
+  // Remote writes are the host's too: a host queue per device that writes to peers.
+  remote_queue.assign(devs_.size(), UINT32_MAX);
+  for (const Call& c : calls_) {
+    if (!c.peer) continue;
+    const uint32_t d = uint32_t(dev_index(c.src.device));
+    if (remote_queue[d] != UINT32_MAX) continue;
+    remote_queue[d] = uint32_t(x.queue_device.size());
+    x.queue_device.push_back(d);
+    x.queue_kind.push_back(QueueKind::Copy);
+    x.queue_index.push_back(copy_count[d] + (disk_queue[d] != UINT32_MAX));
+    x.host_queue.push_back(true);
+  }
   // Areas (see Impl::Area): devices that reach host memory share area 0.
   areas = 1;
   for (Device* d : devs_)
@@ -382,13 +413,14 @@ void Compiler::lay_out_queues() {
   // copying between them on a relay queue (a host queue of the first such copy's source).
   relay_queue = UINT32_MAX;
   for (const Call& c : calls_) {
-    if (c.launch || !c.path.empty() || relay_queue != UINT32_MAX) continue;
+    if (c.launch || !c.path.empty() || c.peer || c.signal || relay_queue != UINT32_MAX) continue;
     const uint32_t sd = dev_index(c.src.device);
     if (x.device_area[sd] == x.device_area[dev_index(c.dst.device)]) continue;
     relay_queue = uint32_t(x.queue_device.size());
     x.queue_device.push_back(sd);
     x.queue_kind.push_back(QueueKind::Copy);
-    x.queue_index.push_back(copy_count[sd] + (disk_queue[sd] != UINT32_MAX));
+    x.queue_index.push_back(copy_count[sd] + (disk_queue[sd] != UINT32_MAX) +
+                            (remote_queue[sd] != UINT32_MAX));
     x.host_queue.push_back(true);
   }
   nq = uint32_t(x.queue_device.size());
@@ -411,6 +443,25 @@ void Compiler::make_ops() {
       Op o{i, x.compute_queue[dev_index(&c.program->device())], true, 0, 0, 0, 0, 0, {}, {}};
       o.name = c.program->kernel().name;
       for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
+      ops.push_back(std::move(o));
+      continue;
+    }
+    if (c.peer) {
+      const uint32_t sd = dev_index(c.src.device);
+      Op o{i, remote_queue[sd], false, 0, slot_of(c.src), 0, c.src_offset, c.size,
+           "remote write " + std::to_string(c.size) + " bytes", {}};
+      o.accesses = {{o.src_slot, c.src_offset, c.size, false}};
+      o.peer = c.peer;
+      o.addr_scalar = c.addr_scalar;
+      o.value_scalar = c.value_scalar;
+      ops.push_back(std::move(o));
+      continue;
+    }
+    if (c.signal) {
+      Op o{i, x.compute_queue[dev_index(c.device)], false, 0, 0, 0, 0, 0, "remote wait", {}};
+      for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, true);
+      o.signal = c.signal;
+      o.value_scalar = c.value_scalar;
       ops.push_back(std::move(o));
       continue;
     }
@@ -543,6 +594,7 @@ void Compiler::allocate_memory() {
   }
   x.scalars.resize(scalar_bytes_.size());
   for (size_t s = 0; s < scalar_bytes_.size(); s++) x.scalars[s].bytes = scalar_bytes_[s];
+  scalar_sites.assign(scalar_bytes_.size(), {});
 }
 
 void Compiler::encode() {
@@ -580,8 +632,11 @@ void Compiler::encode() {
     if (x.host_queue[o.queue]) {
       x.host_ops.push_back({o.queue, o.dst_slot, o.src_slot, o.dst_offset, o.src_offset, o.size,
                             waits[i], signals[i] ? pos[i] : 0, i, o.path});
+      x.host_ops.back().peer = o.peer;
+      x.host_ops.back().addr_scalar = o.addr_scalar;
+      x.host_ops.back().value_scalar = o.value_scalar;
       for (uint32_t slot : {o.dst_slot, o.src_slot})
-        if (slot < patch_slots) x.inputs[slot].host_copied = true;
+        if (slot < patch_slots && (!o.peer || slot == o.src_slot)) x.inputs[slot].host_copied = true;
       x.stats[o.queue].waits += waits[i].size();
       x.stats[o.queue].calls++;
       x.stats[o.queue].signals += signals[i];
@@ -593,7 +648,11 @@ void Compiler::encode() {
     for (auto& [pq, value] : waits[i]) Q.wait(signal_va(pq, x.area_of(o.queue)), value);
     x.stats[o.queue].waits += waits[i].size();
     if (x.profile) Q.timestamp_at(timestamp_va(i));  // two 16-byte records per op
-    if (o.launch)
+    if (o.signal) {  // the value is a scalar's, patched at each run
+      Q.wait(o.signal->va(), 0);
+      for (const PatchSite& site : last_sites(Q, PatchRole::WaitValue))
+        scalar_sites[o.value_scalar].push_back({&Q, site});
+    } else if (o.launch)
       encode_launch(static_cast<ComputeQueue&>(Q), i);
     else if (const Program* kp = program_of(o))
       encode_kernel_copy(static_cast<ComputeQueue&>(Q), *kp, i);
@@ -628,6 +687,7 @@ Executable::Impl::OpInfo Compiler::op_info(size_t i, uint64_t dword_begin,
     info.src_offset = o.src_offset;
     info.size = o.size;
     info.path = o.path;
+    info.remote = o.peer || o.signal;
   }
   info.dword_begin = dword_begin;
   info.dword_end = dword_end;
@@ -733,6 +793,8 @@ void Compiler::build_patch_table() {
   }
   for (auto& sc : x.scalars)
     for (std::byte* at : sc.at) sc.shadow.push_back(kernarg_shadow(at));
+  for (size_t s = 0; s < scalar_sites.size(); s++)
+    for (auto& [Q, site] : scalar_sites[s]) add_site(x.scalars[s].sites, *Q, site);
   x.timeline_waits.resize(devs_.size());
   x.timeline_signals.resize(devs_.size());
   x.device_queues.resize(devs_.size());

@@ -114,7 +114,8 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       std::memcpy(sc.at[k], &bits, sc.bytes);
       if (sc.shadow[k]) sc.shadow[k]->mark(uint64_t(sc.at[k] - sc.shadow[k]->host()), sc.bytes);
     }
-    patches += sc.at.size();
+    Impl::write(sc.sites, 0, uint32_t(sc.sites.size()), bits);
+    patches += sc.at.size() + sc.sites.size();
   }
   if (!x.ran) {  // the first run binds everything
     for (size_t s = 0; s < x.user_inputs; s++)
@@ -306,7 +307,17 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
                                      : DeviceRange{};
       if (profile) ts.store(8, now_ticks(h.queue));
       const DeviceRange dst = range_of(h.dst_slot, h.dst_offset);
-      if (h.path.empty()) {
+      if (h.peer) {
+        const DeviceRange src = range_of(h.src_slot, h.src_offset);
+        const std::byte* from = src.host;
+        if (!from) {  // through the device's port into host memory the peer can read
+          bounce.resize(std::max<uint64_t>(bounce.size(), h.size));
+          src.read(0, bounce.data(), h.size);
+          from = bounce.data();
+        }
+        h.peer->write_and_signal(from, h.size, scalars[h.addr_scalar].value,
+                                 scalars[h.value_scalar].value);
+      } else if (h.path.empty()) {
         DeviceRange::copy(dst, range_of(h.src_slot, h.src_offset), h.size, bounce);
       } else {
         std::byte* to = dst.host ? dst.host : staging_host(h.dst_slot, h.dst_offset);

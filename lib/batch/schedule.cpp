@@ -133,4 +133,42 @@ size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uin
   return calls_.size() - 1;
 }
 
+size_t Schedule::remote_write(RemotePeer& peer, Mem src, uint64_t src_offset, uint64_t size,
+                              Scalar<uint64_t> remote_addr, Scalar<uint64_t> signal_value) {
+  const std::string what = "remote write #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " writes 0 bytes");
+  check(src, src_offset, size, what + " source");
+  for (uint32_t slot : {remote_addr.slot, signal_value.slot})
+    if (slot >= scalar_bytes_.size() || scalar_bytes_[slot] != 8)
+      throw InvalidInput("batch: " + what + " needs 8-byte scalars of this schedule");
+  calls_.push_back({.launch = false,
+                    .src = src,
+                    .src_offset = src_offset,
+                    .size = size,
+                    .peer = &peer,
+                    .addr_scalar = remote_addr.slot,
+                    .value_scalar = signal_value.slot,
+                    .accesses = {Access::read(src, src_offset, size)}});
+  return calls_.size() - 1;
+}
+
+size_t Schedule::remote_wait(Device& dev, const Signal& signal, Scalar<uint64_t> value,
+                             std::vector<Access> arrives) {
+  const std::string what = "remote wait #" + std::to_string(calls_.size());
+  if (!ours(&dev)) throw InvalidInput("batch: " + what + " on " + dev.name() + ", not a schedule device");
+  if (!signal.va()) throw InvalidInput("batch: " + what + " waits on an empty signal");
+  if (value.slot >= scalar_bytes_.size() || scalar_bytes_[value.slot] != 8)
+    throw InvalidInput("batch: " + what + " needs an 8-byte scalar of this schedule");
+  for (Access& a : arrives) {
+    check(a.mem, a.offset, a.size, what);
+    a.write = true;
+  }
+  calls_.push_back({.launch = false,
+                    .signal = &signal,
+                    .device = &dev,
+                    .value_scalar = value.slot,
+                    .accesses = std::move(arrives)});
+  return calls_.size() - 1;
+}
+
 }  // namespace hcq::batch

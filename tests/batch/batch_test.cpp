@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <bit>
 #include <csignal>
 #include <fstream>
 #include <filesystem>
@@ -825,6 +826,106 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
   std::vector<uint32_t> got(n);
   dev->copy_out(got.data(), out, 0, uint64_t(n) * 4);
   for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], i ^ 0x5a000000u) << "launch " << i;
+}
+
+// Remote writes and waits within one process (the cross-process test over rdma/ is in
+// tests/rdma/local_test.cpp): a peer that copies into buffers of this device by their device
+// address and sets a signal of this process stands in for a transport.
+struct LoopbackPeer : RemotePeer {
+  std::vector<const Buffer*> targets;
+  Signal* signal = nullptr;
+  void write_and_signal(const std::byte* src, uint64_t size, uint64_t addr,
+                        uint64_t value) override {
+    for (const Buffer* b : targets)
+      if (addr >= b->va() && addr + size <= b->va() + b->size()) {
+        std::memcpy(static_cast<std::byte*>(b->host()) + (addr - b->va()), src, size);
+        signal->set(value);
+        return;
+      }
+    throw Error("loopback peer: nothing at " + hex(addr));
+  }
+};
+
+TEST(BatchRemote, WriteThenGpuWaitReplayWithReboundBuffersAndScalars) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  const auto image = kernels::code_object("gfx1100");
+  if (image.empty()) GTEST_SKIP() << "no code object built for gfx1100";
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, image);
+  Program fill(*dev, img, "fill_u32"), scale(*dev, img, "scale_add");
+  const uint32_t n = 4096, block = 64;
+  Signal arrived = dev->new_signal(0);
+  Buffer y[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  LoopbackPeer peer;
+  peer.targets = {&y[0], &y[1]};
+  peer.signal = &arrived;
+  // The writer: fill X, write it to the peer.
+  Schedule w(*dev);
+  Mem x = w.input(n * 4);
+  auto bits = w.scalar<uint32_t>();
+  auto addr = w.scalar<uint64_t>(), value = w.scalar<uint64_t>();
+  w.launch(fill, {n / block, 1, 1}, {block, 1, 1},
+           {Arg::buffer(x), Arg::scalar(bits), Arg::value(n), Arg::value(block)});
+  w.remote_write(peer, x, 0, n * 4, addr, value);
+  Executable we = w.compile();
+  EXPECT_EQ(we.stats(QueueKind::Copy).calls, 1u);  // the remote write, on a host queue
+  // The receiver: wait for the signal on the GPU, add 1, copy out.
+  Schedule r(*dev);
+  Mem yy = r.input(n * 4), out = r.input(n * 4);
+  auto want = r.scalar<uint64_t>();
+  r.remote_wait(*dev, arrived, want, {Access::written(yy, 0, n * 4)});
+  r.launch(scale, {n / block, 1, 1}, {block, 1, 1},
+           {Arg::buffer(yy), Arg::value(1.0f), Arg::value(1.0f), Arg::value(n), Arg::value(block)});
+  r.copy(out, 0, yy, 0, n * 4);
+  Executable re = r.compile();
+  Buffer xb[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  Buffer ob[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  for (int run = 0; run < 2; run++) {
+    const float v = 5.0f + float(run);
+    we.run(Bindings()
+               .input(x, xb[run])
+               .scalar(bits, std::bit_cast<uint32_t>(v))
+               .scalar(addr, y[run].va())
+               .scalar(value, uint64_t(run + 1)));
+    we.wait();
+    EXPECT_EQ(arrived.value(), uint64_t(run + 1));
+    re.run(Bindings().input(yy, y[run]).input(out, ob[run]).scalar(want, uint64_t(run + 1)));
+    re.wait();
+    std::vector<float> got(n);
+    dev->copy_out(got.data(), ob[run], 0, n * 4);
+    for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], v + 1.0f) << "run " << run << " element " << i;
+  }
+  // The wait is on the GPU: with the signal short of the value the run does not finish.
+  re.run(Bindings().scalar(want, uint64_t(3)));
+  EXPECT_THROW(re.wait(std::chrono::milliseconds(50)), TimeoutError);
+  arrived.set(3);
+  re.wait();
+  // A peer's error fails the writer's run, reported by wait() with its message.
+  we.run(Bindings().scalar(addr, uint64_t(0x1000)));
+  try {
+    we.wait();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "loopback peer: nothing at 0x1000");
+  }
+  // Bad recordings: the exact refusals.
+  auto f = w.scalar<float>();
+  auto expect_error = [](auto fn, const std::string& msg) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error, expected " << msg;
+    } catch (const InvalidInput& e) {
+      EXPECT_EQ(std::string(e.what()), msg);
+    }
+  };
+  expect_error([&] { w.remote_write(peer, x, 0, 0, addr, value); },
+               "batch: remote write #2 writes 0 bytes");
+  expect_error([&] { w.remote_write(peer, x, 0, 4, Scalar<uint64_t>{f.slot}, value); },
+               "batch: remote write #2 needs 8-byte scalars of this schedule");
+  expect_error([&] { r.remote_wait(*dev, Signal(), want, {}); },
+               "batch: remote wait #3 waits on an empty signal");
+  expect_error([&] { r.remote_wait(*dev, arrived, Scalar<uint64_t>{9}, {}); },
+               "batch: remote wait #3 needs an 8-byte scalar of this schedule");
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, Batch,

@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "batch/batch.hpp"
 #include "core/hcq.hpp"
+#include "kernels.hpp"
+#include "rdma/batch_peer.hpp"
 #include "rdma/transport.hpp"
 
 namespace hcq::rdma {
@@ -354,6 +358,165 @@ TEST(RdmaLocal, NoPeerIsAnExactErrorAfterTheTimeout) {
     ADD_FAILURE() << "no error";
   } catch (const ConnectionError& e) {
     EXPECT_EQ(std::string(e.what()), "rdma: no peer on connection '" + name + "' in 50 ms");
+  }
+}
+
+// Batches across processes (issue 20, item 4). Process A's schedule fills X with a producer
+// kernel, then a remote write (BatchPeer over this transport) puts X in process B's buffer Y
+// and sets B's signal; B's schedule waits for that signal on its GPU, adds 1 to every element
+// of Y (scale_add) and copies Y out. Both schedules run twice with other buffers (X, Y, the
+// output), the remote address and signal value being scalars of each run.
+constexpr uint32_t kElems = 16 << 10, kBlock = 64;
+constexpr uint64_t kBatchBytes = uint64_t(kElems) * 4;
+float produced(int run) { return 3.0f + 10.0f * float(run); }
+
+// Every byte of `p` is `v` repeated; "" or what differs.
+std::string all_floats(const void* p, float v) {
+  std::vector<float> want(kElems, v);
+  if (std::memcmp(p, want.data(), kBatchBytes) == 0) return "";
+  for (uint32_t i = 0; i < kElems; i++)
+    if (std::memcmp(static_cast<const float*>(p) + i, &v, 4) != 0)
+      return "element " + std::to_string(i) + " is " +
+             std::to_string(static_cast<const float*>(p)[i]) + ", not " + std::to_string(v);
+  return "";
+}
+
+// Process B: registers Y0, Y1 and its signal, advertises them, runs its schedule twice.
+std::string batch_receiver(const std::string& arch, const std::string& name) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:" + arch);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  Program scale(*dev, img, "scale_add");
+  auto ep = open_local();
+  Buffer y[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  Buffer out[2] = {dev->allocate(kBatchBytes, MemoryKind::Host),
+                   dev->allocate(kBatchBytes, MemoryKind::Host)};
+  std::unique_ptr<Region> ry[2] = {ep->register_buffer(y[0]), ep->register_buffer(y[1])};
+  Signal arrived = dev->new_signal(0);
+  SignalRegion sr(*ep, arrived);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(ry[0]->remote());
+  c->advertise(ry[1]->remote());
+  c->advertise(sr.remote());
+  batch::Schedule s(*dev);
+  batch::Mem yy = s.input(kBatchBytes), o = s.input(kBatchBytes);
+  auto value = s.scalar<uint64_t>();
+  s.remote_wait(*dev, arrived, value, {batch::Access::written(yy, 0, kBatchBytes)});
+  s.launch(scale, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(yy), batch::Arg::value(1.0f), batch::Arg::value(1.0f),
+            batch::Arg::value(kElems), batch::Arg::value(kBlock)});
+  s.copy(o, 0, yy, 0, kBatchBytes);
+  batch::Executable exe = s.compile();
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings().input(yy, y[r]).input(o, out[r]).scalar(value, uint64_t(r + 1)));
+    exe.wait(10000ms);
+    std::string bad = all_floats(out[r].host(), produced(r) + 1.0f);
+    if (!bad.empty()) return "run " + std::to_string(r) + ": " + bad;
+  }
+  return "";
+}
+
+class RdmaBatch : public testing::TestWithParam<std::string> {};
+
+TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
+  const std::string arch = GetParam();
+  if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
+  const std::string name = unique_name("batch");
+  Child child = spawn([&] { return batch_receiver(arch, name); });
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:" + arch);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  Program fill(*dev, img, "fill_u32");
+  auto ep = open_local();
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion y[2] = {c->peer_region(0, 10000ms), c->peer_region(1, 10000ms)};
+  BatchPeer peer(*dev, *ep, *c, {y[0], y[1]}, c->peer_region(2, 10000ms));
+  batch::Schedule s(*dev);
+  batch::Mem x = s.input(kBatchBytes);
+  auto bits = s.scalar<uint32_t>();
+  auto addr = s.scalar<uint64_t>(), value = s.scalar<uint64_t>();
+  s.launch(fill, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(x), batch::Arg::scalar(bits), batch::Arg::value(kElems),
+            batch::Arg::value(kBlock)});
+  s.remote_write(peer, x, 0, kBatchBytes, addr, value);
+  batch::Executable exe = s.compile();
+  Buffer xb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings()
+                .input(x, xb[r])
+                .scalar(bits, std::bit_cast<uint32_t>(produced(r)))
+                .scalar(addr, y[r].addr)
+                .scalar(value, uint64_t(r + 1)));
+    exe.wait(10000ms);
+    EXPECT_EQ(all_floats(xb[r].host(), produced(r)), "") << "run " << r;
+  }
+  EXPECT_EQ(finish(child), "ok");
+}
+INSTANTIATE_TEST_SUITE_P(Targets, RdmaBatch, testing::Values("gfx1100", "sm_90"));
+
+// The peer is gone when the run's remote write goes out: the run fails with the connection's
+// exact error (wait() throws it), within a bounded time, and the device finishes the run.
+TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
+  const std::string name = unique_name("batch-gone");
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  Child child = spawn([&] {
+    ::close(go[1]);
+    auto dev = Device::open("emu:gfx1100");
+    auto ep = open_local();
+    Buffer y = dev->allocate(kBatchBytes);
+    auto ry = ep->register_buffer(y);
+    Signal arrived = dev->new_signal(0);
+    SignalRegion sr(*ep, arrived);
+    auto c = ep->listen(name, 10000ms);
+    c->advertise(ry->remote());
+    c->advertise(sr.remote());
+    char b;
+    (void)!::read(go[0], &b, 1);  // the parent closed its end: die with the connection up
+    ::_exit(0);
+    return std::string();
+  });
+  ::close(go[0]);
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object("gfx1100"));
+  Program fill(*dev, img, "fill_u32");
+  auto ep = open_local();
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion y = c->peer_region(0, 10000ms);
+  BatchPeer peer(*dev, *ep, *c, {y}, c->peer_region(1, 10000ms));
+  batch::Schedule s(*dev);
+  batch::Mem x = s.input(kBatchBytes);
+  auto addr = s.scalar<uint64_t>(), value = s.scalar<uint64_t>();
+  s.launch(fill, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(x), batch::Arg::value(7u), batch::Arg::value(kElems),
+            batch::Arg::value(kBlock)});
+  s.remote_write(peer, x, 0, kBatchBytes, addr, value);
+  batch::Executable exe = s.compile();
+  ::close(go[1]);
+  const pid_t pid = child.pid;
+  EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
+  Buffer xb = dev->allocate(kBatchBytes);
+  const auto start = Clock::now();
+  exe.run(batch::Bindings().input(x, xb).scalar(addr, y.addr).scalar(value, uint64_t(1)));
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
+                                         ") died on connection '" + name + "'");
+  }
+  EXPECT_LT(Clock::now() - start, 2s);
+  // The host queue still ended: the device's timeline passed the run.
+  dev->timeline().wait(exe.points()[0].second, 1000ms);
+  // An address the peer never advertised: the exact refusal, before anything is posted.
+  try {
+    peer.write_and_signal(static_cast<const std::byte*>(xb.host()), 8, y.addr + y.length, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: batch peer: remote address " +
+                                         hex(y.addr + y.length) +
+                                         " (8 bytes) is in no region the peer advertised");
   }
 }
 
