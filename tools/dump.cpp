@@ -285,6 +285,17 @@ uint64_t dump_records(capture::Reader& r, const Options& o, bool live) {
       devices[rec->device.id] = rec->device;
       continue;
     }
+    if (rec->type == capture::RecordType::DeviceEnd) {
+      if (o.packet.empty()) {
+        if (o.json)
+          out("%s\n", json_line(Json{{"closed", rec->end.device}, {"timeline", rec->end.timeline}})
+                         .c_str());
+        else
+          out("closed device %u  (timeline %llu)\n", rec->end.device,
+              static_cast<unsigned long long>(rec->end.timeline));
+      }
+      continue;
+    }
     if (rec->type == capture::RecordType::Memory) {  // "full" captures: buffer contents
       if (o.packet.empty()) {
         const auto& m = rec->memory;

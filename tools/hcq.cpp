@@ -31,6 +31,7 @@
 #include "os/output_file.hpp"
 #include "pci.hpp"
 #include "rdma.hpp"
+#include "replay.hpp"
 #include "usb.hpp"
 #include "usage.hpp"
 
@@ -318,6 +319,8 @@ struct Command {
   CLI::App* rdma_ls = nullptr;
   CLI::App* rdma_bench = nullptr;
   hcq::tools::RdmaBenchArgs rdma_args;
+  CLI::App* replay = nullptr;
+  hcq::tools::ReplayArgs replay_args;
   bool all = false, json = false, reset = false;
   std::string device = "auto", trace_file = "hcq-trace.json";
   uint32_t size = 1 << 20;
@@ -456,6 +459,24 @@ void define(CLI::App& app, Command& c) {
   c.rdma_bench->add_option("--rounds", ra.rounds, "64 MiB transfers of each kind (default 8)")
       ->transform(uint_option(1, 1000));
   c.rdma_bench->add_flag("--json", ra.json, "the figures as one JSON object");
+  c.replay = sub("replay", "run a full capture (HCQ_CAPTURE=FILE,full) again on a device: "
+                          "compare with what it recorded, bisect to the first failing submission");
+  auto& rp = c.replay_args;
+  c.replay->add_option("FILE", rp.file, "the capture (format version 3, full)")->required();
+  c.replay->add_option("DEVICE", rp.device,
+                       "a device of the capture's architecture (default: the capture's "
+                       "emulated target, emu:<arch> for a real GPU's capture)");
+  c.replay->add_flag("--compare", rp.compare,
+                     "compare every settled buffer record with the replay's memory; stop at "
+                     "the first difference (exit 1)");
+  c.replay->add_option("--until", rp.until, "replay submissions 0 to N only");
+  c.replay->add_flag("--bisect", rp.bisect,
+                     "find the first submission whose replay differs or hangs, replaying "
+                     "prefixes");
+  c.replay->add_option("--timeout", rp.timeout_ms,
+                       "milliseconds to wait for the GPU before calling it a hang (default 5000)")
+      ->transform(uint_option(1, 3600000));
+  c.replay->add_flag("--json", rp.json, "the result as one JSON object");
   c.boot = sub("boot", "boot a GPU hcq drives without a kernel GPU driver (am:) and report");
   c.boot->add_option("DEVICE", c.device, "am:<PCI address> (on vfio-pci) or emu:gfx1100_am")
       ->required();
@@ -477,6 +498,11 @@ int run_command(const Command& c) {
   if (*c.rdma_ls) return hcq::tools::cmd_rdma_ls(c.json);
   if (*c.rdma_bench) return hcq::tools::cmd_rdma_bench(c.rdma_args);
   if (*c.boot) return cmd_boot(c.device, c.reset);
+  if (*c.replay) {
+    if (c.replay_args.bisect && c.replay_args.until)
+      throw hcq::tools::UsageError("replay: --bisect replays its own prefixes; it takes no --until");
+    return hcq::tools::cmd_replay(c.replay_args);
+  }
   return 2;  // unreachable: CLI11 requires one subcommand
 }
 
@@ -501,6 +527,8 @@ int main(int argc, char** argv) {
   Command command;
   // One line per failure. hcq::Error messages are written for a person; a std exception's
   // what() names only what threw ("stoi", "std::bad_alloc"), so it gets context here.
+  if (argc > 1 && std::strcmp(argv[1], "replay") == 0)
+    hcq::tools::replay_without_address_randomization(argv);
   try {
     define(app, command);
     try {
@@ -517,7 +545,7 @@ int main(int argc, char** argv) {
                              app.get_subcommands().empty()))
         message = extra[0].rfind('-', 0) == 0 ? "unknown option " + extra[0]
                   : app.get_subcommands().empty()
-                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, usb, rdma, boot)"
+                      ? "unknown subcommand " + extra[0] + " (ls, info, run, trace, dump, pci, reg, usb, rdma, replay, boot)"
                       : "unexpected argument " + extra[0];
       rc = usage_error(app, message);
     } catch (const hcq::tools::UsageError& e) {

@@ -1,4 +1,5 @@
 #include "amd/kfd_driver.hpp"
+#include "os/address_window.hpp"
 
 #include <fcntl.h>
 #include <linux/kfd_ioctl.h>
@@ -256,10 +257,7 @@ KfdDriver::KfdDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::s
 
   // One host address range serves as GPU virtual addresses (as tinygrad and ROCr do).
   reserve_size_ = kPrivateVa + kHeapVa;
-  void* base = kernel_->mmap(nullptr, reserve_size_, PROT_NONE,
-                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) throw OsError(name + ": reserving GPU address space", errno);
-  reserve_base_ = reinterpret_cast<uint64_t>(base);
+  reserve_base_ = os::reserve_window(*kernel_, reserve_size_, kPrivateVa, name);
   private_next_ = reserve_base_;
 
   // Signal event with its mailbox page; memory and hardware exception events for faults.

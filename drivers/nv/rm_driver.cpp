@@ -1,4 +1,5 @@
 #include "nv/rm_driver.hpp"
+#include "os/address_window.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -230,7 +231,15 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   const Layout layouts[] = {{64ull << 30, kGpfifoVaLimit, 64ull << 30, kPrivateVa, kHeapVa},
                             {256ull << 20, 2ull << 30, 128ull << 20, 64ull << 20, 768ull << 20}};
   void* base = MAP_FAILED;
+  if (os::wanted_heap_base()) {  // hcq replay: where the capture had it, or an error
+    const Layout& l = layouts[os::wanted_heap_base() >= (64ull << 30) ? 0 : 1];
+    reserve_size_ = l.private_bytes + l.heap_bytes;
+    base = reinterpret_cast<void*>(os::reserve_window(*kernel_, reserve_size_, l.private_bytes, name));
+    private_bytes_ = l.private_bytes;
+    heap_bytes_ = l.heap_bytes;
+  }
   for (const Layout& l : layouts) {
+    if (base != MAP_FAILED) break;
     reserve_size_ = l.private_bytes + l.heap_bytes;
     for (uint64_t hint = l.first_hint; hint + reserve_size_ <= l.limit && base == MAP_FAILED;
          hint += l.step) {

@@ -16,6 +16,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/fault.hpp"
+#include "os/address_window.hpp"
 #include "qcom/decode.hpp"
 #include "qcom/encoders.hpp"
 #include "qcom/kgsl_abi.hpp"
@@ -182,6 +183,19 @@ void AdrenoDriver::reserve_address_space() {
     return p != MAP_FAILED && a >= first && a + want <= end;
   };
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  if (os::wanted_heap_base()) {  // hcq replay: where the capture had it, or an error
+    void* at = reinterpret_cast<void*>(os::reserve_window(*kernel_, want, kPrivateVa, props_.name));
+    if (!inside(at)) {
+      kernel_->munmap(at, want);
+      throw InvalidInput(props_.name + ": cannot place its GPU addresses at " +
+                         hex(os::wanted_heap_base()) + ": outside the GPU address window " +
+                         hex(start) + "+" + hex(size) + " of " + kmd_->name());
+    }
+    reserve_base_ = reinterpret_cast<uint64_t>(at);
+    reserve_bytes_ = want;
+    heap_bytes_ = want - kPrivateVa;
+    return;
+  }
   void* base = kernel_->mmap(reinterpret_cast<void*>(first), want, PROT_NONE,
                              flags | MAP_FIXED_NOREPLACE, -1, 0);
   if (!inside(base)) {

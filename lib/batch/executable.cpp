@@ -154,9 +154,12 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
     // fails then submits nothing, where a device submitted alone would wait for the others.
     if (capture::enabled()) {
       sequences.resize(nq);  // allocated only while capturing: a replay's path stays as it was
+      // One group in the capture: nothing runs before all are submitted (a replay does so too).
+      size_t left = 0;
+      for (auto& queues : x.device_queues) left += queues.size();
       for (size_t d = 0; d < x.devs.size(); d++)
         for (size_t i = 0; i < x.device_queues[d].size(); i++)
-          sequences[x.device_queue_ids[d][i]] = x.device_queues[d][i]->record_capture();
+          sequences[x.device_queue_ids[d][i]] = x.device_queues[d][i]->record_capture(--left > 0);
     }
     for (auto& queues : x.device_queues) Queue::submit_together(queues, /*capture=*/false);
     for (auto& r : values) r.commit();

@@ -64,6 +64,30 @@ uint64_t VaHeap::allocate(uint64_t size, uint64_t align) {
   return addr;
 }
 
+void VaHeap::reserve(uint64_t va, uint64_t size) {
+  const std::string range = "[" + hex(va) + ", " + hex(va + size) + ")";
+  if (size == 0 || va < base_ || va + size < va || va + size > base_ + size_)
+    throw InvalidInput(owner_ + ": cannot reserve " + range + ": outside the heap [" +
+                       hex(base_) + ", " + hex(base_ + size_) + ")");
+  // The free block holding `va`, which must reach to its end.
+  auto it = free_by_addr_.upper_bound(va);
+  if (it == free_by_addr_.begin() || std::prev(it)->first + std::prev(it)->second < va + size) {
+    // The first allocation in the way, for the message.
+    uint64_t in_use = va;
+    if (it != free_by_addr_.begin() && std::prev(it)->first + std::prev(it)->second > va)
+      in_use = std::prev(it)->first + std::prev(it)->second;
+    throw InvalidInput(owner_ + ": cannot reserve " + range + ": " + hex(in_use) +
+                       " is in use");
+  }
+  --it;
+  const uint64_t block = it->first, block_end = it->first + it->second;
+  erase_free(it);
+  if (va > block) insert_free(block, va - block);
+  if (va + size < block_end) insert_free(va + size, block_end - va - size);
+  used_.emplace(va, size);
+  in_use_ += size;
+}
+
 void VaHeap::free(uint64_t va) {
   auto u = used_.find(va);
   if (u == used_.end())

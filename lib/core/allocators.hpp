@@ -24,6 +24,9 @@ class VaHeap {
 
   // Throws hcq::Error naming the owner, the request and what is free when it cannot fit.
   uint64_t allocate(uint64_t size, uint64_t align);
+  // Hands out exactly [va, va + size); throws InvalidInput naming the owner and the range
+  // when any of it is outside the heap or in use.
+  void reserve(uint64_t va, uint64_t size);
   // Throws hcq::Error for an address that is not a live allocation.
   void free(uint64_t va);
 

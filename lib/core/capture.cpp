@@ -80,7 +80,8 @@ struct Writer {
   // throws it, and nothing more is written after the hole.
   std::exception_ptr failed;
   Options options;
-  std::map<uint64_t, uint32_t> devices;  // Device::serial() -> id in the capture
+  std::map<uint64_t, uint32_t> devices;  // Device::serial() -> id in the capture, while open
+  uint32_t next_device = 0;              // ids are never reused within a file
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> recorded;  // (device, va) -> content hash
   uint64_t sequence = 0;
   // The record being built: its 16-byte header, then the payload, in buf's first `used`
@@ -162,6 +163,7 @@ void open_locked(Writer& w, const std::string& path, const Options& options) {
   w.failed = nullptr;
   w.options = options;
   w.devices.clear();
+  w.next_device = 0;
   w.recorded.clear();
   w.sequence = 0;
 }
@@ -176,55 +178,87 @@ void close_locked(Writer& w) {
   if (f.is_open()) f.close();
 }
 
-// Writes the records of one submission: its device's (the first time), the buffers that
-// changed (full mode), the submission's. Each record is one checked write.
-uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
-                       std::span<const Segment> segments) {
+// The buffers of `dev` (capture id `id`) whose contents changed since they were last
+// recorded, one memory record each (full mode). `settled`: the device had finished the work
+// before this point (kMemorySettled).
+// `idle`: no submission is being made (a wait, the close), so settled means the timeline
+// reached the newest value.
+void record_memory_locked(Writer& w, const Device& dev, uint32_t id, bool idle) {
+  // The timeline is read before the contents: they are at least what that value's work left.
+  const Timeline& tl = dev.timeline();
+  const uint64_t seen = tl.signal().value();
+  // The submission being recorded has reserved its value (every lib/core path reserves
+  // first), so the work before it is done once the timeline reached the one before.
+  const uint64_t last = tl.last();
+  const bool settled = idle ? seen >= last : seen + 1 >= last;
+  for (const Device::LiveBuffer& b : dev.live_buffers()) {
+    // Memory the CPU cannot map is read through the device's port (not the host memory
+    // of a USB bridge's window: the CPU cannot read that through the bridge).
+    std::vector<std::byte> read;
+    const void* bytes = b.host;
+    if (!bytes && !dev.properties().caps.cpu_maps_memory && b.kind == MemoryKind::Device) {
+      read.resize(b.size);
+      dev.read_memory(b.va, read);
+      bytes = read.data();
+    }
+    if (!bytes) continue;  // not CPU-visible: cannot be read here
+    const uint64_t h = content_hash(bytes, b.size);
+    auto [at, first] = w.recorded.try_emplace({id, b.va}, h);
+    if (!first && at->second == h) continue;
+    at->second = h;
+    const uint32_t flags = (settled ? kMemorySettled : 0) |
+                           (b.executable ? kMemoryExecutable : 0) |
+                           (b.signals ? kMemorySignals : 0) | (b.user ? kMemoryUser : 0) |
+                           uint32_t(b.kind) << 8;
+    // In pieces, each a record under the reader's limit, at consecutive addresses.
+    uint64_t off = 0;
+    do {
+      const uint64_t n = std::min(b.size - off, kMemoryPieceBytes);
+      w.begin();
+      w.put(id);
+      w.put(flags);
+      w.put(seen);
+      w.put(b.va + off);
+      w.put(n);
+      w.put(static_cast<const uint8_t*>(bytes) + off, n);
+      w.emit(RecordType::Memory);
+    } while ((off += kMemoryPieceBytes) < b.size);
+  }
+}
+
+// The capture's id of `dev`, its device record written the first time.
+uint32_t device_id_locked(Writer& w, const Device& dev) {
   // try_emplace: no node is allocated for a device already recorded (every submission).
-  auto [it, fresh] = w.devices.try_emplace(dev.serial(), uint32_t(w.devices.size()));
+  auto [it, fresh] = w.devices.try_emplace(dev.serial(), w.next_device);
   if (fresh) {
+    w.next_device++;
     const auto& p = dev.properties();
     w.begin();
     w.put(it->second);
     w.put_string(p.name);
     w.put_string(p.vendor);
     w.put_string(p.arch);
+    w.put(dev.heap_base());
+    w.put(dev.heap_size());
+    w.put(dev.timeline().signal().va());
+    w.put(dev.queue_count(QueueKind::Compute));
+    w.put(dev.queue_count(QueueKind::Copy));
     w.emit(RecordType::Device);
   }
-  if (w.options.full)
-    for (const Device::LiveBuffer& b : dev.live_buffers()) {
-      // Memory the CPU cannot map is read through the device's port (not the host memory
-      // of a USB bridge's window: the CPU cannot read that through the bridge).
-      std::vector<std::byte> read;
-      const void* bytes = b.host;
-      if (!bytes && !dev.properties().caps.cpu_maps_memory && b.kind == MemoryKind::Device) {
-        read.resize(b.size);
-        dev.read_memory(b.va, read);
-        bytes = read.data();
-      }
-      if (!bytes) continue;  // not CPU-visible: cannot be read here
-      const uint64_t h = content_hash(bytes, b.size);
-      auto [at, first] = w.recorded.try_emplace({it->second, b.va}, h);
-      if (!first && at->second == h) continue;
-      at->second = h;
-      // In pieces, each a record under the reader's limit, at consecutive addresses.
-      uint64_t off = 0;
-      do {
-        const uint64_t n = std::min(b.size - off, kMemoryPieceBytes);
-        w.begin();
-        w.put(it->second);
-        w.put(uint32_t(0));
-        w.put(b.va + off);
-        w.put(n);
-        w.put(static_cast<const uint8_t*>(bytes) + off, n);
-        w.emit(RecordType::Memory);
-      } while ((off += kMemoryPieceBytes) < b.size);
-    }
+  return it->second;
+}
+
+// Writes the records of one submission: its device's (the first time), the buffers that
+// changed (full mode), the submission's. Each record is one checked write.
+uint64_t record_locked(Writer& w, const Device& dev, QueueKind kind, uint32_t queue_index,
+                       std::span<const Segment> segments, bool grouped) {
+  const uint32_t id = device_id_locked(w, dev);
+  if (w.options.full) record_memory_locked(w, dev, id, false);
   w.begin();
-  w.put(it->second);
+  w.put(id);
   w.put(uint8_t(kind));
   w.put(uint8_t(queue_index));
-  w.put(uint16_t(0));
+  w.put(uint16_t(grouped ? kSubmissionGrouped : 0));
   const uint64_t sequence = w.sequence++;
   w.put(sequence);
   w.put(uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
@@ -345,13 +379,13 @@ bool enabled() {
 }
 
 std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t queue_index,
-                                   std::span<const Segment> segments) {
+                                   std::span<const Segment> segments, bool grouped) {
   Writer& w = writer();
   std::lock_guard lk(w.mu);
   if (w.failed) std::rethrow_exception(w.failed);
   if (!w.file.is_open() && !w.ring.ring) return std::nullopt;
   try {
-    return record_locked(w, dev, kind, queue_index, segments);
+    return record_locked(w, dev, kind, queue_index, segments, grouped);
   } catch (...) {
     // Part of a record may be in the file: nothing more goes after it (nor in the ring,
     // which is closed so its follower ends).
@@ -360,6 +394,69 @@ std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t q
     w.ring = {};
     throw;
   }
+}
+
+void wrote(const Device& dev, uint64_t va, std::span<const std::byte> bytes) {
+  Writer& w = writer();
+  std::lock_guard lk(w.mu);
+  if (w.failed) std::rethrow_exception(w.failed);
+  if (!w.options.full || (!w.file.is_open() && !w.ring.ring)) return;
+  try {
+    const uint32_t id = device_id_locked(w, dev);
+    for (uint64_t off = 0; off < bytes.size(); off += kMemoryPieceBytes) {
+      const uint64_t n = std::min<uint64_t>(bytes.size() - off, kMemoryPieceBytes);
+      w.begin();
+      w.put(id);
+      w.put(kMemoryWritten | uint32_t(MemoryKind::Host) << 8);
+      w.put(dev.timeline().signal().value());
+      w.put(va + off);
+      w.put(n);
+      w.put(bytes.data() + off, n);
+      w.emit(RecordType::Memory);
+    }
+  } catch (...) {
+    w.failed = std::current_exception();
+    w.file = {};
+    w.ring = {};
+    throw;
+  }
+}
+
+void waited(const Device& dev) noexcept {
+  Writer& w = writer();
+  std::lock_guard lk(w.mu);
+  if (!w.options.full || w.failed || (!w.file.is_open() && !w.ring.ring)) return;
+  auto it = w.devices.find(dev.serial());
+  if (it == w.devices.end()) return;  // nothing of it captured yet
+  try {
+    record_memory_locked(w, dev, it->second, true);
+  } catch (...) {
+    w.failed = std::current_exception();
+    w.file = {};
+    w.ring = {};
+  }
+}
+
+void device_closed(const Device& dev) noexcept {
+  Writer& w = writer();
+  std::lock_guard lk(w.mu);
+  if (w.failed || (!w.file.is_open() && !w.ring.ring)) return;
+  auto it = w.devices.find(dev.serial());
+  if (it == w.devices.end()) return;  // never submitted while capturing
+  try {
+    if (w.options.full) record_memory_locked(w, dev, it->second, true);
+    w.begin();
+    w.put(it->second);
+    w.put(uint32_t(0));
+    w.put(dev.timeline().signal().value());
+    w.emit(RecordType::DeviceEnd);
+  } catch (...) {
+    // As in submission(): nothing more after a hole; the next submission throws why.
+    w.failed = std::current_exception();
+    w.file = {};
+    w.ring = {};
+  }
+  w.devices.erase(it);
 }
 
 }  // namespace hcq::capture

@@ -21,11 +21,33 @@ class Device;
 namespace hcq::capture {
 
 inline constexpr char kMagic[8] = {'H', 'C', 'Q', 'C', 'A', 'P', 0, 0};
-inline constexpr uint32_t kVersion = 2;  // the reader also reads version 1
+inline constexpr uint32_t kVersion = 3;  // the reader also reads versions 1 and 2
 
 // Dropped: only in a live ring (capture_ring.hpp), where records that did not fit were left
-// out; its payload is how many (8 bytes).
-enum class RecordType : uint32_t { Device = 1, Submission = 2, Memory = 3, Dropped = 4 };
+// out; its payload is how many (8 bytes). DeviceEnd (version 3): a device closed; in a full
+// capture its buffers' last contents come just before it.
+enum class RecordType : uint32_t {
+  Device = 1,
+  Submission = 2,
+  Memory = 3,
+  Dropped = 4,
+  DeviceEnd = 5
+};
+
+// Submission record flags (version 3): submitted together with the next submission record.
+inline constexpr uint16_t kSubmissionGrouped = 1;
+
+// Memory record flags (version 3).
+// Settled: the device had finished every submission before the one this record precedes
+// (its timeline had reached the value that submission waits for), so the bytes are what
+// that earlier work left, not a moment in the middle of it.
+inline constexpr uint32_t kMemorySettled = 1;
+inline constexpr uint32_t kMemoryExecutable = 2;  // allocated for code
+inline constexpr uint32_t kMemorySignals = 4;     // a page of signals (the timeline's among them)
+// Bytes the CPU wrote where it cannot read them back (a USB bridge's host window through the
+// port): a replay writes them as they are.
+inline constexpr uint32_t kMemoryWritten = 8;
+inline constexpr uint32_t kMemoryUser = 16;  // the process's own memory mapped for the device (map_host)
 
 // Record header flag: the payload is zlib-compressed (after its uncompressed length, 8 bytes).
 inline constexpr uint32_t kRecordCompressed = 1;
@@ -64,13 +86,26 @@ struct Segment {
 struct DeviceRecord {
   uint32_t id = 0;
   std::string name, vendor, arch;
+  // Version 3 (zero in older captures): the driver's heap (DeviceDriver::va_base, va_size),
+  // the device timeline's signal address, and how many queues of each kind it had.
+  uint64_t va_base = 0, va_size = 0, timeline_va = 0;
+  uint32_t compute_queues = 0, copy_queues = 0;
 };
 
-// A buffer's bytes as they were when the next submission of its device was made.
+// A buffer's bytes as they were when the next submission of its device was made (or, before
+// a DeviceEnd record, when the device closed).
 struct MemoryRecord {
   uint32_t device = 0;
+  uint32_t flags = 0;        // kMemory* (version 3; 0 in older captures)
+  MemoryKind kind = MemoryKind::Device;  // version 3
+  uint64_t timeline = 0;     // the device timeline's value when it was read (version 3)
   uint64_t address = 0;
   std::vector<uint8_t> bytes;
+};
+
+struct DeviceEndRecord {
+  uint32_t device = 0;
+  uint64_t timeline = 0;  // the device timeline's value when it closed
 };
 
 struct SubmissionRecord {
@@ -79,6 +114,7 @@ struct SubmissionRecord {
   uint32_t queue_index = 0;
   uint64_t sequence = 0;
   uint64_t host_ns = 0;
+  bool grouped = false;  // submitted together with the next submission record (version 3)
   std::vector<Segment> segments;
 };
 
@@ -98,8 +134,23 @@ bool enabled();
 // error and nothing more is written, so the file never holds records after a hole. Returns
 // the submission record's sequence number (what `hcq dump` prints as "submission N"), or
 // nullopt when no capture file is open.
+// `grouped`: this submission and the next one recorded go to the GPU together (Queue::
+// submit_together, batch runs): nothing of it runs before the next is submitted, so a replay
+// submits them together too.
 std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t queue_index,
-                                   std::span<const Segment> segments);
+                                   std::span<const Segment> segments, bool grouped = false);
+// Called by ~Device once its work is done: a device this capture recorded gets its buffers'
+// last contents (full captures) and a DeviceEnd record. Never throws (a destructor calls it):
+// a failed write fails the later submissions as submission() would.
+void device_closed(const Device& dev) noexcept;
+// Called by Signal::wait once the value came: a full capture records the buffers of `dev`
+// that changed (the GPU's results, before the CPU reads or overwrites them). Never throws: a
+// failed write fails the later submissions as submission() would.
+void waited(const Device& dev) noexcept;
+// Called where lib/core writes memory of `dev` the CPU cannot read back (a USB bridge's host
+// window, through the port): a full capture records the bytes written at `va`
+// (kMemoryWritten). Throws as submission() does.
+void wrote(const Device& dev, uint64_t va, std::span<const std::byte> bytes);
 
 // Where a Reader's bytes come from: a file or a pipe, or a live ring (capture_ring.hpp).
 class Source {
@@ -130,8 +181,11 @@ class Reader {
     DeviceRecord device;
     SubmissionRecord submission;
     MemoryRecord memory;
+    DeviceEndRecord end;
     uint64_t dropped = 0;  // RecordType::Dropped: records left out here
   };
+  // The file's format version (1 to kVersion).
+  uint32_t version() const { return version_; }
   std::optional<Record> next();
 
  private:

@@ -178,7 +178,7 @@ std::optional<Reader::Record> Reader::next() {
     std::vector<uint8_t> payload = read_payload(len, at);
     src_->commit();  // a ring may reuse the record's bytes: it is read whole
     // Unknown record types from newer writers are skipped (their length says how far).
-    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::Dropped)) continue;
+    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::DeviceEnd)) continue;
     if (flags & kRecordCompressed) payload = inflate_payload(payload, at);
     return parse(type, payload, at);
   }
@@ -208,6 +208,13 @@ Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload,
     r.device.name = take_string();
     r.device.vendor = take_string();
     r.device.arch = take_string();
+    if (version_ >= 3) {
+      take(&r.device.va_base, 8);
+      take(&r.device.va_size, 8);
+      take(&r.device.timeline_va, 8);
+      take(&r.device.compute_queues, 4);
+      take(&r.device.copy_queues, 4);
+    }
   } else if (r.type == RecordType::Submission) {
     auto& s = r.submission;
     uint8_t kind, index;
@@ -225,6 +232,7 @@ Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload,
                          " (0 compute, 1 copy)");
     s.queue = QueueKind(kind);
     s.queue_index = index;
+    if (version_ >= 3) s.grouped = (pad & kSubmissionGrouped) != 0;
     for (uint32_t i = 0; i < nseg; i++) {
       Segment seg;
       uint8_t indirect, p8;
@@ -245,11 +253,24 @@ Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload,
     }
   } else if (r.type == RecordType::Dropped) {
     take(&r.dropped, 8);
-  } else {
+  } else if (r.type == RecordType::DeviceEnd) {
     uint32_t pad;
+    take(&r.end.device, 4);
+    take(&pad, 4);
+    take(&r.end.timeline, 8);
+  } else {
+    uint32_t flags;
     uint64_t size;
     take(&r.memory.device, 4);
-    take(&pad, 4);
+    take(&flags, 4);  // reserved (0) before version 3
+    if (version_ >= 3) {
+      if (flags >> 8 > 1)
+        throw InvalidInput(where + ": memory kind " + std::to_string(flags >> 8) +
+                           " (0 device, 1 host)");
+      r.memory.flags = flags & 0xff;
+      r.memory.kind = MemoryKind(flags >> 8);
+      take(&r.memory.timeline, 8);
+    }
     take(&r.memory.address, 8);
     take(&size, 8);
     if (size != payload.size() - pos)

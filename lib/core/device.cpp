@@ -8,9 +8,11 @@
 #include <sstream>
 #include <thread>
 
+#include "core/capture.hpp"
 #include "core/error.hpp"
 #include "core/queue.hpp"
 #include "core/registry.hpp"
+#include "os/address_window.hpp"
 
 namespace hcq {
 namespace {
@@ -164,6 +166,13 @@ Device& Signal::device() const {
 }
 
 void Signal::wait(uint64_t v, std::chrono::milliseconds timeout) const {
+  wait_for(v, timeout);
+  // The CPU may now read what the GPU left and write over it: a full capture records the
+  // buffers here, so a replay tells the GPU's results from the CPU's writes that follow.
+  if (capture::enabled()) capture::waited(device());
+}
+
+void Signal::wait_for(uint64_t v, std::chrono::milliseconds timeout) const {
   using clock = std::chrono::steady_clock;
   Device* const dev = &device();  // throws once the device was closed
   if (value() >= v) return;
@@ -206,8 +215,14 @@ std::unique_ptr<Device> Device::open(const std::string& name, const Options& opt
     auto it = std::find_if(all.begin(), all.end(), [](auto& l) { return !l.emulated; });
     want = it != all.end() ? it->name : "emu:gfx1100";
   }
+  // The driver reserves its addresses as it opens: where opt.va_base says, when it says.
+  os::WantedHeapBase wanted(opt.va_base);
   for (auto& f : builtin_drivers())
-    if (auto drv = f.open(want)) return std::make_unique<Device>(std::move(drv), opt);
+    if (auto drv = f.open(want)) {
+      if (opt.va_base && drv->va_base() != opt.va_base)  // a driver that could not place it
+        throw InvalidInput(want + ": cannot place its GPU addresses at " + hex(opt.va_base));
+      return std::make_unique<Device>(std::move(drv), opt);
+    }
   std::string known;
   for (auto& l : list()) known += (known.empty() ? "" : ", ") + l.name;
   throw InvalidInput("unknown device '" + name + "' (devices here: " + known + ")");
@@ -270,6 +285,7 @@ Device::~Device() {
   } catch (const Error&) {
     // A faulted or hung device is torn down anyway; the error was reported to its waiter.
   }
+  if (capture::enabled()) capture::device_closed(*this);  // the buffers' last contents
   kernarg_mem_.reset();
   staging_mem_.reset();
   timeline_.signal_.reset();
@@ -329,6 +345,7 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
       throw;
     }
   }
+  a.executable = executable;
   b.link_ = link_;
   b.a_ = a;
   b.size_ = size;
@@ -336,6 +353,35 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
     std::lock_guard live(live_mu_);
     live_[a.va] = a;
   }
+  return b;
+}
+
+Buffer Device::allocate_at(uint64_t va, uint64_t size, MemoryKind kind, bool executable) {
+  if (size == 0 || va % kPage || size % kPage)
+    throw InvalidInput(name() + ": allocate_at needs a page-aligned address and size, got " +
+                       hex(va) + " and " + std::to_string(size) + " bytes");
+  if (kind == MemoryKind::Host && !properties().caps.host_reachable)
+    throw InvalidInput(name() + ": cannot allocate host memory: this device cannot reach host "
+                                "memory");
+  std::lock_guard lk(mem_mu_);
+  // Cached buffers hold heap ranges that nobody uses: give them back so the range may be free.
+  for (auto& old : cache_.drain())
+    if (free_or_keep(*driver_, old)) heap_.free(old.va);
+  heap_.reserve(va, size);
+  Allocation a;
+  try {
+    a = driver_->allocate(va, size, kind, executable);
+  } catch (...) {
+    heap_.free(va);
+    throw;
+  }
+  a.executable = executable;
+  Buffer b;
+  b.link_ = link_;
+  b.a_ = a;
+  b.size_ = size;
+  std::lock_guard live(live_mu_);
+  live_[a.va] = a;
   return b;
 }
 
@@ -359,10 +405,14 @@ Buffer Device::allocate_visible(uint64_t size) {
 }
 
 std::vector<Device::LiveBuffer> Device::live_buffers() const {
-  std::lock_guard lk(live_mu_);
+  std::lock_guard live(live_mu_);
   std::vector<LiveBuffer> out;
-  out.reserve(live_.size());
-  for (auto& [va, a] : live_) out.push_back({a.va, a.size, a.host, a.kind});
+  out.reserve(live_.size() + live_signal_pages_.size());
+  for (auto& [va, a] : live_)
+    out.push_back({a.va, a.size, a.host, a.kind, a.executable, false, a.user});
+  for (auto& a : live_signal_pages_)
+    out.push_back({a.va, a.size, a.host, a.kind, false, true, false});
+  std::sort(out.begin(), out.end(), [](auto& x, auto& y) { return x.va < y.va; });
   return out;
 }
 
@@ -425,6 +475,10 @@ Signal Device::new_signal(uint64_t initial) {
       check_visible(nullptr, "a signal page");
     }
     signal_pages_.push_back(page);
+    {
+      std::lock_guard live(live_mu_);
+      live_signal_pages_.push_back(page);
+    }
     uint32_t first = uint32_t(signal_pages_.size() - 1) * kSignalsPerPage;
     for (uint32_t i = kSignalsPerPage; i-- > 0;) free_signal_slots_.push_back(first + i);
   }
@@ -649,8 +703,12 @@ void Device::staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* 
       uint64_t staging_va = staging_mem_.va() + *soff;
       if (to_device && staging_mem_.host())
         std::memcpy(static_cast<char*>(staging_mem_.host()) + *soff, h + done, n);
-      else if (to_device)  // host memory the CPU does not map: written through the port
-        driver_->write_memory(staging_va, {reinterpret_cast<const std::byte*>(h + done), n});
+      else if (to_device) {  // host memory the CPU does not map: written through the port
+        const std::span<const std::byte> bytes{reinterpret_cast<const std::byte*>(h + done), n};
+        driver_->write_memory(staging_va, bytes);
+        // The capture cannot read it back (a USB bridge's window): it records the write.
+        if (capture::enabled()) capture::wrote(*this, staging_va, bytes);
+      }
       CopyQueue q(*this);
       q.wait(timeline_.signal(), r.prev);
       if (to_device)

@@ -184,6 +184,7 @@ class Signal {
       throw_detached();
   }
   [[noreturn]] void throw_detached() const;
+  void wait_for(uint64_t v, std::chrono::milliseconds timeout) const;  // wait() but the capture
   // Where the CPU cannot map the signal page: its words through the driver's port.
   uint64_t port_read(uint64_t offset) const;
   void port_write(uint64_t v);
@@ -199,12 +200,14 @@ class Signal {
 // and signals the next. Values are full 64-bit everywhere (hardware waits included), so
 // crossing 2^31 or 2^32 changes nothing.
 //
-// Thread safety: reserve() and last() only under the device's submit_mutex(); signal() and
-// wait() from any thread.
+// Thread safety: reserve() only under the device's submit_mutex(); last() there, or from any
+// thread for a value that may be a moment old (the capture reads it so); signal() and wait()
+// from any thread.
 class Timeline {
  public:
   const Signal& signal() const { return signal_; }
-  uint64_t last() const { return last_; }   // the value the newest submission signals
+  // The value the newest submission signals.
+  uint64_t last() const { return last_.load(std::memory_order_relaxed); }
 
   // The next value, reserved for one submission: it waits for `prev` and signals `next`.
   // A reservation destroyed without commit() (the submission threw before it reached the
@@ -216,7 +219,7 @@ class Timeline {
     }
     Reservation& operator=(Reservation&&) = delete;
     ~Reservation() {
-      if (tl_ && tl_->last_ == next) tl_->last_ = prev;
+      if (tl_ && tl_->last() == next) tl_->last_.store(prev, std::memory_order_relaxed);
     }
     void commit() { tl_ = nullptr; }
     const uint64_t prev, next;
@@ -227,7 +230,11 @@ class Timeline {
     Timeline* tl_;
   };
   // Call under the device's submit_mutex(), and commit() once the submission is made.
-  Reservation reserve() { return Reservation(this, last_++); }
+  Reservation reserve() {
+    const uint64_t prev = last();
+    last_.store(prev + 1, std::memory_order_relaxed);  // under submit_mutex(): no read-modify-write
+    return Reservation(this, prev);
+  }
   void wait(uint64_t v, std::chrono::milliseconds timeout = Signal::kDefaultTimeout) const {
     signal_.wait(v, timeout);
   }
@@ -235,7 +242,8 @@ class Timeline {
  private:
   friend class Device;
   Signal signal_;
-  uint64_t last_ = 0;
+  // Written under the submit mutex; atomic so that the capture may read it from elsewhere.
+  std::atomic<uint64_t> last_{0};
 };
 
 // Thread safety: every Device member may be called from several threads at once (allocate,
@@ -259,6 +267,9 @@ class Device {
     // when below the queue's own limit (HwQueue::max_indirect_dwords). Lets tests reach a
     // split recording's edges without a million-dword recording.
     uint64_t max_indirect_dwords = 0;
+    // Nonzero: the driver's heap must start at this address (DeviceDriver::va_base), or the
+    // open fails (hcq replay: the addresses a capture recorded). Zero: wherever it can.
+    uint64_t va_base = 0;
   };
 
   // Opens "amd:N" or "emu:<target>". Throws InvalidInput for an unknown name.
@@ -276,6 +287,9 @@ class Device {
     uint64_t va = 0, size = 0;
     const void* host = nullptr;  // null when the CPU cannot see it
     MemoryKind kind = MemoryKind::Device;
+    bool executable = false;  // allocated for code
+    bool signals = false;     // a page of signals (new_signal), the timeline's among them
+    bool user = false;        // the caller's host memory (map_host)
   };
   std::vector<LiveBuffer> live_buffers() const;
 
@@ -294,9 +308,16 @@ class Device {
   // opened after another was closed may get its address).
   uint64_t serial() const { return serial_; }
   DeviceDriver& driver() { return *driver_; }
+  // The address range buffers are handed out from (the driver's heap).
+  uint64_t heap_base() const { return heap_.base(); }
+  uint64_t heap_size() const { return heap_.size(); }
 
   // MemoryKind::Host on a device that cannot reach host memory is an InvalidInput error.
   Buffer allocate(uint64_t size, MemoryKind kind = MemoryKind::Device, bool executable = false);
+  // The same at exactly [va, va + size) (page-aligned), inside the heap and free (hcq replay
+  // restores a capture's buffers where they were). Throws InvalidInput naming the range and
+  // what is in the way otherwise.
+  Buffer allocate_at(uint64_t va, uint64_t size, MemoryKind kind, bool executable);
   // Memory the CPU and this device both reach at one address (signals, kernel arguments,
   // staging, command buffers): host memory, or CPU-visible device memory on a device that
   // cannot reach host memory. Throws Error when the device has no such memory.
@@ -313,6 +334,7 @@ class Device {
   Buffer import_buffer(IpcHandle h);
   Signal import_signal(IpcHandle h);
   Timeline& timeline() { return timeline_; }
+  const Timeline& timeline() const { return timeline_; }
 
   // Copies through the staging ring and the copy queue (memcpy on UMA devices). The ring is
   // host memory, or CPU-visible device memory on a device that cannot reach host memory.
@@ -386,12 +408,13 @@ class Device {
   Options opt_;
   std::shared_ptr<DeviceLink> link_;
   uint64_t serial_;
-  std::mutex mem_mu_;  // heap, cache, signal pool
+  mutable std::mutex mem_mu_;  // heap, cache, signal pool
   mutable std::mutex live_mu_;
   std::map<uint64_t, Allocation> live_;  // by address: the buffers handed out
   VaHeap heap_;
   SizeCache<Allocation> cache_;
   std::vector<Allocation> signal_pages_;
+  std::vector<Allocation> live_signal_pages_;  // the same, under live_mu_ (live_buffers)
   std::vector<uint32_t> free_signal_slots_;
   std::unique_ptr<HwQueue> compute_queue_;
   std::vector<std::unique_ptr<HwQueue>> copy_queues_;

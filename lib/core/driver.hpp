@@ -28,6 +28,7 @@ struct Allocation {
   uint64_t handle = 0;   // the driver's own handle
   bool user = false;     // the caller's host memory, mapped for the device (not ours to free)
   bool imported = false; // another process's memory (import_memory): freed, never cached
+  bool executable = false;  // allocated for code (Device::allocate sets it)
 };
 
 // One kernel argument as a program's metadata describes it.

@@ -155,10 +155,21 @@ void Queue::bind() {
   bound_done_ = true;
 }
 
-std::optional<uint64_t> Queue::record_capture() const {
-  const capture::Segment seg{bound_done_, bound_done_ ? bound_.va() : 0,
-                             {cs_.data(), cs_.data() + cs_.size()}};
-  return capture::submission(*dev_, kind_, index_, {&seg, 1});
+std::optional<uint64_t> Queue::record_capture(bool grouped) const {
+  if (!bound_done_ || pieces_.empty()) {
+    const capture::Segment seg{bound_done_, bound_done_ ? bound_.va() : 0,
+                               {cs_.data(), cs_.data() + cs_.size()}};
+    return capture::submission(*dev_, kind_, index_, {&seg, 1}, grouped);
+  }
+  // A split recording: one segment per indirect buffer the queue runs (a replay runs the same).
+  std::vector<capture::Segment> segs;
+  size_t start = 0;
+  for (size_t i = 0; i <= pieces_.size(); i++) {
+    const size_t end = i < pieces_.size() ? pieces_[i] : cs_.size();
+    segs.push_back({true, bound_.va() + start * 4, {cs_.data() + start, cs_.data() + end}});
+    start = end;
+  }
+  return capture::submission(*dev_, kind_, index_, segs, grouped);
 }
 
 void Queue::submit_together(std::span<Queue* const> queues, bool capture) {
@@ -178,9 +189,12 @@ void Queue::submit_together(std::span<Queue* const> queues, bool capture) {
   }
   size_t n = 0;
   std::vector<IndirectRun> split;  // only when a recording is split: then every run goes here
+  const Queue* last = nullptr;     // the last one submitted: the end of the capture's group
+  for (const Queue* q : queues)
+    if (q->cs_.size()) last = q;
   for (Queue* q : queues) {
     if (q->cs_.size() == 0) continue;
-    if (capture && capture::enabled()) q->record_capture();
+    if (capture && capture::enabled()) q->record_capture(q != last);
     q->bound_.publish();
     if (q->pieces_.empty() && split.empty()) {
       runs[n++] = {&q->hw(), q->bound_.va(), q->cs_.size()};

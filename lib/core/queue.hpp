@@ -68,7 +68,8 @@ class Queue {
   // Record the submission in the capture (HCQ_CAPTURE) without submitting; throws OsError
   // when the capture file cannot be written. Returns the record's sequence number, or
   // nullopt when no capture file is open (capture::submission).
-  std::optional<uint64_t> record_capture() const;
+  // `grouped`: submitted together with the next queue recorded (capture::submission).
+  std::optional<uint64_t> record_capture(bool grouped = false) const;
 
   size_t commands() const { return cmds_.size(); }
   // The patch sites of command `cmd`, for callers that keep their own patch tables (lib/batch);

@@ -76,6 +76,35 @@ TEST(VaHeap, BadInputsAreClearErrors) {
   EXPECT_THROW(heap.free(a), InvalidInput);  // double free
 }
 
+// hcq replay puts a capture's buffers back where they were: reserve() hands out exactly the
+// range asked for, and names what is in the way.
+TEST(VaHeap, ReserveTakesExactlyTheRangeOrNamesWhatIsInTheWay) {
+  VaHeap heap(0x10000, 0x10000, "emu:test");
+  heap.reserve(0x14000, 0x2000);
+  EXPECT_EQ(heap.bytes_in_use(), 0x2000u);
+  auto error = [&](uint64_t va, uint64_t size) {
+    try {
+      heap.reserve(va, size);
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(0x13000, 0x2000), "emu:test: cannot reserve [0x13000, 0x15000): 0x14000 is in use");
+  EXPECT_EQ(error(0x15000, 0x1000), "emu:test: cannot reserve [0x15000, 0x16000): 0x15000 is in use");
+  EXPECT_EQ(error(0xf000, 0x2000),
+            "emu:test: cannot reserve [0xf000, 0x11000): outside the heap [0x10000, 0x20000)");
+  EXPECT_EQ(error(0x1f000, 0x2000),
+            "emu:test: cannot reserve [0x1f000, 0x21000): outside the heap [0x10000, 0x20000)");
+  EXPECT_EQ(error(0x10000, 0), "emu:test: cannot reserve [0x10000, 0x10000): outside the heap [0x10000, 0x20000)");
+  // Both sides of the reserved range stay free and usable, and it frees like any other.
+  heap.reserve(0x10000, 0x4000);
+  heap.reserve(0x16000, 0xa000);
+  EXPECT_EQ(heap.largest_free(), 0u);
+  heap.free(0x14000);
+  EXPECT_EQ(heap.allocate(0x2000, 0x1000), 0x14000u);
+}
+
 TEST(VaHeap, ExactFitAndCoalescing) {
   VaHeap heap(0, 0x4000, "h");
   uint64_t a = heap.allocate(0x1000, 0x1000), b = heap.allocate(0x1000, 0x1000),

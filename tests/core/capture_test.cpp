@@ -106,14 +106,14 @@ TEST(Capture, TheReaderRejectsBadFilesWithTheOffset) {
     EXPECT_EQ(std::string(e.what()), path + ": not an hcq capture (bad magic at offset 0)");
   }
   std::string header(capture::kMagic, 8);
-  header += std::string("\x03\0\0\0\0\0\0\0", 8);
+  header += std::string("\x04\0\0\0\0\0\0\0", 8);
   write(header);
   try {
     capture::Reader r(path);
     FAIL();
   } catch (const InvalidInput& e) {
     EXPECT_EQ(std::string(e.what()),
-              path + ": capture format version 3, this hcq reads versions 1 to 2");
+              path + ": capture format version 4, this hcq reads versions 1 to 3");
   }
   header[8] = 1;
   write(header + std::string("\x02\0\0\0\0\0\0\0\x40\0\0\0\0\0\0\0", 16) + "short");
@@ -166,11 +166,18 @@ TEST(Capture, FullModeRecordsEachChangedBufferBeforeTheSubmission) {
   uint64_t changed = 0, fixed = 0;
   capture_workload(path, {.full = true}, &changed, &fixed);
   std::vector<std::vector<uint8_t>> changed_seen, fixed_seen;
+  std::vector<int> changed_before;     // how many submissions came before each record of it
+  std::vector<uint32_t> changed_flags;
   int submissions = 0;
   for (auto& r : records(path)) {
     if (r.type == capture::RecordType::Submission) submissions++;
     if (r.type != capture::RecordType::Memory) continue;
-    if (r.memory.address == changed) changed_seen.push_back(r.memory.bytes);
+    if (r.memory.address == changed) {
+      changed_seen.push_back(r.memory.bytes);
+      changed_before.push_back(submissions);
+      changed_flags.push_back(r.memory.flags);
+      EXPECT_EQ(r.memory.kind, MemoryKind::Host);
+    }
     if (r.memory.address == fixed) {
       fixed_seen.push_back(r.memory.bytes);
       EXPECT_EQ(submissions, 0);  // recorded before the first submission, and only then
@@ -179,11 +186,19 @@ TEST(Capture, FullModeRecordsEachChangedBufferBeforeTheSubmission) {
   EXPECT_EQ(submissions, 2);
   ASSERT_EQ(fixed_seen.size(), 1u);
   EXPECT_EQ(fixed_seen[0], std::vector<uint8_t>(4096, 7));
-  ASSERT_EQ(changed_seen.size(), 2u);  // as each submission found it
+  // As each submission found it, and as each wait left it (before the CPU wrote over it).
+  ASSERT_EQ(changed_seen.size(), 4u);
+  EXPECT_EQ(changed_before, (std::vector<int>{0, 1, 1, 2}));
   EXPECT_EQ(changed_seen[0][0], 1);
   EXPECT_EQ(changed_seen[0][4096], 0);  // the first copy had not run yet
-  EXPECT_EQ(changed_seen[1][0], 2);
-  EXPECT_EQ(changed_seen[1][4096], 1);  // the first copy's result
+  EXPECT_EQ(changed_seen[1][0], 1);
+  EXPECT_EQ(changed_seen[1][4096], 1);  // s.wait(1): the first copy's result
+  EXPECT_EQ(changed_seen[2][0], 2);     // the CPU's write, before the second submission
+  EXPECT_EQ(changed_seen[2][4096], 1);
+  EXPECT_EQ(changed_seen[3][4096], 2);  // s.wait(2)
+  // Each was read with the device's work before it done (the copies signal s, not the
+  // timeline, which no submission here moves).
+  for (uint32_t f : changed_flags) EXPECT_EQ(f, capture::kMemorySettled);
   std::remove(path.c_str());
 }
 

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "core/error.hpp"
+#include "os/address_window.hpp"
 
 namespace hcq::amd::am {
 namespace {
@@ -79,10 +80,7 @@ GpuMemory::GpuMemory(std::shared_ptr<os::Kernel> kernel, DeviceWindows& device,
   // 2 MiB more than needed, so that the range can start on a 2 MiB boundary (the page
   // tables use 2 MiB pages only where the address is aligned to them).
   mapping_size_ = kPrivateBytes + heap_bytes + kBigPage;
-  void* p = kernel_->mmap(nullptr, mapping_size_, PROT_NONE,
-                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw OsError(name_ + ": reserving GPU address space", errno);
-  mapping_base_ = reinterpret_cast<uint64_t>(p);
+  mapping_base_ = os::reserve_window(*kernel_, mapping_size_, kPrivateBytes, name_);
   private_base_ = align_up(mapping_base_, kBigPage);
   heap_base_ = private_base_ + kPrivateBytes;
   heap_size_ = heap_bytes;
