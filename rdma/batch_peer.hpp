@@ -4,9 +4,9 @@
 // region the sender writes. lib/batch does not know rdma/: a schedule names a RemotePeer,
 // and this is the one that moves the bytes.
 //
-// Thread safety: BatchPeer::write_and_signal may be called from several threads at once (the
-// host-queue threads of several executables): calls are serialised, each waiting for its own
-// operations. A SignalRegion is immutable once made.
+// Thread safety: BatchPeer's write_and_signal, read and signal may be called from several
+// threads at once (the host-queue threads of several executables): calls are serialised,
+// each waiting for its own operations. A SignalRegion is immutable once made.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -64,8 +64,14 @@ class BatchPeer final : public batch::RemotePeer {
   // advertised target, and the connection's errors (ConnectionError when the peer is gone).
   void write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
                         uint64_t value) override;
+  // Registers `dst` for the call, reads [remote_addr, +size) of the target region holding it
+  // into it, and waits. Errors as write_and_signal.
+  void read(std::byte* dst, uint64_t size, uint64_t remote_addr) override;
+  // Writes `value` to the peer's signal and waits for it. The connection's errors.
+  void signal(uint64_t value) override;
 
  private:
+  const RemoteRegion& target_of(uint64_t remote_addr, uint64_t size) const;
   Endpoint& ep_;
   Connection& conn_;
   std::vector<RemoteRegion> targets_;

@@ -307,7 +307,17 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
                                      : DeviceRange{};
       if (profile) ts.store(8, now_ticks(h.queue));
       const DeviceRange dst = range_of(h.dst_slot, h.dst_offset);
-      if (h.peer) {
+      if (h.peer && h.remote == detail::RemoteOp::Signal) {
+        h.peer->signal(scalars[h.value_scalar].value);
+      } else if (h.peer && h.remote == detail::RemoteOp::Read) {
+        std::byte* to = dst.host;
+        if (!to) {  // into host memory, then through the device's port
+          bounce.resize(std::max<uint64_t>(bounce.size(), h.size));
+          to = bounce.data();
+        }
+        h.peer->read(to, h.size, scalars[h.addr_scalar].value);
+        if (!dst.host) dst.write(0, to, h.size);
+      } else if (h.peer) {
         const DeviceRange src = range_of(h.src_slot, h.src_offset);
         const std::byte* from = src.host;
         if (!from) {  // through the device's port into host memory the peer can read

@@ -454,6 +454,154 @@ TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
 }
 INSTANTIATE_TEST_SUITE_P(Targets, RdmaBatch, testing::Values("gfx1100", "sm_90"));
 
+// The pull direction: process A's schedule fills X with a producer kernel and raises B's
+// "ready" signal (remote_signal), then waits on its GPU for B's "consumed"; B's schedule
+// waits on its GPU for "ready", reads X into Y (remote_read), adds 1 on its GPU, copies Y
+// out and raises A's "consumed". Both replay with other X, Y, outputs, address and values.
+std::string batch_pull_producer(const std::string& arch, const std::string& name) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:" + arch);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  Program fill(*dev, img, "fill_u32");
+  auto ep = open_local();
+  Buffer xb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  std::unique_ptr<Region> rx[2] = {ep->register_buffer(xb[0]), ep->register_buffer(xb[1])};
+  Signal consumed = dev->new_signal(0);
+  SignalRegion sr(*ep, consumed);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(rx[0]->remote());
+  c->advertise(rx[1]->remote());
+  c->advertise(sr.remote());
+  BatchPeer peer(*dev, *ep, *c, {}, c->peer_region(0, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem x = s.input(kBatchBytes);
+  auto bits = s.scalar<uint32_t>();
+  auto ready = s.scalar<uint64_t>(), done = s.scalar<uint64_t>();
+  s.launch(fill, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(x), batch::Arg::scalar(bits), batch::Arg::value(kElems),
+            batch::Arg::value(kBlock)});
+  s.remote_signal(peer, ready, {batch::Access::read(x, 0, kBatchBytes)});
+  s.remote_wait(*dev, consumed, done, {batch::Access::written(x, 0, kBatchBytes)});
+  batch::Executable exe = s.compile();
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings()
+                .input(x, xb[r])
+                .scalar(bits, std::bit_cast<uint32_t>(produced(r)))
+                .scalar(ready, uint64_t(r + 1))
+                .scalar(done, uint64_t(r + 1)));
+    exe.wait(10000ms);
+  }
+  return "";
+}
+
+TEST_P(RdmaBatch, ConsumerRemoteReadPullsProducersBufferAndReplaysWithReboundBuffers) {
+  const std::string arch = GetParam();
+  if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
+  const std::string name = unique_name("pull");
+  Child child = spawn([&] { return batch_pull_producer(arch, name); });
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:" + arch);
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  Program scale(*dev, img, "scale_add");
+  auto ep = open_local();
+  Signal ready = dev->new_signal(0);
+  SignalRegion sr(*ep, ready);
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion x[2] = {c->peer_region(0, 10000ms), c->peer_region(1, 10000ms)};
+  c->advertise(sr.remote());
+  BatchPeer peer(*dev, *ep, *c, {x[0], x[1]}, c->peer_region(2, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem y = s.input(kBatchBytes), o = s.input(kBatchBytes);
+  auto addr = s.scalar<uint64_t>(), want = s.scalar<uint64_t>(), done = s.scalar<uint64_t>();
+  s.remote_wait(*dev, ready, want, {batch::Access::written(y, 0, kBatchBytes)});
+  s.remote_read(peer, addr, y, 0, kBatchBytes);
+  s.launch(scale, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(y), batch::Arg::value(1.0f), batch::Arg::value(1.0f),
+            batch::Arg::value(kElems), batch::Arg::value(kBlock)});
+  s.copy(o, 0, y, 0, kBatchBytes);
+  s.remote_signal(peer, done, {batch::Access::read(y, 0, kBatchBytes)});
+  batch::Executable exe = s.compile();
+  Buffer yb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  Buffer out[2] = {dev->allocate(kBatchBytes, MemoryKind::Host),
+                   dev->allocate(kBatchBytes, MemoryKind::Host)};
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings()
+                .input(y, yb[r])
+                .input(o, out[r])
+                .scalar(addr, x[r].addr)
+                .scalar(want, uint64_t(r + 1))
+                .scalar(done, uint64_t(r + 1)));
+    exe.wait(10000ms);
+    EXPECT_EQ(all_floats(out[r].host(), produced(r) + 1.0f), "") << "run " << r;
+    EXPECT_EQ(all_floats(yb[r].host(), produced(r) + 1.0f), "") << "run " << r;
+  }
+  EXPECT_EQ(finish(child), "ok");
+}
+
+// A remote read from a live peer, then one at an address outside what it advertised (the
+// exact InvalidInput, from wait()), then one after the peer died (the connection's exact
+// ConnectionError within 2 s, the device finishing the run).
+TEST(RdmaBatchErrors, RemoteReadOutOfBoundsAndPeerGoneAreExactErrors) {
+  const std::string name = unique_name("pull-gone");
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  Child child = spawn([&] {
+    ::close(go[1]);
+    auto dev = Device::open("emu:gfx1100");
+    auto ep = open_local();
+    Buffer xb = dev->allocate(kBatchBytes);
+    fill(static_cast<std::byte*>(xb.host()), kBatchBytes, 42);
+    auto rx = ep->register_buffer(xb);
+    Signal consumed = dev->new_signal(0);
+    SignalRegion sr(*ep, consumed);
+    auto c = ep->listen(name, 10000ms);
+    c->advertise(rx->remote());
+    c->advertise(sr.remote());
+    char b;
+    (void)!::read(go[0], &b, 1);  // the parent closed its end: die with the connection up
+    ::_exit(0);
+    return std::string();
+  });
+  ::close(go[0]);
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion x = c->peer_region(0, 10000ms);
+  BatchPeer peer(*dev, *ep, *c, {x}, c->peer_region(1, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem y = s.input(kBatchBytes);
+  auto addr = s.scalar<uint64_t>();
+  s.remote_read(peer, addr, y, 0, kBatchBytes);
+  batch::Executable exe = s.compile();
+  Buffer yb = dev->allocate(kBatchBytes);
+  exe.run(batch::Bindings().input(y, yb).scalar(addr, x.addr));
+  exe.wait(10000ms);
+  EXPECT_EQ(check(static_cast<const std::byte*>(yb.host()), kBatchBytes, 42), "");
+  exe.run(batch::Bindings().scalar(addr, x.addr + 8));
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: batch peer: remote address " + hex(x.addr + 8) +
+                                         " (" + std::to_string(kBatchBytes) +
+                                         " bytes) is in no region the peer advertised");
+  }
+  ::close(go[1]);
+  const pid_t pid = child.pid;
+  EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
+  const auto start = Clock::now();
+  exe.run(batch::Bindings().scalar(addr, x.addr));
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
+                                         ") died on connection '" + name + "'");
+  }
+  EXPECT_LT(Clock::now() - start, 2s);
+  dev->timeline().wait(exe.points()[0].second, 1000ms);
+}
+
 // The peer is gone when the run's remote write goes out: the run fails with the connection's
 // exact error (wait() throws it), within a bounded time, and the device finishes the run.
 TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
