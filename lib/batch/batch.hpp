@@ -125,16 +125,25 @@ class Compiler;
 // by several executables must accept calls from several threads at once.
 class RemotePeer {
  public:
+  // Local bytes a call reads or writes: where the CPU reaches them, and the buffer they are
+  // in (at `offset`) where the run bound one the CPU maps, so a transport may keep its
+  // registration for the next run (rdma::Endpoint::register_cached); null for the host
+  // thread's bounce buffer.
+  struct Local {
+    std::byte* host = nullptr;
+    const Buffer* buffer = nullptr;
+    uint64_t offset = 0;
+  };
   virtual ~RemotePeer() = default;
   // Copies `size` bytes at `src` (host memory) to the peer's address `remote_addr`, then
   // sets the peer's signal to `value`, in that order, and returns once both have landed
   // (a device-memory target flushed first where the transport needs it). Throws Error,
   // which fails the run (wait() or the next run() throws it).
-  virtual void write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
+  virtual void write_and_signal(Local src, uint64_t size, uint64_t remote_addr,
                                 uint64_t value) = 0;
   // Copies `size` bytes at the peer's address `remote_addr` to `dst` (host memory) and
   // returns once they are all there. Throws Error as write_and_signal.
-  virtual void read(std::byte* dst, uint64_t size, uint64_t remote_addr) = 0;
+  virtual void read(Local dst, uint64_t size, uint64_t remote_addr) = 0;
   // Sets the peer's signal to `value` and returns once it has landed. Throws Error.
   virtual void signal(uint64_t value) = 0;
 };

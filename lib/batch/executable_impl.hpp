@@ -216,6 +216,7 @@ struct Executable::Impl {
     Device* device;
     uint64_t bound_va = 0;
     void* bound_host = nullptr;
+    const Buffer* bound_buffer = nullptr;  // the last run's (remote calls name it to peers)
     bool host_copied = false;  // a host copy reads or writes it: the CPU must see it
   };
   // Copies on devices without a copy engine run on the host, in a host queue per such device

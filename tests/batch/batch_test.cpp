@@ -834,20 +834,19 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
 struct LoopbackPeer : RemotePeer {
   std::vector<const Buffer*> targets;
   Signal* raised = nullptr;  // the peer's signal
-  void write_and_signal(const std::byte* src, uint64_t size, uint64_t addr,
-                        uint64_t value) override {
+  void write_and_signal(Local src, uint64_t size, uint64_t addr, uint64_t value) override {
     for (const Buffer* b : targets)
       if (addr >= b->va() && addr + size <= b->va() + b->size()) {
-        std::memcpy(static_cast<std::byte*>(b->host()) + (addr - b->va()), src, size);
+        std::memcpy(static_cast<std::byte*>(b->host()) + (addr - b->va()), src.host, size);
         raised->set(value);
         return;
       }
     throw Error("loopback peer: nothing at " + hex(addr));
   }
-  void read(std::byte* dst, uint64_t size, uint64_t addr) override {
+  void read(Local dst, uint64_t size, uint64_t addr) override {
     for (const Buffer* b : targets)
       if (addr >= b->va() && addr + size <= b->va() + b->size()) {
-        std::memcpy(dst, static_cast<const std::byte*>(b->host()) + (addr - b->va()), size);
+        std::memcpy(dst.host, static_cast<const std::byte*>(b->host()) + (addr - b->va()), size);
         return;
       }
     throw Error("loopback peer: nothing at " + hex(addr));

@@ -183,6 +183,30 @@ int one_guest() {
   check(rbuf->addr() == buf.va() && rbuf->how().find("registered directly") != std::string::npos,
         "emulated device memory registers directly", rbuf->how());
 
+  // The registration cache: the same range twice is one ibv_reg_mr, another range another.
+  {
+    auto c1 = a->register_cached(buf, 0, 1 << 16);
+    auto c2 = a->register_cached(buf, 0, 1 << 16);
+    auto c3 = a->register_cached(buf, 1 << 16, 1 << 16);
+    const auto st = a->cache_stats();
+    check(c1.get() == c2.get() && c3.get() != c1.get() && st.registrations == 2 && st.hits == 1 &&
+              c3->addr() == buf.va() + (1 << 16),
+          "emulated device memory registrations are cached",
+          std::to_string(st.registrations) + " registrations, " + std::to_string(st.hits) +
+              " hits");
+  }
+  // A real GPU's export that is not a dma-buf (a memfd stands in for RM's object fd): host
+  // staging, with the reason.
+  {
+    int fd = ::memfd_create("an-rm-object", 0);
+    (void)!::ftruncate(fd, 1 << 16);
+    auto r = a->stage_export(fd, 0, 1 << 16, 0x100000, "gpu");
+    ::close(fd);
+    check(r->how() == "host staging (gpu's export is not a dma-buf (file system magic "
+                      "0x1021994))" && r->addr() == 0x100000 && r->host() != nullptr,
+          "a non-dma-buf export is staged, with the reason", r->how());
+  }
+
   // dma-buf registration: rxe has none (a memfd stands in for the GPU driver's dma-buf).
   int memfd = ::memfd_create("not-a-dmabuf", 0);
   (void)!::ftruncate(memfd, 1 << 20);

@@ -600,6 +600,81 @@ TEST(RdmaBatchErrors, RemoteReadOutOfBoundsAndPeerGoneAreExactErrors) {
   }
   EXPECT_LT(Clock::now() - start, 2s);
   dev->timeline().wait(exe.points()[0].second, 1000ms);
+  // Y's registration was made by the first run and reused by the third (the second was
+  // refused before registering).
+  EXPECT_EQ(ep->cache_stats().registrations, 1u);
+  EXPECT_EQ(ep->cache_stats().hits, 1u);
+}
+
+// The registration cache (Endpoint::register_cached): one registration per buffer range,
+// others for other ranges and buffers, none handed to a buffer made after a free, the least
+// recently used entry evicted at the bound, and threads registering at once.
+TEST(RdmaRegistrationCache, OneRegistrationPerBufferRangeNoneReusedAfterAFree) {
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  Buffer a = dev->allocate(64 << 10), b = dev->allocate(64 << 10);
+  auto r1 = ep->register_cached(a, 0, 4096);
+  auto r2 = ep->register_cached(a, 0, 4096);
+  EXPECT_EQ(r1.get(), r2.get());
+  EXPECT_EQ(r1->addr(), a.va());
+  auto r3 = ep->register_cached(a, 4096, 4096);
+  EXPECT_NE(r3.get(), r1.get());
+  EXPECT_EQ(r3->addr(), a.va() + 4096);
+  EXPECT_EQ(r3->host(), static_cast<std::byte*>(a.host()) + 4096);
+  auto r4 = ep->register_cached(b, 0, 4096);
+  EXPECT_NE(r4.get(), r1.get());
+  EXPECT_EQ(r4->addr(), b.va());
+  auto st = ep->cache_stats();
+  EXPECT_EQ(st.registrations, 3u);
+  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(st.entries, 3u);
+  // A freed buffer: whatever comes at its address or memory next is registered afresh.
+  const uint64_t a_va = a.va();
+  a.reset();
+  Buffer c = dev->allocate(128 << 10);
+  auto r5 = ep->register_cached(c, 0, 4096);
+  EXPECT_NE(r5.get(), r1.get());
+  EXPECT_EQ(r5->addr(), c.va());
+  EXPECT_EQ(r5->host(), static_cast<std::byte*>(c.host()));
+  EXPECT_EQ(ep->cache_stats().registrations, 4u) << "a at " << hex(a_va) << ", c at " << hex(c.va());
+  try {
+    ep->register_cached(c, (128 << 10) - 4096, 8192);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: range [126976, +8192) is not inside the buffer of "
+                                     "131072 bytes");
+  }
+  // Four threads at once: one registration, the same region for all.
+  Buffer d = dev->allocate(64 << 10);
+  std::vector<std::thread> ts;
+  std::vector<const Region*> got(4);
+  for (int t = 0; t < 4; t++)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 50; i++) got[size_t(t)] = ep->register_cached(d, 0, 8192).get();
+    });
+  for (auto& t : ts) t.join();
+  for (const Region* g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(ep->cache_stats().registrations, 5u);
+  EXPECT_EQ(ep->cache_stats().hits, 1u + 199u);
+  // The bound: with room for two, the least recently used goes.
+  RegistrationCache small(2);
+  int made = 0;
+  auto get = [&](const Buffer& x) {
+    return small.get(x, 0, 4096, [&] {
+      made++;
+      return ep->register_buffer_range(x, 0, 4096);
+    });
+  };
+  get(b);
+  get(c);
+  get(b);  // c is now the least recently used
+  get(d);  // evicts c
+  EXPECT_EQ(made, 3);
+  get(b);
+  EXPECT_EQ(made, 3);
+  get(c);
+  EXPECT_EQ(made, 4);
+  EXPECT_EQ(small.stats().entries, 2u);
 }
 
 // The peer is gone when the run's remote write goes out: the run fails with the connection's
@@ -659,7 +734,7 @@ TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
   dev->timeline().wait(exe.points()[0].second, 1000ms);
   // An address the peer never advertised: the exact refusal, before anything is posted.
   try {
-    peer.write_and_signal(static_cast<const std::byte*>(xb.host()), 8, y.addr + y.length, 1);
+    peer.write_and_signal({static_cast<std::byte*>(xb.host())}, 8, y.addr + y.length, 1);
     ADD_FAILURE() << "no error";
   } catch (const InvalidInput& e) {
     EXPECT_EQ(std::string(e.what()), "rdma: batch peer: remote address " +
