@@ -854,6 +854,27 @@ struct LoopbackPeer : RemotePeer {
   void signal(uint64_t value) override { raised->set(value); }
 };
 
+// `fn` throws InvalidInput with exactly `msg`.
+template <class F>
+void expect_error(F fn, const std::string& msg) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected " << msg;
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), msg);
+  }
+}
+// A run with `b` fails with exactly `msg`, reported by wait().
+void expect_run_error(Executable& exe, const Bindings& b, const std::string& msg) {
+  exe.run(b);
+  try {
+    exe.wait();
+    ADD_FAILURE() << "no error, expected " << msg;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), msg);
+  }
+}
+
 // A pull: wait on the GPU for the peer's "ready", read its buffer into Y on the host queue,
 // add 1 on the GPU, copy out, and signal "consumed"; replayed with other buffers and
 // addresses, every element checked, and the recording errors exact.
@@ -904,22 +925,8 @@ TEST(BatchRemote, ReadAfterGpuWaitThenSignalReplaysWithReboundBuffers) {
     for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], v + 1.0f) << "run " << run << " element " << i;
   }
   // A peer's error fails the run, reported by wait() with its message.
-  re.run(Bindings().scalar(addr, uint64_t(0x2000)));
-  try {
-    re.wait();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "loopback peer: nothing at 0x2000");
-  }
+  expect_run_error(re, Bindings().scalar(addr, uint64_t(0x2000)), "loopback peer: nothing at 0x2000");
   auto f = r.scalar<float>();
-  auto expect_error = [](auto fn, const std::string& msg) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error, expected " << msg;
-    } catch (const InvalidInput& e) {
-      EXPECT_EQ(std::string(e.what()), msg);
-    }
-  };
   expect_error([&] { r.remote_read(peer, addr, yy, 0, 0); }, "batch: remote read #5 reads 0 bytes");
   expect_error([&] { r.remote_read(peer, addr, yy, 8, n * 4); },
                "batch: remote read #5 destination: range [8, 8+16384) is outside the buffer of "
@@ -987,23 +994,9 @@ TEST(BatchRemote, WriteThenGpuWaitReplayWithReboundBuffersAndScalars) {
   arrived.set(3);
   re.wait();
   // A peer's error fails the writer's run, reported by wait() with its message.
-  we.run(Bindings().scalar(addr, uint64_t(0x1000)));
-  try {
-    we.wait();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "loopback peer: nothing at 0x1000");
-  }
+  expect_run_error(we, Bindings().scalar(addr, uint64_t(0x1000)), "loopback peer: nothing at 0x1000");
   // Bad recordings: the exact refusals.
   auto f = w.scalar<float>();
-  auto expect_error = [](auto fn, const std::string& msg) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error, expected " << msg;
-    } catch (const InvalidInput& e) {
-      EXPECT_EQ(std::string(e.what()), msg);
-    }
-  };
   expect_error([&] { w.remote_write(peer, x, 0, 0, addr, value); },
                "batch: remote write #2 writes 0 bytes");
   expect_error([&] { w.remote_write(peer, x, 0, 4, Scalar<uint64_t>{f.slot}, value); },

@@ -381,11 +381,18 @@ std::string all_floats(const void* p, float v) {
   return "";
 }
 
-// Process B: registers Y0, Y1 and its signal, advertises them, runs its schedule twice.
-std::string batch_receiver(const std::string& arch, const std::string& name) {
+// emu:ARCH with the test kernels loaded.
+std::pair<std::unique_ptr<Device>, std::shared_ptr<const ProgramImage>> open_with_kernels(
+    const std::string& arch) {
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto img = load_program(*dev, kernels::code_object(arch));
+  return {std::move(dev), std::move(img)};
+}
+
+// Process B: registers Y0, Y1 and its signal, advertises them, runs its schedule twice.
+std::string batch_receiver(const std::string& arch, const std::string& name) {
+  auto [dev, img] = open_with_kernels(arch);
   Program scale(*dev, img, "scale_add");
   auto ep = open_local();
   Buffer y[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
@@ -423,9 +430,7 @@ TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
   if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
   const std::string name = unique_name("batch");
   Child child = spawn([&] { return batch_receiver(arch, name); });
-  kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto [dev, img] = open_with_kernels(arch);
   Program fill(*dev, img, "fill_u32");
   auto ep = open_local();
   auto c = ep->connect(name, 10000ms);
@@ -454,14 +459,49 @@ TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
 }
 INSTANTIATE_TEST_SUITE_P(Targets, RdmaBatch, testing::Values("gfx1100", "sm_90"));
 
+// A run with `b` after the peer `pid` died fails with the connection's exact error within
+// 2 s, and the host queue still ends: the device's timeline passes the run.
+void expect_peer_died(batch::Executable& exe, const batch::Bindings& b, Device& dev, pid_t pid,
+                      const std::string& name) {
+  const auto start = Clock::now();
+  exe.run(b);
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
+                                         ") died on connection '" + name + "'");
+  }
+  EXPECT_LT(Clock::now() - start, 2s);
+  dev.timeline().wait(exe.points()[0].second, 1000ms);
+}
+
+// A batch peer that dies with its connection up: advertises a buffer of emu:gfx1100 memory
+// holding fill(42)'s pattern and a signal on connection `name`, then exits (without a word)
+// once the parent closes its end of the pipe `go`.
+std::string peer_until_closed(const std::string& name, const int go[2]) {
+  ::close(go[1]);
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  Buffer buf = dev->allocate(kBatchBytes);
+  fill(static_cast<std::byte*>(buf.host()), kBatchBytes, 42);
+  auto r = ep->register_buffer(buf);
+  Signal s = dev->new_signal(0);
+  SignalRegion sr(*ep, s);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(r->remote());
+  c->advertise(sr.remote());
+  char b;
+  (void)!::read(go[0], &b, 1);
+  ::_exit(0);
+}
+
 // The pull direction: process A's schedule fills X with a producer kernel and raises B's
 // "ready" signal (remote_signal), then waits on its GPU for B's "consumed"; B's schedule
 // waits on its GPU for "ready", reads X into Y (remote_read), adds 1 on its GPU, copies Y
 // out and raises A's "consumed". Both replay with other X, Y, outputs, address and values.
 std::string batch_pull_producer(const std::string& arch, const std::string& name) {
-  kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto [dev, img] = open_with_kernels(arch);
   Program fill(*dev, img, "fill_u32");
   auto ep = open_local();
   Buffer xb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
@@ -499,9 +539,7 @@ TEST_P(RdmaBatch, ConsumerRemoteReadPullsProducersBufferAndReplaysWithReboundBuf
   if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
   const std::string name = unique_name("pull");
   Child child = spawn([&] { return batch_pull_producer(arch, name); });
-  kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto [dev, img] = open_with_kernels(arch);
   Program scale(*dev, img, "scale_add");
   auto ep = open_local();
   Signal ready = dev->new_signal(0);
@@ -545,23 +583,7 @@ TEST(RdmaBatchErrors, RemoteReadOutOfBoundsAndPeerGoneAreExactErrors) {
   const std::string name = unique_name("pull-gone");
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
-  Child child = spawn([&] {
-    ::close(go[1]);
-    auto dev = Device::open("emu:gfx1100");
-    auto ep = open_local();
-    Buffer xb = dev->allocate(kBatchBytes);
-    fill(static_cast<std::byte*>(xb.host()), kBatchBytes, 42);
-    auto rx = ep->register_buffer(xb);
-    Signal consumed = dev->new_signal(0);
-    SignalRegion sr(*ep, consumed);
-    auto c = ep->listen(name, 10000ms);
-    c->advertise(rx->remote());
-    c->advertise(sr.remote());
-    char b;
-    (void)!::read(go[0], &b, 1);  // the parent closed its end: die with the connection up
-    ::_exit(0);
-    return std::string();
-  });
+  Child child = spawn([&] { return peer_until_closed(name, go); });
   ::close(go[0]);
   auto dev = Device::open("emu:gfx1100");
   auto ep = open_local();
@@ -589,17 +611,7 @@ TEST(RdmaBatchErrors, RemoteReadOutOfBoundsAndPeerGoneAreExactErrors) {
   ::close(go[1]);
   const pid_t pid = child.pid;
   EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
-  const auto start = Clock::now();
-  exe.run(batch::Bindings().scalar(addr, x.addr));
-  try {
-    exe.wait(10000ms);
-    ADD_FAILURE() << "no error";
-  } catch (const ConnectionError& e) {
-    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
-                                         ") died on connection '" + name + "'");
-  }
-  EXPECT_LT(Clock::now() - start, 2s);
-  dev->timeline().wait(exe.points()[0].second, 1000ms);
+  expect_peer_died(exe, batch::Bindings().scalar(addr, x.addr), *dev, pid, name);
   // Y's registration was made by the first run and reused by the third (the second was
   // refused before registering).
   EXPECT_EQ(ep->cache_stats().registrations, 1u);
@@ -683,22 +695,7 @@ TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
   const std::string name = unique_name("batch-gone");
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
-  Child child = spawn([&] {
-    ::close(go[1]);
-    auto dev = Device::open("emu:gfx1100");
-    auto ep = open_local();
-    Buffer y = dev->allocate(kBatchBytes);
-    auto ry = ep->register_buffer(y);
-    Signal arrived = dev->new_signal(0);
-    SignalRegion sr(*ep, arrived);
-    auto c = ep->listen(name, 10000ms);
-    c->advertise(ry->remote());
-    c->advertise(sr.remote());
-    char b;
-    (void)!::read(go[0], &b, 1);  // the parent closed its end: die with the connection up
-    ::_exit(0);
-    return std::string();
-  });
+  Child child = spawn([&] { return peer_until_closed(name, go); });
   ::close(go[0]);
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:gfx1100");
@@ -720,18 +717,8 @@ TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
   const pid_t pid = child.pid;
   EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
   Buffer xb = dev->allocate(kBatchBytes);
-  const auto start = Clock::now();
-  exe.run(batch::Bindings().input(x, xb).scalar(addr, y.addr).scalar(value, uint64_t(1)));
-  try {
-    exe.wait(10000ms);
-    ADD_FAILURE() << "no error";
-  } catch (const ConnectionError& e) {
-    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
-                                         ") died on connection '" + name + "'");
-  }
-  EXPECT_LT(Clock::now() - start, 2s);
-  // The host queue still ended: the device's timeline passed the run.
-  dev->timeline().wait(exe.points()[0].second, 1000ms);
+  expect_peer_died(exe, batch::Bindings().input(x, xb).scalar(addr, y.addr).scalar(value, uint64_t(1)),
+                   *dev, pid, name);
   // An address the peer never advertised: the exact refusal, before anything is posted.
   try {
     peer.write_and_signal({static_cast<std::byte*>(xb.host())}, 8, y.addr + y.length, 1);
