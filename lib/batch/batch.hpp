@@ -94,6 +94,9 @@ class Arg {
   std::vector<std::byte> bytes_;
 };
 
+// A binding names the Buffer object, not only its memory: a buffer bound to a slot that a
+// remote write or read uses (its registration is kept for later runs, RemotePeer::Local)
+// must stay where it is, not moved from or destroyed, while later runs use that binding.
 class Bindings {
  public:
   Bindings& input(Mem slot, const Buffer& b) {
