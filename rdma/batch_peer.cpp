@@ -37,22 +37,49 @@ BatchPeer::BatchPeer(Device& dev, Endpoint& ep, Connection& conn,
   words_region_ = ep_.register_host(words_, sizeof words_);
 }
 
-void BatchPeer::write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
-                                 uint64_t value) {
-  const RemoteRegion* target = nullptr;
+const RemoteRegion& BatchPeer::target_of(uint64_t remote_addr, uint64_t size) const {
   for (const RemoteRegion& r : targets_)
     if (remote_addr >= r.addr && size <= r.length && remote_addr - r.addr <= r.length - size)
-      target = &r;
-  if (!target)
-    throw InvalidInput("rdma: batch peer: remote address " + hex(remote_addr) + " (" +
-                       std::to_string(size) + " bytes) is in no region the peer advertised");
+      return r;
+  throw InvalidInput("rdma: batch peer: remote address " + hex(remote_addr) + " (" +
+                     std::to_string(size) + " bytes) is in no region the peer advertised");
+}
+
+std::shared_ptr<const Region> BatchPeer::register_local(const Local& l, uint64_t size) {
+  // A bound buffer's range: the endpoint's cached registration (a replay reuses it).
+  if (l.buffer) return ep_.register_cached(*l.buffer, l.offset, size);
+  return ep_.register_host(l.host, size);  // the bounce buffer: for this call
+}
+
+void BatchPeer::write_and_signal(Local src, uint64_t size, uint64_t remote_addr,
+                                 uint64_t value) {
+  const RemoteRegion& target = target_of(remote_addr, size);
   std::lock_guard lk(mu_);
-  auto local = ep_.register_host(const_cast<std::byte*>(src), size);
-  const uint64_t at = remote_addr - target->addr;
-  conn_.write(*local, 0, *target, at, size, done_, ++posted_, options_.timeout);
+  auto local = register_local(src, size);
+  if (local->host() && local->host() != src.host)  // host staging: the bytes go through it
+    std::memcpy(local->host(), src.host, size);
+  const uint64_t at = remote_addr - target.addr;
+  conn_.write(*local, 0, target, at, size, done_, ++posted_, options_.timeout);
   if (options_.flush)
-    conn_.read(*words_region_, 8, *target, at + size - std::min<uint64_t>(size, 8),
+    conn_.read(*words_region_, 8, target, at + size - std::min<uint64_t>(size, 8),
                std::min<uint64_t>(size, 8), done_, ++posted_, options_.timeout);
+  words_[0] = value;
+  conn_.write(*words_region_, 0, signal_, 0, 8, done_, ++posted_, options_.timeout);
+  conn_.wait(done_, posted_, options_.timeout);
+}
+
+void BatchPeer::read(Local dst, uint64_t size, uint64_t remote_addr) {
+  const RemoteRegion& target = target_of(remote_addr, size);
+  std::lock_guard lk(mu_);
+  auto local = register_local(dst, size);
+  conn_.read(*local, 0, target, remote_addr - target.addr, size, done_, ++posted_,
+             options_.timeout);
+  conn_.wait(done_, posted_, options_.timeout);
+  if (local->host() && local->host() != dst.host) std::memcpy(dst.host, local->host(), size);
+}
+
+void BatchPeer::signal(uint64_t value) {
+  std::lock_guard lk(mu_);
   words_[0] = value;
   conn_.write(*words_region_, 0, signal_, 0, 8, done_, ++posted_, options_.timeout);
   conn_.wait(done_, posted_, options_.timeout);

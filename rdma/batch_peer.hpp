@@ -4,9 +4,9 @@
 // region the sender writes. lib/batch does not know rdma/: a schedule names a RemotePeer,
 // and this is the one that moves the bytes.
 //
-// Thread safety: BatchPeer::write_and_signal may be called from several threads at once (the
-// host-queue threads of several executables): calls are serialised, each waiting for its own
-// operations. A SignalRegion is immutable once made.
+// Thread safety: BatchPeer's write_and_signal, read and signal may be called from several
+// threads at once (the host-queue threads of several executables): calls are serialised,
+// each waiting for its own operations. A SignalRegion is immutable once made.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -58,14 +58,24 @@ class BatchPeer final : public batch::RemotePeer {
             RemoteRegion signal)
       : BatchPeer(dev, ep, conn, std::move(targets), signal, Options{}) {}
 
-  // Registers `src` for the call (a registration cache would pin memory a caller may free),
-  // writes it to the target region holding [remote_addr, +size), flushes, writes `value`
-  // to the peer's signal, and waits for all three. Throws InvalidInput for an address in no
-  // advertised target, and the connection's errors (ConnectionError when the peer is gone).
-  void write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
+  // Registers `src` (a bound buffer's range through the endpoint's registration cache, so a
+  // replay reuses it; the host thread's bounce buffer for the call), writes it to the target
+  // region holding [remote_addr, +size), flushes, writes `value` to the peer's signal, and
+  // waits for all three. Where the registration is host staging (verbs without dma-buf) the
+  // bytes are copied into it first. Throws InvalidInput for an address in no advertised
+  // target, and the connection's errors (ConnectionError when the peer is gone).
+  void write_and_signal(Local src, uint64_t size, uint64_t remote_addr,
                         uint64_t value) override;
+  // Registers `dst` as write_and_signal does its source, reads [remote_addr, +size) of the
+  // target region holding it into it (copied out of host staging after), and waits. Errors
+  // as write_and_signal.
+  void read(Local dst, uint64_t size, uint64_t remote_addr) override;
+  // Writes `value` to the peer's signal and waits for it. The connection's errors.
+  void signal(uint64_t value) override;
 
  private:
+  const RemoteRegion& target_of(uint64_t remote_addr, uint64_t size) const;
+  std::shared_ptr<const Region> register_local(const Local& l, uint64_t size);
   Endpoint& ep_;
   Connection& conn_;
   std::vector<RemoteRegion> targets_;

@@ -525,6 +525,7 @@ private:
 
 class LocalEndpoint : public Endpoint {
  public:
+  ~LocalEndpoint() override { cache_.clear(); }
   std::unique_ptr<Region> register_host(void* ptr, uint64_t size) override {
     if (!ptr || size == 0)
       throw InvalidInput("rdma: a region needs memory (address " +
@@ -533,16 +534,17 @@ class LocalEndpoint : public Endpoint {
     return std::make_unique<LocalRegion>(reg_, reinterpret_cast<uint64_t>(ptr), size,
                                          static_cast<std::byte*>(ptr), "host memory");
   }
-  std::unique_ptr<Region> register_buffer(const Buffer& buf) override {
-    if (!buf) throw InvalidInput("rdma: an empty buffer cannot be registered");
+  std::unique_ptr<Region> register_buffer_range(const Buffer& buf, uint64_t offset,
+                                                uint64_t size) override {
+    check_buffer_range(buf, offset, size);
     if (!buf.host())
       throw InvalidInput("rdma: buffer " + hexs(buf.va()) + " on " + buf.device()->name() +
                          " has no CPU mapping; the shared-memory transport reaches device "
                          "memory through the CPU's mapping only");
     // The CPU's mapping of the buffer (emulated devices, BARs): peers address it by its
     // device address.
-    return std::make_unique<LocalRegion>(reg_, buf.va(), buf.size(),
-                                         static_cast<std::byte*>(buf.host()),
+    return std::make_unique<LocalRegion>(reg_, buf.va() + offset, size,
+                                         static_cast<std::byte*>(buf.host()) + offset,
                                          "device memory through the CPU mapping");
   }
   std::unique_ptr<Connection> listen(const std::string& address,

@@ -21,7 +21,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,7 +64,7 @@ class Region {
   // Where this process reaches the memory with the CPU.
   std::byte* host() const { return host_; }
   // How it was registered, for logs and `hcq rdma bench`: "host memory", "dma-buf",
-  // "host staging (no dma-buf export: ...)".
+  // "host staging (REASON)", see docs/rdma.md.
   const std::string& how() const { return how_; }
 
  protected:
@@ -111,13 +113,69 @@ class Connection {
   virtual std::string error() const = 0;
 };
 
+// Registrations of buffers kept for reuse (Endpoint::register_cached): registering pins
+// pages and costs a system call or more (ibv_reg_mr, ibv_reg_dmabuf_mr), too much for each
+// remote write of a replayed batch. Keyed by the memory's identity, not its address: the
+// (device, inode) of the buffer's export (Buffer::export_ipc, a dma-buf or memfd per
+// allocation) plus offset and length. Each entry keeps its export's fd open, so that object
+// (and its inode number) cannot be replaced by another while the entry lives: a buffer freed
+// and a new one at the same address never share a registration. Buffers that cannot be
+// exported (Device::map_host's) are registered afresh each time. At most `capacity` entries;
+// the least recently used goes first. A freed buffer's entry is never hit again, but keeps
+// its memory pinned until it is evicted or the cache cleared (lib/core tells no one of
+// frees). Thread safety: every member may be called from several threads at once (one
+// lock, held across a registration).
+// InvalidInput "rdma: an empty buffer cannot be registered" / "rdma: range [O, +S) is not
+// inside the buffer of N bytes" (an empty range too).
+void check_buffer_range(const Buffer& buf, uint64_t offset, uint64_t size);
+
+class RegistrationCache {
+ public:
+  struct Stats {
+    uint64_t registrations = 0;  // misses: regions made
+    uint64_t hits = 0;
+    size_t entries = 0;
+  };
+  explicit RegistrationCache(size_t capacity = 64) : capacity_(capacity) {}
+  ~RegistrationCache();
+  // The cached region for [offset, +size) of `buf`, or `make()`'s, kept.
+  std::shared_ptr<const Region> get(const Buffer& buf, uint64_t offset, uint64_t size,
+                                    const std::function<std::unique_ptr<Region>()>& make);
+  Stats stats() const;
+  void clear();
+
+ private:
+  struct Entry;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Entry>> entries_;  // few: a linear search
+  uint64_t clock_ = 0;
+  Stats stats_;
+};
+
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
   // Registers host memory the caller keeps mapped while the region lives.
   virtual std::unique_ptr<Region> register_host(void* ptr, uint64_t size) = 0;
-  // Registers a buffer's memory (see each transport for how). The buffer must outlive it.
-  virtual std::unique_ptr<Region> register_buffer(const Buffer& buf) = 0;
+  // Registers [offset, +size) of a buffer's memory (see each transport for how), addressed
+  // by peers at buf.va() + offset. The buffer must outlive it. InvalidInput for an empty
+  // buffer or a range outside it.
+  virtual std::unique_ptr<Region> register_buffer_range(const Buffer& buf, uint64_t offset,
+                                                        uint64_t size) = 0;
+  // The whole buffer.
+  std::unique_ptr<Region> register_buffer(const Buffer& buf) {
+    return register_buffer_range(buf, 0, buf.size());
+  }
+  // register_buffer_range through this endpoint's RegistrationCache: the same buffer range
+  // again returns the same region. Where the region's host() is not the buffer's memory (host
+  // staging, see verbs), the caller copies through it.
+  std::shared_ptr<const Region> register_cached(const Buffer& buf, uint64_t offset,
+                                                uint64_t size) {
+    return cache_.get(buf, offset, size,
+                      [&] { return register_buffer_range(buf, offset, size); });
+  }
+  RegistrationCache::Stats cache_stats() const { return cache_.stats(); }
   // Connection setup. The shared-memory transport takes a name ("job-1"); verbs take
   // "HOST:PORT" to connect and ":PORT" to listen (TCP carries the queue pair's number, GID
   // and PSN). Both wait at most `timeout` for the peer: ConnectionError after it.
@@ -127,6 +185,10 @@ class Endpoint {
                                               std::chrono::milliseconds timeout) = 0;
   // "local", or the verbs device: "rxe0 port 1 gid 1 (RoCE v2)".
   virtual std::string describe() const = 0;
+
+ protected:
+  // Transports clear it first in their destructors, while what regions use still exists.
+  RegistrationCache cache_;
 };
 
 // The shared-memory transport between processes of one machine (rdma/local.cpp).

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <random>
 #include <thread>
 
+#include "core/ipc.hpp"
 #include "rdma/connection_base.hpp"
 #include "rdma/verbs.hpp"
 
@@ -247,6 +249,7 @@ struct Shared {  // what the endpoint and its regions and connections hold
   }
 };
 
+constexpr uint64_t kDmaBufMagic = 0x444d4142;  // DMA_BUF_MAGIC, include/uapi/linux/magic.h
 constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
 class VerbsRegion : public Region {
@@ -263,10 +266,12 @@ class VerbsRegion : public Region {
   }
   ~VerbsRegion() override { ibv_dereg_mr(mr_); }
   uint32_t lkey() const { return lkey_; }
+  void keep(std::shared_ptr<std::byte[]> staging) { staging_ = std::move(staging); }
 
  private:
   std::shared_ptr<Shared> s_;
   ibv_mr* mr_;
+  std::shared_ptr<std::byte[]> staging_;  // host staging: freed after deregistration
   uint32_t lkey_ = 0;
 };
 
@@ -622,22 +627,83 @@ class VerbsEndpoint : public VerbsEndpointBase {
                                          static_cast<std::byte*>(ptr), "host memory");
   }
 
-  std::unique_ptr<Region> register_buffer(const Buffer& buf) override {
-    if (!buf) throw InvalidInput("rdma: an empty buffer cannot be registered");
+  std::unique_ptr<Region> register_buffer_range(const Buffer& buf, uint64_t offset,
+                                                uint64_t size) override {
+    check_buffer_range(buf, offset, size);
     Device* dev = buf.device();
-    if (!dev->properties().emulated || !buf.host())
-      throw InvalidInput("rdma: " + dev->name() + " cannot export its memory as a dma-buf yet "
-                         "(RM's and KFD's exports are not wired up); register host memory and "
-                         "copy through it");
-    // An emulated GPU's memory is host memory: registered where the CPU maps it, addressed
-    // by the buffer's device address.
-    ibv_mr* mr = ibv_reg_mr_iova(s_->pd, buf.host(), buf.size(), buf.va(), kAccess);
-    if (!mr) throw OsError("rdma: ibv_reg_mr of " + dev->name() + " memory", errno);
-    std::string how = "emulated device memory, registered directly (no dma-buf: " +
-                      dev->name() + " is emulated)";
-    std::cerr << "hcq rdma: " << how << "\n";
-    return std::make_unique<VerbsRegion>(s_, mr, buf.va(), static_cast<std::byte*>(buf.host()),
-                                         how);
+    const uint64_t iova = buf.va() + offset;
+    std::byte* host = buf.host() ? static_cast<std::byte*>(buf.host()) + offset : nullptr;
+    if (dev->properties().emulated && host) {
+      // An emulated GPU's memory is host memory: registered where the CPU maps it, addressed
+      // by the buffer's device address.
+      ibv_mr* mr = ibv_reg_mr_iova(s_->pd, host, size, iova, kAccess);
+      if (!mr) throw OsError("rdma: ibv_reg_mr of " + dev->name() + " memory", errno);
+      std::string how = "emulated device memory, registered directly (no dma-buf: " +
+                        dev->name() + " is emulated)";
+      std::cerr << "hcq rdma: " << how << "\n";
+      return std::make_unique<VerbsRegion>(s_, mr, iova, host, how);
+    }
+    // A real GPU: its export is a dma-buf on KFD (AMDKFD_IOC_EXPORT_DMABUF), an RM object fd
+    // on NVIDIA (NV0000_CTRL_CMD_OS_UNIX_EXPORT_OBJECT_TO_FD), which no NIC driver takes.
+    std::string why;
+    try {
+      IpcHandle h = buf.export_ipc();
+      return register_export(h.fd.get(), offset, size, iova, host, dev->name());
+    } catch (const Staging& st) {
+      why = st.why;
+    } catch (const InvalidInput& e) {  // no export at all
+      why = e.what();
+    }
+    return register_staging(iova, size, dev->name() + " buffer " + hex(buf.va()), why);
+  }
+
+  // Thrown by register_export where the memory must be staged instead.
+  struct Staging {
+    std::string why;
+  };
+  // `fd` registered as a dma-buf where it is one (its file system's magic, DMA_BUF_MAGIC in
+  // linux/magic.h) and the NIC's driver takes it; else Staging with the reason.
+  std::unique_ptr<Region> register_export(int fd, uint64_t offset, uint64_t size, uint64_t iova,
+                                          std::byte* host, const std::string& who) {
+    struct statfs sf {};
+    if (::fstatfs(fd, &sf) != 0) throw OsError("rdma: fstatfs of " + who + "'s export", errno);
+    if (uint64_t(sf.f_type) != kDmaBufMagic)
+      throw Staging{who + "'s export is not a dma-buf (file system magic " +
+                    hex(uint64_t(sf.f_type)) + ")"};
+    try {
+      return register_dmabuf(fd, offset, size, iova, host);
+    } catch (const OsError& e) {
+      if (e.err() != EOPNOTSUPP) throw;
+      throw Staging{s_->describe + " has no dma-buf registration"};
+    }
+  }
+
+  // Host memory registered with ibv_reg_mr at `iova`, which the caller copies through.
+  std::unique_ptr<Region> register_staging(uint64_t iova, uint64_t size, const std::string& who,
+                                           const std::string& why) {
+    // Page-aligned, at the iova's offset in its page: a memory region's address and iova
+    // share their offset in the page (rxe refuses others with EINVAL).
+    const uint64_t in_page = iova & 4095;
+    auto mem = std::shared_ptr<std::byte[]>(
+        static_cast<std::byte*>(::operator new[](size + in_page, std::align_val_t(4096))),
+        [](std::byte* p) { ::operator delete[](p, std::align_val_t(4096)); });
+    std::byte* host = mem.get() + in_page;
+    ibv_mr* mr = ibv_reg_mr_iova(s_->pd, host, size, iova, kAccess);
+    if (!mr) throw OsError("rdma: ibv_reg_mr of " + std::to_string(size) + " bytes of staging", errno);
+    std::string how = "host staging (" + why + ")";
+    std::cerr << "hcq rdma: " << who << ": " << how << "\n";
+    auto r = std::make_unique<VerbsRegion>(s_, mr, iova, host, how);
+    r->keep(std::move(mem));
+    return r;
+  }
+
+  std::unique_ptr<Region> stage_export(int fd, uint64_t offset, uint64_t size, uint64_t iova,
+                                       const std::string& who) override {
+    try {
+      return register_export(fd, offset, size, iova, nullptr, who);
+    } catch (const Staging& st) {
+      return register_staging(iova, size, who, st.why);
+    }
   }
 
   std::unique_ptr<Region> register_dmabuf(int fd, uint64_t offset, uint64_t size, uint64_t iova,
@@ -662,6 +728,7 @@ class VerbsEndpoint : public VerbsEndpointBase {
     return std::make_unique<VerbsConnection>(s_, fd, address, timeout);
   }
   std::string describe() const override { return s_->describe; }
+  ~VerbsEndpoint() override { cache_.clear(); }
 
  private:
   std::shared_ptr<Shared> s_;

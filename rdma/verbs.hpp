@@ -49,6 +49,14 @@ class VerbsEndpointBase : public Endpoint {
   // (rxe).
   virtual std::unique_ptr<Region> register_dmabuf(int fd, uint64_t offset, uint64_t size,
                                                   uint64_t iova, std::byte* host) = 0;
+  // The registration register_buffer_range makes of a real GPU's export `fd` ("who" names
+  // it in the log): as a dma-buf where it is one and the NIC's driver takes it, else host
+  // staging (registered with ibv_reg_mr at `iova`, Region::how() "host staging (REASON)",
+  // the line "hcq rdma: WHO: host staging (REASON)" on standard error), which the caller
+  // copies through. Reasons: "WHO's export is not a dma-buf (file system magic 0x...)" (an RM
+  // object fd), "DEVICE has no dma-buf registration" (rxe), or the export's own error.
+  virtual std::unique_ptr<Region> stage_export(int fd, uint64_t offset, uint64_t size,
+                                               uint64_t iova, const std::string& who) = 0;
 };
 
 // Opens a NIC: device, port and GID chosen, protection domain allocated.

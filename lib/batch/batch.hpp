@@ -94,6 +94,9 @@ class Arg {
   std::vector<std::byte> bytes_;
 };
 
+// A binding names the Buffer object, not only its memory: a buffer bound to a slot that a
+// remote write or read uses (its registration is kept for later runs, RemotePeer::Local)
+// must stay where it is, not moved from or destroyed, while later runs use that binding.
 class Bindings {
  public:
   Bindings& input(Mem slot, const Buffer& b) {
@@ -118,20 +121,39 @@ class Bindings {
 class Executable;
 class Compiler;
 
-// A peer in another process or machine that a schedule writes to (issue 20). lib/batch knows
-// no transport: rdma/batch_peer.hpp implements this over an rdma::Connection.
-// Thread safety: write_and_signal() is called from an executable's host-queue thread; a peer
-// used by several executables must accept calls from several threads at once.
+// A peer in another process or machine that a schedule writes to, reads from or signals
+// (issue 20). lib/batch knows no transport: rdma/batch_peer.hpp implements this over an
+// rdma::Connection.
+// Thread safety: its members are called from an executable's host-queue thread; a peer used
+// by several executables must accept calls from several threads at once.
 class RemotePeer {
  public:
+  // Local bytes a call reads or writes: where the CPU reaches them, and the buffer they are
+  // in (at `offset`) where the run bound one the CPU maps, so a transport may keep its
+  // registration for the next run (rdma::Endpoint::register_cached); null for the host
+  // thread's bounce buffer.
+  struct Local {
+    std::byte* host = nullptr;
+    const Buffer* buffer = nullptr;
+    uint64_t offset = 0;
+  };
   virtual ~RemotePeer() = default;
   // Copies `size` bytes at `src` (host memory) to the peer's address `remote_addr`, then
   // sets the peer's signal to `value`, in that order, and returns once both have landed
   // (a device-memory target flushed first where the transport needs it). Throws Error,
   // which fails the run (wait() or the next run() throws it).
-  virtual void write_and_signal(const std::byte* src, uint64_t size, uint64_t remote_addr,
+  virtual void write_and_signal(Local src, uint64_t size, uint64_t remote_addr,
                                 uint64_t value) = 0;
+  // Copies `size` bytes at the peer's address `remote_addr` to `dst` (host memory) and
+  // returns once they are all there. Throws Error as write_and_signal.
+  virtual void read(Local dst, uint64_t size, uint64_t remote_addr) = 0;
+  // Sets the peer's signal to `value` and returns once it has landed. Throws Error.
+  virtual void signal(uint64_t value) = 0;
 };
+
+namespace detail {
+enum class RemoteOp : uint8_t { Write, Read, Signal };
+}
 
 class Schedule {
  public:
@@ -174,6 +196,20 @@ class Schedule {
   // outlive the executable.
   size_t remote_write(RemotePeer& peer, Mem src, uint64_t src_offset, uint64_t size,
                       Scalar<uint64_t> remote_addr, Scalar<uint64_t> signal_value);
+  // A pull from a peer (docs/rdma.md): once the calls before it on [dst_offset, +size) of
+  // `dst` are done, the host-queue thread has `peer` read `size` bytes at the remote address
+  // `remote_addr` holds at that run into `dst` (memory the CPU sees, else through the
+  // device's port), and the calls after it that use that range follow. The read itself does
+  // not wait for the peer's producer: record the peer's "ready" first, a remote_wait on a
+  // signal the peer's schedule raises with remote_signal once its buffer is written, with
+  // the range in its `arrives` (so the read follows the wait), and tell the peer when its
+  // buffer may be written again with a remote_signal after the read (see docs/rdma.md).
+  size_t remote_read(RemotePeer& peer, Scalar<uint64_t> remote_addr, Mem dst,
+                     uint64_t dst_offset, uint64_t size);
+  // Sets `peer`'s signal to the value `value` holds at that run, on the host-queue thread of
+  // the device of `after`'s first range, once the calls writing the ranges in `after` are
+  // done (they count as read by the signal, so later writes to them wait for it too).
+  size_t remote_signal(RemotePeer& peer, Scalar<uint64_t> value, std::vector<Access> after);
   // The receiving side: `dev`'s compute queue waits on the GPU until `signal` (one a peer
   // sets, e.g. registered for it) reaches the value `value` holds at that run; the ranges in
   // `arrives` count as written by the wait, so the calls reading them follow it.
@@ -208,7 +244,8 @@ class Schedule {
     Mem dst = {}, src = {};
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
     std::string path = {};  // a load: the file, src_offset its offset
-    RemotePeer* peer = nullptr;       // a remote write: src, src_offset, size
+    RemotePeer* peer = nullptr;       // a remote write (src, src_offset, size), read (dst,
+    detail::RemoteOp remote = {};     // dst_offset, size) or signal (after `accesses`)
     const Signal* signal = nullptr;   // a remote wait, on `device`'s compute queue
     Device* device = nullptr;
     uint32_t addr_scalar = 0, value_scalar = 0;  // the remote address and signal value

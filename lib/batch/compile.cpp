@@ -143,6 +143,13 @@ class Compiler {
   uint32_t dev_index(const Device* d) const {
     return uint32_t(std::find(devs_.begin(), devs_.end(), d) - devs_.begin());
   }
+  // The device whose host queue runs a remote call: a write's source's, a read's
+  // destination's, a signal's first range's.
+  uint32_t remote_device(const Call& c) const {
+    if (c.remote == detail::RemoteOp::Write) return dev_index(c.src.device);
+    if (c.remote == detail::RemoteOp::Read) return dev_index(c.dst.device);
+    return dev_index(c.accesses.front().mem.device);
+  }
   // A new staging slot in `area`.
   uint32_t stage(uint32_t area, uint64_t size) {
     x.staging.push_back({area, staging_bytes[area]});
@@ -220,7 +227,8 @@ class Compiler {
     std::string name;
     std::vector<std::tuple<uint32_t, uint64_t, uint64_t, bool>> accesses;  // slot, off, size, write
     std::string path = {};  // a file read on the host (src_offset: in the file)
-    RemotePeer* peer = nullptr;      // a remote write on a host queue (src, src_offset, size)
+    RemotePeer* peer = nullptr;      // a remote write, read or signal on a host queue
+    detail::RemoteOp remote = {};
     const Signal* signal = nullptr;  // a remote wait on a compute queue
     uint32_t addr_scalar = 0, value_scalar = 0;
   };
@@ -295,8 +303,9 @@ std::string Compiler::structure_key() {
       }
     } else if (c.peer) {  // the peer by address: its host op calls that object
       put(reinterpret_cast<uintptr_t>(c.peer));
-      put(slot_of(c.src));
-      put(c.src_offset);
+      put(uint64_t(c.remote));
+      put(c.remote == detail::RemoteOp::Write ? slot_of(c.src) : slot_of(c.dst));
+      put(c.remote == detail::RemoteOp::Write ? c.src_offset : c.dst_offset);
       put(c.size);
       put(c.addr_scalar);
       put(c.value_scalar);
@@ -392,11 +401,12 @@ void Compiler::lay_out_queues() {
     x.queue_index.push_back(copy_count[d]);  // after its copy queues
     x.host_queue.push_back(true);
   }
-  // Remote writes are the host's too: a host queue per device that writes to peers.
+  // Remote writes, reads and signals are the host's too: a host queue per device that
+  // talks to peers.
   remote_queue.assign(devs_.size(), UINT32_MAX);
   for (const Call& c : calls_) {
     if (!c.peer) continue;
-    const uint32_t d = uint32_t(dev_index(c.src.device));
+    const uint32_t d = remote_device(c);
     if (remote_queue[d] != UINT32_MAX) continue;
     remote_queue[d] = uint32_t(x.queue_device.size());
     x.queue_device.push_back(d);
@@ -447,11 +457,22 @@ void Compiler::make_ops() {
       continue;
     }
     if (c.peer) {
-      const uint32_t sd = dev_index(c.src.device);
-      Op o{i, remote_queue[sd], false, 0, slot_of(c.src), 0, c.src_offset, c.size,
-           "remote write " + std::to_string(c.size) + " bytes", {}};
-      o.accesses = {{o.src_slot, c.src_offset, c.size, false}};
+      const uint32_t q = remote_queue[remote_device(c)];
+      Op o{i, q, false, 0, 0, 0, 0, c.size, {}, {}};
+      if (c.remote == detail::RemoteOp::Write) {
+        o.src_slot = slot_of(c.src);
+        o.src_offset = c.src_offset;
+        o.name = "remote write " + std::to_string(c.size) + " bytes";
+      } else if (c.remote == detail::RemoteOp::Read) {
+        o.dst_slot = slot_of(c.dst);
+        o.dst_offset = c.dst_offset;
+        o.name = "remote read " + std::to_string(c.size) + " bytes";
+      } else {
+        o.name = "remote signal";
+      }
+      for (auto& a : c.accesses) o.accesses.emplace_back(slot_of(a.mem), a.offset, a.size, a.write);
       o.peer = c.peer;
+      o.remote = c.remote;
       o.addr_scalar = c.addr_scalar;
       o.value_scalar = c.value_scalar;
       ops.push_back(std::move(o));
@@ -633,10 +654,17 @@ void Compiler::encode() {
       x.host_ops.push_back({o.queue, o.dst_slot, o.src_slot, o.dst_offset, o.src_offset, o.size,
                             waits[i], signals[i] ? pos[i] : 0, i, o.path});
       x.host_ops.back().peer = o.peer;
+      x.host_ops.back().remote = o.remote;
       x.host_ops.back().addr_scalar = o.addr_scalar;
       x.host_ops.back().value_scalar = o.value_scalar;
-      for (uint32_t slot : {o.dst_slot, o.src_slot})
-        if (slot < patch_slots && (!o.peer || slot == o.src_slot)) x.inputs[slot].host_copied = true;
+      // The slots the host touches: a copy's two, a remote write's source, a remote read's
+      // destination (a remote signal's ranges only order it).
+      std::vector<uint32_t> touched = {o.dst_slot, o.src_slot};
+      if (o.peer && o.remote == detail::RemoteOp::Write) touched = {o.src_slot};
+      if (o.peer && o.remote == detail::RemoteOp::Read) touched = {o.dst_slot};
+      if (o.peer && o.remote == detail::RemoteOp::Signal) touched = {};
+      for (uint32_t slot : touched)
+        if (slot < patch_slots) x.inputs[slot].host_copied = true;
       x.stats[o.queue].waits += waits[i].size();
       x.stats[o.queue].calls++;
       x.stats[o.queue].signals += signals[i];
@@ -688,6 +716,7 @@ Executable::Impl::OpInfo Compiler::op_info(size_t i, uint64_t dword_begin,
     info.size = o.size;
     info.path = o.path;
     info.remote = o.peer || o.signal;
+    info.remote_read = o.peer && o.remote == detail::RemoteOp::Read;
   }
   info.dword_begin = dword_begin;
   info.dword_end = dword_end;

@@ -90,6 +90,7 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       throw InvalidInput("batch: input " + std::to_string(slot) + " is copied on the host (" +
                          in.device->name() + " has no copy engine), but the CPU cannot see it");
     in.bound_host = buf->host();
+    in.bound_buffer = buf;
     if (buf->va() == in.bound_va) return;  // unchanged: nothing to write
     in.bound_va = buf->va();
     Impl::write(x.targets, in.first, in.count, in.bound_va);
@@ -284,6 +285,12 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
       const StagingSlot& st = staging[slot - patch_slots];
       return areas[st.area].staging.host() + st.offset + off;
     };
+    // A remote call's local bytes: with their buffer where it is a bound one the CPU maps.
+    auto local_of = [&](uint32_t slot, uint64_t off, std::byte* host) -> RemotePeer::Local {
+      if (!host) return {};
+      if (slot < patch_slots && inputs[slot].bound_buffer) return {host, inputs[slot].bound_buffer, off};
+      return {host, nullptr, 0};
+    };
     auto now_ticks = [&](uint32_t q) {
       const double hz = double(device_of(q).properties().timestamp_hz);
       const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -310,13 +317,23 @@ void Executable::Impl::run_host(const std::vector<uint64_t>& prev) {
                                      : DeviceRange{};
       if (profile) ts.store(8, now_ticks(h.queue));
       const DeviceRange dst = range_of(h.dst_slot, h.dst_offset);
-      if (h.peer) {
+      if (h.peer && h.remote == detail::RemoteOp::Signal) {
+        h.peer->signal(scalars[h.value_scalar].value);
+      } else if (h.peer && h.remote == detail::RemoteOp::Read) {
+        RemotePeer::Local to = local_of(h.dst_slot, h.dst_offset, dst.host);
+        if (!to.host) {  // into host memory, then through the device's port
+          bounce.resize(std::max<uint64_t>(bounce.size(), h.size));
+          to.host = bounce.data();
+        }
+        h.peer->read(to, h.size, scalars[h.addr_scalar].value);
+        if (!dst.host) dst.write(0, to.host, h.size);
+      } else if (h.peer) {
         const DeviceRange src = range_of(h.src_slot, h.src_offset);
-        const std::byte* from = src.host;
-        if (!from) {  // through the device's port into host memory the peer can read
+        RemotePeer::Local from = local_of(h.src_slot, h.src_offset, src.host);
+        if (!from.host) {  // through the device's port into host memory the peer can read
           bounce.resize(std::max<uint64_t>(bounce.size(), h.size));
           src.read(0, bounce.data(), h.size);
-          from = bounce.data();
+          from.host = bounce.data();
         }
         h.peer->write_and_signal(from, h.size, scalars[h.addr_scalar].value,
                                  scalars[h.value_scalar].value);

@@ -216,6 +216,7 @@ struct Executable::Impl {
     Device* device;
     uint64_t bound_va = 0;
     void* bound_host = nullptr;
+    const Buffer* bound_buffer = nullptr;  // the last run's (remote calls name it to peers)
     bool host_copied = false;  // a host copy reads or writes it: the CPU must see it
   };
   // Copies on devices without a copy engine run on the host, in a host queue per such device
@@ -229,9 +230,11 @@ struct Executable::Impl {
     uint32_t signal = 0;                                // value to signal, 0 for none
     size_t op;                                          // for profiling records
     std::string path = {};  // a file read (src_offset: in the file) instead of a copy
-    // A remote write instead: the peer takes the source range, the remote address and
-    // signal value being these scalars' values at the run.
+    // A remote write instead (the peer takes the source range), a remote read (into the
+    // destination range) or a remote signal, the remote address and signal value being
+    // these scalars' values at the run.
     RemotePeer* peer = nullptr;
+    detail::RemoteOp remote = {};
     uint32_t addr_scalar = 0, value_scalar = 0;
   };
   std::vector<bool> host_queue;            // per queue
@@ -295,7 +298,8 @@ struct Executable::Impl {
     uint32_t dst_slot = 0, src_slot = 0;
     uint64_t dst_offset = 0, src_offset = 0, size = 0;
     std::string path = {};
-    bool remote = false;  // a remote write or wait: no destination slot
+    bool remote = false;  // a remote write, read, signal or wait: no destination slot
+    bool remote_read = false;  // but a remote read has one
     // Its commands in its queue's recording, in dwords (GPU queues): the range of the
     // captured submission's packets (`hcq dump` offsets) that are this op's.
     uint64_t dword_begin = 0, dword_end = 0;

@@ -133,6 +133,15 @@ size_t Schedule::load(Mem dst, uint64_t dst_offset, const std::string& path, uin
   return calls_.size() - 1;
 }
 
+namespace {
+// A remote call's scalar must be one of the schedule's 8-byte ones.
+void check_u64(const std::vector<uint32_t>& scalar_bytes, Scalar<uint64_t> s,
+               const std::string& what) {
+  if (s.slot >= scalar_bytes.size() || scalar_bytes[s.slot] != 8)
+    throw InvalidInput("batch: " + what + " needs an 8-byte scalar of this schedule");
+}
+}  // namespace
+
 size_t Schedule::remote_write(RemotePeer& peer, Mem src, uint64_t src_offset, uint64_t size,
                               Scalar<uint64_t> remote_addr, Scalar<uint64_t> signal_value) {
   const std::string what = "remote write #" + std::to_string(calls_.size());
@@ -152,13 +161,46 @@ size_t Schedule::remote_write(RemotePeer& peer, Mem src, uint64_t src_offset, ui
   return calls_.size() - 1;
 }
 
+size_t Schedule::remote_read(RemotePeer& peer, Scalar<uint64_t> remote_addr, Mem dst,
+                             uint64_t dst_offset, uint64_t size) {
+  const std::string what = "remote read #" + std::to_string(calls_.size());
+  if (size == 0) throw InvalidInput("batch: " + what + " reads 0 bytes");
+  check(dst, dst_offset, size, what + " destination");
+  check_u64(scalar_bytes_, remote_addr, what);
+  calls_.push_back({.launch = false,
+                    .dst = dst,
+                    .dst_offset = dst_offset,
+                    .size = size,
+                    .peer = &peer,
+                    .remote = detail::RemoteOp::Read,
+                    .addr_scalar = remote_addr.slot,
+                    .accesses = {Access::written(dst, dst_offset, size)}});
+  return calls_.size() - 1;
+}
+
+size_t Schedule::remote_signal(RemotePeer& peer, Scalar<uint64_t> value, std::vector<Access> after) {
+  const std::string what = "remote signal #" + std::to_string(calls_.size());
+  check_u64(scalar_bytes_, value, what);
+  if (after.empty())
+    throw InvalidInput("batch: " + what + " follows no range (its device is the first range's)");
+  for (Access& a : after) {
+    check(a.mem, a.offset, a.size, what);
+    a.write = false;
+  }
+  calls_.push_back({.launch = false,
+                    .peer = &peer,
+                    .remote = detail::RemoteOp::Signal,
+                    .value_scalar = value.slot,
+                    .accesses = std::move(after)});
+  return calls_.size() - 1;
+}
+
 size_t Schedule::remote_wait(Device& dev, const Signal& signal, Scalar<uint64_t> value,
                              std::vector<Access> arrives) {
   const std::string what = "remote wait #" + std::to_string(calls_.size());
   if (!ours(&dev)) throw InvalidInput("batch: " + what + " on " + dev.name() + ", not a schedule device");
   if (!signal.va()) throw InvalidInput("batch: " + what + " waits on an empty signal");
-  if (value.slot >= scalar_bytes_.size() || scalar_bytes_[value.slot] != 8)
-    throw InvalidInput("batch: " + what + " needs an 8-byte scalar of this schedule");
+  check_u64(scalar_bytes_, value, what);
   for (Access& a : arrives) {
     check(a.mem, a.offset, a.size, what);
     a.write = true;

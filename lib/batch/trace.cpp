@@ -111,7 +111,10 @@ void Executable::write_trace(std::ostream& out) const {
       args["grid"] = {op.grid.x, op.grid.y, op.grid.z};
       args["block"] = {op.block.x, op.block.y, op.block.z};
     }
-    if (op.remote) {  // a remote write (its source; the peer's address is a run's scalar)
+    if (op.remote_read) {  // its destination; the peer's address is a run's scalar
+      args["bytes"] = op.size;
+      args["dst_address"] = x.slot_address(op.dst_slot, op.dst_offset);
+    } else if (op.remote) {  // a remote write (its source; the peer's address is a run's scalar)
       if (op.size) {
         args["bytes"] = op.size;
         args["src_address"] = x.slot_address(op.src_slot, op.src_offset);

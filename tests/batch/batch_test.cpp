@@ -833,18 +833,111 @@ TEST(BatchPastTheIndirectBufferLimit, SeventeenThousandLaunchesRunInSeveralIndir
 // address and sets a signal of this process stands in for a transport.
 struct LoopbackPeer : RemotePeer {
   std::vector<const Buffer*> targets;
-  Signal* signal = nullptr;
-  void write_and_signal(const std::byte* src, uint64_t size, uint64_t addr,
-                        uint64_t value) override {
+  Signal* raised = nullptr;  // the peer's signal
+  void write_and_signal(Local src, uint64_t size, uint64_t addr, uint64_t value) override {
     for (const Buffer* b : targets)
       if (addr >= b->va() && addr + size <= b->va() + b->size()) {
-        std::memcpy(static_cast<std::byte*>(b->host()) + (addr - b->va()), src, size);
-        signal->set(value);
+        std::memcpy(static_cast<std::byte*>(b->host()) + (addr - b->va()), src.host, size);
+        raised->set(value);
         return;
       }
     throw Error("loopback peer: nothing at " + hex(addr));
   }
+  void read(Local dst, uint64_t size, uint64_t addr) override {
+    for (const Buffer* b : targets)
+      if (addr >= b->va() && addr + size <= b->va() + b->size()) {
+        std::memcpy(dst.host, static_cast<const std::byte*>(b->host()) + (addr - b->va()), size);
+        return;
+      }
+    throw Error("loopback peer: nothing at " + hex(addr));
+  }
+  void signal(uint64_t value) override { raised->set(value); }
 };
+
+// `fn` throws InvalidInput with exactly `msg`.
+template <class F>
+void expect_error(F fn, const std::string& msg) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error, expected " << msg;
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), msg);
+  }
+}
+// A run with `b` fails with exactly `msg`, reported by wait().
+void expect_run_error(Executable& exe, const Bindings& b, const std::string& msg) {
+  exe.run(b);
+  try {
+    exe.wait();
+    ADD_FAILURE() << "no error, expected " << msg;
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), msg);
+  }
+}
+
+// A pull: wait on the GPU for the peer's "ready", read its buffer into Y on the host queue,
+// add 1 on the GPU, copy out, and signal "consumed"; replayed with other buffers and
+// addresses, every element checked, and the recording errors exact.
+TEST(BatchRemote, ReadAfterGpuWaitThenSignalReplaysWithReboundBuffers) {
+  kernels::register_cpu_implementations();
+  auto dev = Device::open("emu:gfx1100");
+  const auto image = kernels::code_object("gfx1100");
+  if (image.empty()) GTEST_SKIP() << "no code object built for gfx1100";
+  std::shared_ptr<const ProgramImage> img = load_program(*dev, image);
+  Program scale(*dev, img, "scale_add");
+  const uint32_t n = 4096, block = 64;
+  Signal ready = dev->new_signal(0), consumed = dev->new_signal(0);
+  Buffer src[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  LoopbackPeer peer;  // the producer's side: its buffers, and its "consumed" signal
+  peer.targets = {&src[0], &src[1]};
+  peer.raised = &consumed;
+  Schedule r(*dev);
+  Mem yy = r.input(n * 4), out = r.input(n * 4);
+  auto addr = r.scalar<uint64_t>(), want = r.scalar<uint64_t>(), done = r.scalar<uint64_t>();
+  r.remote_wait(*dev, ready, want, {Access::written(yy, 0, n * 4)});
+  r.remote_read(peer, addr, yy, 0, n * 4);
+  r.launch(scale, {n / block, 1, 1}, {block, 1, 1},
+           {Arg::buffer(yy), Arg::value(1.0f), Arg::value(1.0f), Arg::value(n), Arg::value(block)});
+  r.copy(out, 0, yy, 0, n * 4);
+  r.remote_signal(peer, done, {Access::read(yy, 0, n * 4)});
+  Executable re = r.compile();
+  EXPECT_EQ(re.stats(QueueKind::Copy).calls, 3u);  // the copy; the read and signal on the host
+  Buffer yb[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  Buffer ob[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
+  for (int run = 0; run < 2; run++) {
+    const float v = 7.0f + float(run);
+    std::vector<float> produced(n, v);
+    std::memcpy(src[run].host(), produced.data(), n * 4);
+    re.run(Bindings()
+               .input(yy, yb[run])
+               .input(out, ob[run])
+               .scalar(addr, src[run].va())
+               .scalar(want, uint64_t(run + 1))
+               .scalar(done, uint64_t(10 + run)));
+    // Held on the GPU until the producer is ready: nothing read, nothing consumed.
+    EXPECT_THROW(re.wait(std::chrono::milliseconds(30)), TimeoutError);
+    EXPECT_EQ(consumed.value(), uint64_t(run ? 10 : 0));
+    ready.set(uint64_t(run + 1));
+    re.wait();
+    EXPECT_EQ(consumed.value(), uint64_t(10 + run));
+    std::vector<float> got(n);
+    dev->copy_out(got.data(), ob[run], 0, n * 4);
+    for (uint32_t i = 0; i < n; i++) ASSERT_EQ(got[i], v + 1.0f) << "run " << run << " element " << i;
+  }
+  // A peer's error fails the run, reported by wait() with its message.
+  expect_run_error(re, Bindings().scalar(addr, uint64_t(0x2000)), "loopback peer: nothing at 0x2000");
+  auto f = r.scalar<float>();
+  expect_error([&] { r.remote_read(peer, addr, yy, 0, 0); }, "batch: remote read #5 reads 0 bytes");
+  expect_error([&] { r.remote_read(peer, addr, yy, 8, n * 4); },
+               "batch: remote read #5 destination: range [8, 8+16384) is outside the buffer of "
+               "16384 bytes");
+  expect_error([&] { r.remote_read(peer, Scalar<uint64_t>{f.slot}, yy, 0, 4); },
+               "batch: remote read #5 needs an 8-byte scalar of this schedule");
+  expect_error([&] { r.remote_signal(peer, done, {}); },
+               "batch: remote signal #5 follows no range (its device is the first range's)");
+  expect_error([&] { r.remote_signal(peer, Scalar<uint64_t>{f.slot}, {Access::read(yy, 0, 4)}); },
+               "batch: remote signal #5 needs an 8-byte scalar of this schedule");
+}
 
 TEST(BatchRemote, WriteThenGpuWaitReplayWithReboundBuffersAndScalars) {
   kernels::register_cpu_implementations();
@@ -858,7 +951,7 @@ TEST(BatchRemote, WriteThenGpuWaitReplayWithReboundBuffersAndScalars) {
   Buffer y[2] = {dev->allocate(n * 4), dev->allocate(n * 4)};
   LoopbackPeer peer;
   peer.targets = {&y[0], &y[1]};
-  peer.signal = &arrived;
+  peer.raised = &arrived;
   // The writer: fill X, write it to the peer.
   Schedule w(*dev);
   Mem x = w.input(n * 4);
@@ -901,23 +994,9 @@ TEST(BatchRemote, WriteThenGpuWaitReplayWithReboundBuffersAndScalars) {
   arrived.set(3);
   re.wait();
   // A peer's error fails the writer's run, reported by wait() with its message.
-  we.run(Bindings().scalar(addr, uint64_t(0x1000)));
-  try {
-    we.wait();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "loopback peer: nothing at 0x1000");
-  }
+  expect_run_error(we, Bindings().scalar(addr, uint64_t(0x1000)), "loopback peer: nothing at 0x1000");
   // Bad recordings: the exact refusals.
   auto f = w.scalar<float>();
-  auto expect_error = [](auto fn, const std::string& msg) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error, expected " << msg;
-    } catch (const InvalidInput& e) {
-      EXPECT_EQ(std::string(e.what()), msg);
-    }
-  };
   expect_error([&] { w.remote_write(peer, x, 0, 0, addr, value); },
                "batch: remote write #2 writes 0 bytes");
   expect_error([&] { w.remote_write(peer, x, 0, 4, Scalar<uint64_t>{f.slot}, value); },

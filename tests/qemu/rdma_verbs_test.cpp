@@ -25,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "batch/batch.hpp"
 #include "core/hcq.hpp"
+#include "rdma/batch_peer.hpp"
 #include "rdma/transport.hpp"
 #include "rdma/verbs.hpp"
 
@@ -91,6 +93,56 @@ std::string exchange(Endpoint& ep, Device& dev, bool listen, const std::string& 
   std::printf("  64 MiB each way plus 1 MiB read in %.2f s (%.0f MB/s one way, functional "
               "figure only)\n", secs, double(kBig) / secs / 1e6);
   return "";
+}
+
+// A schedule's remote read and remote signal over verbs (docs/rdma.md, "Pulling"): `b`
+// advertises a 1 MiB emu:gfx1100 buffer holding a pattern and a signal; `a`'s schedule reads
+// the buffer into its own buffer and raises the signal, twice, the second run reusing the
+// destination's cached registration.
+std::string batch_pull(Endpoint& a, Endpoint& b, Device& dev) {
+  const uint64_t n = 1 << 20;
+  Buffer x = dev.allocate(n), y = dev.allocate(n);
+  fill(static_cast<std::byte*>(x.host()), n, 0x3333);
+  auto rx = b.register_buffer(x);
+  Signal consumed = dev.new_signal(0);
+  rdma::SignalRegion sr(b, consumed);
+  auto served = std::async(std::launch::async, [&] {
+    auto c = b.listen(":18523", 60000ms);
+    c->advertise(rx->remote());
+    c->advertise(sr.remote());
+    while (c->error().empty()) std::this_thread::sleep_for(20ms);  // until `a` closes
+  });
+  std::string result;
+  {
+    auto c = a.connect("127.0.0.1:18523", 60000ms);
+    RemoteRegion px = c->peer_region(0, 30000ms), psig = c->peer_region(1, 30000ms);
+    rdma::BatchPeer peer(dev, a, *c, {px}, psig);
+    batch::Schedule s(dev);
+    batch::Mem dst = s.input(n);
+    auto addr = s.scalar<uint64_t>(), value = s.scalar<uint64_t>();
+    s.remote_read(peer, addr, dst, 0, n);
+    s.remote_signal(peer, value, {batch::Access::read(dst, 0, n)});
+    batch::Executable exe = s.compile();
+    const auto before = a.cache_stats();
+    for (uint64_t r = 1; r <= 2 && result.empty(); r++) {
+      std::memset(y.host(), 0, n);
+      exe.run(batch::Bindings().input(dst, y).scalar(addr, px.addr).scalar(value, r));
+      exe.wait(60000ms);
+      if (!holds(static_cast<const std::byte*>(y.host()), n, 0x3333))
+        result = "run " + std::to_string(r) + ": the read 1 MiB differ";
+      else if (consumed.value() != r)
+        result = "run " + std::to_string(r) + ": the peer's signal is " +
+                 std::to_string(consumed.value());
+    }
+    const auto after = a.cache_stats();
+    if (result.empty() && (after.registrations - before.registrations != 1 ||
+                           after.hits - before.hits != 1))
+      result = std::to_string(after.registrations - before.registrations) +
+               " registrations and " + std::to_string(after.hits - before.hits) +
+               " hits for two runs, not 1 and 1";
+  }
+  served.get();
+  return result;
 }
 
 template <class E, class F>
@@ -183,6 +235,30 @@ int one_guest() {
   check(rbuf->addr() == buf.va() && rbuf->how().find("registered directly") != std::string::npos,
         "emulated device memory registers directly", rbuf->how());
 
+  // The registration cache: the same range twice is one ibv_reg_mr, another range another.
+  {
+    auto c1 = a->register_cached(buf, 0, 1 << 16);
+    auto c2 = a->register_cached(buf, 0, 1 << 16);
+    auto c3 = a->register_cached(buf, 1 << 16, 1 << 16);
+    const auto st = a->cache_stats();
+    check(c1.get() == c2.get() && c3.get() != c1.get() && st.registrations == 2 && st.hits == 1 &&
+              c3->addr() == buf.va() + (1 << 16),
+          "emulated device memory registrations are cached",
+          std::to_string(st.registrations) + " registrations, " + std::to_string(st.hits) +
+              " hits");
+  }
+  // A real GPU's export that is not a dma-buf (a memfd stands in for RM's object fd): host
+  // staging, with the reason.
+  {
+    int fd = ::memfd_create("an-rm-object", 0);
+    (void)!::ftruncate(fd, 1 << 16);
+    auto r = a->stage_export(fd, 0, 1 << 16, 0x100000, "gpu");
+    ::close(fd);
+    check(r->how() == "host staging (gpu's export is not a dma-buf (file system magic "
+                      "0x1021994))" && r->addr() == 0x100000 && r->host() != nullptr,
+          "a non-dma-buf export is staged, with the reason", r->how());
+  }
+
   // dma-buf registration: rxe has none (a memfd stands in for the GPU driver's dma-buf).
   int memfd = ::memfd_create("not-a-dmabuf", 0);
   (void)!::ftruncate(memfd, 1 << 20);
@@ -198,6 +274,10 @@ int one_guest() {
   check(err == EOPNOTSUPP && msg == "rdma: " + a->describe() + " has no dma-buf registration: " +
                                         std::strerror(EOPNOTSUPP) + " (errno 95)",
         "dma-buf registration refused with EOPNOTSUPP", msg);
+
+  std::string pulled = batch_pull(*a, *b, *dev);
+  check(pulled.empty(), "a schedule's remote read and signal over verbs, replayed, registration reused",
+        pulled);
 
   // A bad key and an out-of-bounds read: each on a connection of its own.
   auto passive = std::async(std::launch::async, [&] { serve_access_errors(*b); });

@@ -381,11 +381,18 @@ std::string all_floats(const void* p, float v) {
   return "";
 }
 
-// Process B: registers Y0, Y1 and its signal, advertises them, runs its schedule twice.
-std::string batch_receiver(const std::string& arch, const std::string& name) {
+// emu:ARCH with the test kernels loaded.
+std::pair<std::unique_ptr<Device>, std::shared_ptr<const ProgramImage>> open_with_kernels(
+    const std::string& arch) {
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto img = load_program(*dev, kernels::code_object(arch));
+  return {std::move(dev), std::move(img)};
+}
+
+// Process B: registers Y0, Y1 and its signal, advertises them, runs its schedule twice.
+std::string batch_receiver(const std::string& arch, const std::string& name) {
+  auto [dev, img] = open_with_kernels(arch);
   Program scale(*dev, img, "scale_add");
   auto ep = open_local();
   Buffer y[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
@@ -423,9 +430,7 @@ TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
   if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
   const std::string name = unique_name("batch");
   Child child = spawn([&] { return batch_receiver(arch, name); });
-  kernels::register_cpu_implementations();
-  auto dev = Device::open("emu:" + arch);
-  std::shared_ptr<const ProgramImage> img = load_program(*dev, kernels::code_object(arch));
+  auto [dev, img] = open_with_kernels(arch);
   Program fill(*dev, img, "fill_u32");
   auto ep = open_local();
   auto c = ep->connect(name, 10000ms);
@@ -454,28 +459,243 @@ TEST_P(RdmaBatch, ProducerRemoteWriteConsumerReplaysWithReboundBuffers) {
 }
 INSTANTIATE_TEST_SUITE_P(Targets, RdmaBatch, testing::Values("gfx1100", "sm_90"));
 
+// A run with `b` after the peer `pid` died fails with the connection's exact error within
+// 2 s, and the host queue still ends: the device's timeline passes the run.
+void expect_peer_died(batch::Executable& exe, const batch::Bindings& b, Device& dev, pid_t pid,
+                      const std::string& name) {
+  const auto start = Clock::now();
+  exe.run(b);
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
+                                         ") died on connection '" + name + "'");
+  }
+  EXPECT_LT(Clock::now() - start, 2s);
+  dev.timeline().wait(exe.points()[0].second, 1000ms);
+}
+
+// A batch peer that dies with its connection up: advertises a buffer of emu:gfx1100 memory
+// holding fill(42)'s pattern and a signal on connection `name`, then exits (without a word)
+// once the parent closes its end of the pipe `go`.
+std::string peer_until_closed(const std::string& name, const int go[2]) {
+  ::close(go[1]);
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  Buffer buf = dev->allocate(kBatchBytes);
+  fill(static_cast<std::byte*>(buf.host()), kBatchBytes, 42);
+  auto r = ep->register_buffer(buf);
+  Signal s = dev->new_signal(0);
+  SignalRegion sr(*ep, s);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(r->remote());
+  c->advertise(sr.remote());
+  char b;
+  (void)!::read(go[0], &b, 1);
+  ::_exit(0);
+}
+
+// The pull direction: process A's schedule fills X with a producer kernel and raises B's
+// "ready" signal (remote_signal), then waits on its GPU for B's "consumed"; B's schedule
+// waits on its GPU for "ready", reads X into Y (remote_read), adds 1 on its GPU, copies Y
+// out and raises A's "consumed". Both replay with other X, Y, outputs, address and values.
+std::string batch_pull_producer(const std::string& arch, const std::string& name) {
+  auto [dev, img] = open_with_kernels(arch);
+  Program fill(*dev, img, "fill_u32");
+  auto ep = open_local();
+  Buffer xb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  std::unique_ptr<Region> rx[2] = {ep->register_buffer(xb[0]), ep->register_buffer(xb[1])};
+  Signal consumed = dev->new_signal(0);
+  SignalRegion sr(*ep, consumed);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(rx[0]->remote());
+  c->advertise(rx[1]->remote());
+  c->advertise(sr.remote());
+  BatchPeer peer(*dev, *ep, *c, {}, c->peer_region(0, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem x = s.input(kBatchBytes);
+  auto bits = s.scalar<uint32_t>();
+  auto ready = s.scalar<uint64_t>(), done = s.scalar<uint64_t>();
+  s.launch(fill, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(x), batch::Arg::scalar(bits), batch::Arg::value(kElems),
+            batch::Arg::value(kBlock)});
+  s.remote_signal(peer, ready, {batch::Access::read(x, 0, kBatchBytes)});
+  s.remote_wait(*dev, consumed, done, {batch::Access::written(x, 0, kBatchBytes)});
+  batch::Executable exe = s.compile();
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings()
+                .input(x, xb[r])
+                .scalar(bits, std::bit_cast<uint32_t>(produced(r)))
+                .scalar(ready, uint64_t(r + 1))
+                .scalar(done, uint64_t(r + 1)));
+    exe.wait(10000ms);
+  }
+  return "";
+}
+
+TEST_P(RdmaBatch, ConsumerRemoteReadPullsProducersBufferAndReplaysWithReboundBuffers) {
+  const std::string arch = GetParam();
+  if (kernels::code_object(arch).empty()) GTEST_SKIP() << "no code object built for " << arch;
+  const std::string name = unique_name("pull");
+  Child child = spawn([&] { return batch_pull_producer(arch, name); });
+  auto [dev, img] = open_with_kernels(arch);
+  Program scale(*dev, img, "scale_add");
+  auto ep = open_local();
+  Signal ready = dev->new_signal(0);
+  SignalRegion sr(*ep, ready);
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion x[2] = {c->peer_region(0, 10000ms), c->peer_region(1, 10000ms)};
+  c->advertise(sr.remote());
+  BatchPeer peer(*dev, *ep, *c, {x[0], x[1]}, c->peer_region(2, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem y = s.input(kBatchBytes), o = s.input(kBatchBytes);
+  auto addr = s.scalar<uint64_t>(), want = s.scalar<uint64_t>(), done = s.scalar<uint64_t>();
+  s.remote_wait(*dev, ready, want, {batch::Access::written(y, 0, kBatchBytes)});
+  s.remote_read(peer, addr, y, 0, kBatchBytes);
+  s.launch(scale, {kElems / kBlock, 1, 1}, {kBlock, 1, 1},
+           {batch::Arg::buffer(y), batch::Arg::value(1.0f), batch::Arg::value(1.0f),
+            batch::Arg::value(kElems), batch::Arg::value(kBlock)});
+  s.copy(o, 0, y, 0, kBatchBytes);
+  s.remote_signal(peer, done, {batch::Access::read(y, 0, kBatchBytes)});
+  batch::Executable exe = s.compile();
+  Buffer yb[2] = {dev->allocate(kBatchBytes), dev->allocate(kBatchBytes)};
+  Buffer out[2] = {dev->allocate(kBatchBytes, MemoryKind::Host),
+                   dev->allocate(kBatchBytes, MemoryKind::Host)};
+  for (int r = 0; r < 2; r++) {
+    exe.run(batch::Bindings()
+                .input(y, yb[r])
+                .input(o, out[r])
+                .scalar(addr, x[r].addr)
+                .scalar(want, uint64_t(r + 1))
+                .scalar(done, uint64_t(r + 1)));
+    exe.wait(10000ms);
+    EXPECT_EQ(all_floats(out[r].host(), produced(r) + 1.0f), "") << "run " << r;
+    EXPECT_EQ(all_floats(yb[r].host(), produced(r) + 1.0f), "") << "run " << r;
+  }
+  EXPECT_EQ(finish(child), "ok");
+}
+
+// A remote read from a live peer, then one at an address outside what it advertised (the
+// exact InvalidInput, from wait()), then one after the peer died (the connection's exact
+// ConnectionError within 2 s, the device finishing the run).
+TEST(RdmaBatchErrors, RemoteReadOutOfBoundsAndPeerGoneAreExactErrors) {
+  const std::string name = unique_name("pull-gone");
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  Child child = spawn([&] { return peer_until_closed(name, go); });
+  ::close(go[0]);
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  auto c = ep->connect(name, 10000ms);
+  RemoteRegion x = c->peer_region(0, 10000ms);
+  BatchPeer peer(*dev, *ep, *c, {x}, c->peer_region(1, 10000ms), {.flush = false});
+  batch::Schedule s(*dev);
+  batch::Mem y = s.input(kBatchBytes);
+  auto addr = s.scalar<uint64_t>();
+  s.remote_read(peer, addr, y, 0, kBatchBytes);
+  batch::Executable exe = s.compile();
+  Buffer yb = dev->allocate(kBatchBytes);
+  exe.run(batch::Bindings().input(y, yb).scalar(addr, x.addr));
+  exe.wait(10000ms);
+  EXPECT_EQ(check(static_cast<const std::byte*>(yb.host()), kBatchBytes, 42), "");
+  exe.run(batch::Bindings().scalar(addr, x.addr + 8));
+  try {
+    exe.wait(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: batch peer: remote address " + hex(x.addr + 8) +
+                                         " (" + std::to_string(kBatchBytes) +
+                                         " bytes) is in no region the peer advertised");
+  }
+  ::close(go[1]);
+  const pid_t pid = child.pid;
+  EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
+  expect_peer_died(exe, batch::Bindings().scalar(addr, x.addr), *dev, pid, name);
+  // Y's registration was made by the first run and reused by the third (the second was
+  // refused before registering).
+  EXPECT_EQ(ep->cache_stats().registrations, 1u);
+  EXPECT_EQ(ep->cache_stats().hits, 1u);
+}
+
+// The registration cache (Endpoint::register_cached): one registration per buffer range,
+// others for other ranges and buffers, none handed to a buffer made after a free, the least
+// recently used entry evicted at the bound, and threads registering at once.
+TEST(RdmaRegistrationCache, OneRegistrationPerBufferRangeNoneReusedAfterAFree) {
+  auto dev = Device::open("emu:gfx1100");
+  auto ep = open_local();
+  Buffer a = dev->allocate(64 << 10), b = dev->allocate(64 << 10);
+  auto r1 = ep->register_cached(a, 0, 4096);
+  auto r2 = ep->register_cached(a, 0, 4096);
+  EXPECT_EQ(r1.get(), r2.get());
+  EXPECT_EQ(r1->addr(), a.va());
+  auto r3 = ep->register_cached(a, 4096, 4096);
+  EXPECT_NE(r3.get(), r1.get());
+  EXPECT_EQ(r3->addr(), a.va() + 4096);
+  EXPECT_EQ(r3->host(), static_cast<std::byte*>(a.host()) + 4096);
+  auto r4 = ep->register_cached(b, 0, 4096);
+  EXPECT_NE(r4.get(), r1.get());
+  EXPECT_EQ(r4->addr(), b.va());
+  auto st = ep->cache_stats();
+  EXPECT_EQ(st.registrations, 3u);
+  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(st.entries, 3u);
+  // A freed buffer: whatever comes at its address or memory next is registered afresh.
+  const uint64_t a_va = a.va();
+  a.reset();
+  Buffer c = dev->allocate(128 << 10);
+  auto r5 = ep->register_cached(c, 0, 4096);
+  EXPECT_NE(r5.get(), r1.get());
+  EXPECT_EQ(r5->addr(), c.va());
+  EXPECT_EQ(r5->host(), static_cast<std::byte*>(c.host()));
+  EXPECT_EQ(ep->cache_stats().registrations, 4u) << "a at " << hex(a_va) << ", c at " << hex(c.va());
+  try {
+    ep->register_cached(c, (128 << 10) - 4096, 8192);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: range [126976, +8192) is not inside the buffer of "
+                                     "131072 bytes");
+  }
+  // Four threads at once: one registration, the same region for all.
+  Buffer d = dev->allocate(64 << 10);
+  std::vector<std::thread> ts;
+  std::vector<const Region*> got(4);
+  for (int t = 0; t < 4; t++)
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 50; i++) got[size_t(t)] = ep->register_cached(d, 0, 8192).get();
+    });
+  for (auto& t : ts) t.join();
+  for (const Region* g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(ep->cache_stats().registrations, 5u);
+  EXPECT_EQ(ep->cache_stats().hits, 1u + 199u);
+  // The bound: with room for two, the least recently used goes.
+  RegistrationCache small(2);
+  int made = 0;
+  auto get = [&](const Buffer& x) {
+    return small.get(x, 0, 4096, [&] {
+      made++;
+      return ep->register_buffer_range(x, 0, 4096);
+    });
+  };
+  get(b);
+  get(c);
+  get(b);  // c is now the least recently used
+  get(d);  // evicts c
+  EXPECT_EQ(made, 3);
+  get(b);
+  EXPECT_EQ(made, 3);
+  get(c);
+  EXPECT_EQ(made, 4);
+  EXPECT_EQ(small.stats().entries, 2u);
+}
+
 // The peer is gone when the run's remote write goes out: the run fails with the connection's
 // exact error (wait() throws it), within a bounded time, and the device finishes the run.
 TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
   const std::string name = unique_name("batch-gone");
   int go[2];
   ASSERT_EQ(::pipe(go), 0);
-  Child child = spawn([&] {
-    ::close(go[1]);
-    auto dev = Device::open("emu:gfx1100");
-    auto ep = open_local();
-    Buffer y = dev->allocate(kBatchBytes);
-    auto ry = ep->register_buffer(y);
-    Signal arrived = dev->new_signal(0);
-    SignalRegion sr(*ep, arrived);
-    auto c = ep->listen(name, 10000ms);
-    c->advertise(ry->remote());
-    c->advertise(sr.remote());
-    char b;
-    (void)!::read(go[0], &b, 1);  // the parent closed its end: die with the connection up
-    ::_exit(0);
-    return std::string();
-  });
+  Child child = spawn([&] { return peer_until_closed(name, go); });
   ::close(go[0]);
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:gfx1100");
@@ -497,21 +717,11 @@ TEST(RdmaBatchErrors, PeerGoneMidRunIsTheConnectionsExactError) {
   const pid_t pid = child.pid;
   EXPECT_EQ(finish(child, 5000ms), "child said nothing (status 0)");
   Buffer xb = dev->allocate(kBatchBytes);
-  const auto start = Clock::now();
-  exe.run(batch::Bindings().input(x, xb).scalar(addr, y.addr).scalar(value, uint64_t(1)));
-  try {
-    exe.wait(10000ms);
-    ADD_FAILURE() << "no error";
-  } catch (const ConnectionError& e) {
-    EXPECT_EQ(std::string(e.what()), "rdma: the peer (pid " + std::to_string(pid) +
-                                         ") died on connection '" + name + "'");
-  }
-  EXPECT_LT(Clock::now() - start, 2s);
-  // The host queue still ended: the device's timeline passed the run.
-  dev->timeline().wait(exe.points()[0].second, 1000ms);
+  expect_peer_died(exe, batch::Bindings().input(x, xb).scalar(addr, y.addr).scalar(value, uint64_t(1)),
+                   *dev, pid, name);
   // An address the peer never advertised: the exact refusal, before anything is posted.
   try {
-    peer.write_and_signal(static_cast<const std::byte*>(xb.host()), 8, y.addr + y.length, 1);
+    peer.write_and_signal({static_cast<std::byte*>(xb.host())}, 8, y.addr + y.length, 1);
     ADD_FAILURE() << "no error";
   } catch (const InvalidInput& e) {
     EXPECT_EQ(std::string(e.what()), "rdma: batch peer: remote address " +
