@@ -234,6 +234,10 @@ RmDriver::RmDriver(std::shared_ptr<os::Kernel> kernel, int index, const std::str
   if (os::wanted_heap_base()) {  // hcq replay: where the capture had it, or an error
     const Layout& l = layouts[os::wanted_heap_base() >= (64ull << 30) ? 0 : 1];
     reserve_size_ = l.private_bytes + l.heap_bytes;
+    if (os::wanted_heap_base() + l.heap_bytes > l.limit)
+      throw InvalidInput(name + ": cannot place its GPU addresses at " +
+                         hex(os::wanted_heap_base()) + ": above the " + hex(l.limit) +
+                         " its GPFIFO entries and this layout reach");
     base = reinterpret_cast<void*>(os::reserve_window(*kernel_, reserve_size_, l.private_bytes, name));
     private_bytes_ = l.private_bytes;
     heap_bytes_ = l.heap_bytes;

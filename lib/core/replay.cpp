@@ -16,6 +16,7 @@ namespace hcq::replay {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+constexpr uint64_t kWord = 4;  // the merge's unit (replay.hpp)
 
 // What the first pass learns: the devices, and every range of memory each had recorded.
 struct Scan {
@@ -139,21 +140,34 @@ class TimestampFinder {
   uint64_t delta_ = 0;  // what the sites hold minus the record's address
 };
 
+// The device a capture's device replays on by default: itself when emulated, else the
+// emulated target of its architecture.
+std::string default_device(const capture::DeviceRecord& d) {
+  return d.name.starts_with("emu:") ? d.name : "emu:" + d.arch;
+}
+
 // One device of the capture, opened again.
 class Target {
  public:
   Target(const capture::DeviceRecord& rec, const std::string& name, const std::string& path,
          const std::map<uint64_t, Scan::Range>& ranges)
       : rec_(rec) {
+    auto check = [&](const DeviceProperties& p) {
+      if (p.vendor != rec.vendor || p.arch != rec.arch)
+        throw InvalidInput("replay: " + path + "'s device " + std::to_string(rec.id) + " is " +
+                           rec.vendor + " " + rec.arch + " (" + rec.name + "); " + name +
+                           " is " + p.vendor + " " + p.arch +
+                           ": replay needs the same architecture");
+    };
+    // A device named by the caller is checked before it is asked for the captured addresses
+    // (another vendor's driver may not be able to place its heap there at all).
+    if (name != default_device(rec)) check(Device::open(name)->properties());
     Device::Options o;
     o.va_base = rec.va_base;
     if (rec.copy_queues) o.copy_queues = rec.copy_queues;
     dev_ = Device::open(name, o);
     const auto& p = dev_->properties();
-    if (p.vendor != rec.vendor || p.arch != rec.arch)
-      throw InvalidInput("replay: " + path + "'s device " + std::to_string(rec.id) + " is " +
-                         rec.vendor + " " + rec.arch + " (" + rec.name + "); " + name + " is " +
-                         p.vendor + " " + p.arch + ": replay needs the same architecture");
+    check(p);
     if (dev_->queue_count(QueueKind::Copy) < rec.copy_queues)
       throw InvalidInput("replay: " + name + " has " +
                          std::to_string(dev_->queue_count(QueueKind::Copy)) +
@@ -377,10 +391,6 @@ class Target {
   std::map<uint64_t, uint64_t> timestamps_;      // timestamp records written: start -> end
 };
 
-std::string default_device(const capture::DeviceRecord& d) {
-  return d.name.starts_with("emu:") ? d.name : "emu:" + d.arch;
-}
-
 class Replayer {
  public:
   Replayer(const std::string& path, const Options& o) : path_(path), o_(o) {}
@@ -480,18 +490,27 @@ class Replayer {
       if (run != UINT64_MAX) t.write(m.address + run, m.bytes.data() + run, end - run);
       run = UINT64_MAX;
     };
-    for (uint64_t i = 0; i < n; i++) {
+    // A word at a time (4 bytes, aligned to the record): the GPU writes whole words, and a
+    // byte of a value the replay wrote may equal the byte before it by chance (a float's zero
+    // low bytes), which must not make the rest of that word "the CPU's".
+    for (uint64_t i = 0; i < n; i += kWord) {
+      const uint64_t w = std::min<uint64_t>(kWord, n - i);
+      auto same = [&](const uint8_t* a, const uint8_t* b) { return std::memcmp(a + i, b + i, w) == 0; };
       bool take = false;
-      if (now[i] != m.bytes[i]) {
-        if (now[i] == previous[i]) {
+      if (!same(now.data(), m.bytes.data())) {
+        if (same(now.data(), previous.data())) {
           take = true;  // the capture's CPU wrote it (or its GPU, and the replay's did not)
         } else if (signals) {
           take = settled;
         } else if (t.timestamp_at(m.address + i)) {
           // A GPU clock value: the replay's own, never the capture's.
         } else if (settled) {
-          if (first_diff == UINT64_MAX) first_diff = i;
-          last_diff = i;
+          uint64_t b = i;
+          while (now[b] == m.bytes[b]) b++;
+          if (first_diff == UINT64_MAX) first_diff = b;
+          for (b = i + w - 1; now[b] == m.bytes[b]; b--) {
+          }
+          last_diff = b;
           take = !o_.compare;
         }
       }

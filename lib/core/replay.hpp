@@ -9,10 +9,10 @@
 //
 // Memory between submissions (docs/capture-format.md, "Replay"): a memory record is what the
 // captured process's buffer held when it made the next submission. Replay first waits for its
-// own timeline to reach the value the captured one had then, then merges byte by byte with
-// the record before it (P), the record (R) and what the replay's buffer holds (C): bytes the
-// capture changed and the replay did not (C = P) are the CPU's writes and are written; bytes
-// the replay changed are the GPU's. Where the record is settled (the captured device had
+// own work to finish and its timeline to reach the value the captured one had then, then
+// merges 4-byte word by word with the record before it (P), the record (R) and what the
+// replay's buffer holds (C): words the capture changed and the replay did not (C = P) are the
+// CPU's writes and are written; words the replay changed are the GPU's. Where the record is settled (the captured device had
 // finished the work before it) and the replay's GPU left other bytes than the captured GPU
 // did, that is a difference: with `compare` the replay stops there and names the submission
 // and the bytes.

@@ -73,7 +73,7 @@ expect("hcq --version", (p.stdout, p.stderr), (f"hcq {VERSION}\n", ""))
 # ---- usage errors: one line saying what, one saying where the usage is; status 2 ----
 for args, want in [
         ([], usage("A subcommand is required")),
-        (["frob"], usage("unknown subcommand frob (ls, info, run, trace, dump, pci, reg, usb, rdma, boot)")),
+        (["frob"], usage("unknown subcommand frob (ls, info, run, trace, dump, pci, reg, usb, rdma, replay, boot)")),
         (["--frob"], usage("unknown option --frob")),
         (["--frob", "ls"], usage("unknown option --frob", "ls")),
         (["ls", "--bogus"], usage("unknown option --bogus", "ls")),
