@@ -4,7 +4,9 @@ file's own reader of the documented format (docs/capture-format.md): the listing
 capture of hcq run line for line, its JSON Lines, a buffer's bytes at a submission and at the
 end, a buffer of two pieces joined, and the exact errors and exit statuses."""
 import json
+import atexit
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -121,6 +123,7 @@ def listing(devices, subs, memory):
 
 
 tmp = tempfile.mkdtemp(prefix="hcq_buffers_cli_")
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # a 64 MiB capture among its files
 cap = os.path.join(tmp, "run.hcqcap")
 rc, out, err = run(["run", "emu:gfx1100", "--size", "4096"], env={"HCQ_CAPTURE": cap + ",full,zlib"})
 expect("full capture of hcq run", rc, 0)
