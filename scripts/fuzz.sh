@@ -11,8 +11,10 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Ilib -Idrivers -Id
 common=(lib/core/error.cpp lib/core/decoded.cpp drivers/amd/packets.cpp drivers/amd/targets.cpp drivers/amd/decode.cpp
         drivers/nv/push.cpp drivers/qcom/packets.cpp drivers/qcom/decode.cpp)
 clang++ "${flags[@]}" fuzz/fuzz_decoders.cpp "${common[@]}" -o "$out/fuzz_decoders"
-clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp -lz \
-  -o "$out/fuzz_capture"
+clang++ "${flags[@]}" fuzz/fuzz_capture.cpp lib/core/capture_reader.cpp lib/core/error.cpp \
+  tools/buffers.cpp -lz -o "$out/fuzz_capture"
+# The capture corpus starts from small version-3 captures (memory pieces, kinds, DeviceEnd).
+python3 scripts/fuzz_capture_seeds.py "$out/corpus_fuzz_capture"
 clang++ "${flags[@]}" fuzz/fuzz_cubin.cpp drivers/nv/cubin.cpp drivers/common/elf.cpp \
   lib/core/error.cpp -lelf -o "$out/fuzz_cubin"
 clang++ "${flags[@]}" fuzz/fuzz_code_object.cpp drivers/amd/code_object.cpp drivers/amd/metadata.cpp \

@@ -20,6 +20,8 @@
 #include "core/capture.hpp"
 #include "core/capture_ring.hpp"
 #include "core/error.hpp"
+#include "os/output_file.hpp"
+#include "buffers.hpp"
 #include "json.hpp"
 #include "numbers.hpp"
 #include "usage.hpp"
@@ -368,6 +370,123 @@ int dump_follow(const Options& o) {
   return 0;
 }
 
+// A recording's place in the text: "before submission 4", or "at the end" (after the last).
+std::string before_text(const BufferIndex& ix, const RecordedBuffer::Recording& r) {
+  const auto s = ix.before(r);
+  return s ? "before submission " + std::to_string(*s) : "at the end";
+}
+Json before_json(const BufferIndex& ix, const RecordedBuffer::Recording& r) {
+  const auto s = ix.before(r);
+  return s ? Json(*s) : Json(nullptr);
+}
+
+// --buffers: one line (or JSON object) per buffer, then (text) a line of totals.
+int list_buffers(const Options& o, const std::string& name) {
+  capture::Reader r(o.file == "-" ? "/dev/stdin" : o.file);
+  const BufferIndex ix = index_buffers(r, name);
+  if (ix.memory_records == 0)
+    throw InvalidInput("dump: " + name +
+                       " holds no buffer contents (a full capture is HCQ_CAPTURE=path,full)");
+  size_t shown = 0;
+  for (const RecordedBuffer& b : ix.buffers) {
+    if (o.device && b.device != *o.device) continue;
+    shown++;
+    const char* kind = b.kind == MemoryKind::Host ? "host" : "device";
+    const auto flags = flag_names(b.flags);
+    const auto& first = b.recordings.front();
+    const auto& last = b.recordings.back();
+    if (o.json) {
+      const auto dev = ix.devices.find(b.device);  // every buffer's device was declared
+      out("%s\n", json_line(Json{{"device", b.device},
+                                 {"device_name", dev->second.name},
+                                 {"start", b.start},
+                                 {"end", b.start + b.size},
+                                 {"size", b.size},
+                                 {"kind", kind},
+                                 {"flags", flags},
+                                 {"records", b.recordings.size()},
+                                 {"first_before", before_json(ix, first)},
+                                 {"last_before", before_json(ix, last)}})
+                        .c_str());
+      continue;
+    }
+    std::string f;
+    for (const auto& n : flags) f += (f.empty() ? "" : ",") + n;
+    out("device %u  %s..%s  %llu bytes  %s  %s  %zu record%s  first %s, last %s\n", b.device,
+        hex(b.start).c_str(), hex(b.start + b.size).c_str(),
+        static_cast<unsigned long long>(b.size), kind, f.empty() ? "-" : f.c_str(),
+        b.recordings.size(), b.recordings.size() == 1 ? "" : "s", before_text(ix, first).c_str(),
+        before_text(ix, last).c_str());
+  }
+  if (o.device && shown == 0)
+    throw InvalidInput("dump: " + name + " recorded no buffer on device " +
+                       std::to_string(*o.device) + "; hcq dump --buffers lists them all");
+  if (!o.json)
+    out("%zu buffer%s, %llu memory record%s, %zu submission%s\n", shown, shown == 1 ? "" : "s",
+        static_cast<unsigned long long>(ix.memory_records), ix.memory_records == 1 ? "" : "s",
+        ix.submissions.size(), ix.submissions.size() == 1 ? "" : "s");
+  return 0;
+}
+
+// --buffer ADDR --output PATH: the buffer's bytes, as recorded before submission --at (or its
+// last recording), reassembled from its pieces. The capture is read twice: once to find the
+// recording, once for its bytes, so memory holds one record and the output is not created
+// before the choice is known to be good.
+int extract_buffer(const Options& o) {
+  const std::string& name = o.file;
+  BufferIndex ix;
+  {
+    capture::Reader r(name);
+    ix = index_buffers(r, name);
+  }
+  const BufferChoice c = choose_buffer(ix, name, *o.buffer, o.device, o.at);
+  const RecordedBuffer& b = ix.buffers[c.buffer];
+  const RecordedBuffer::Recording& rec = b.recordings[c.recording];
+  os::OutputFile f = os::OutputFile::create(o.output);
+  capture::Reader r(name);
+  for_each_piece(r, name, b, rec, [&](std::span<const uint8_t> bytes) {
+    f.write(bytes.data(), bytes.size());
+  });
+  f.close();
+  if (o.json)
+    out("%s\n", json_line(Json{{"output", o.output},
+                               {"bytes", b.size},
+                               {"device", b.device},
+                               {"start", b.start},
+                               {"end", b.start + b.size},
+                               {"recorded_before", before_json(ix, rec)}})
+                    .c_str());
+  else
+    out("wrote %llu bytes of the buffer %s..%s (device %u), recorded %s, to %s\n",
+        static_cast<unsigned long long>(b.size), hex(b.start).c_str(),
+        hex(b.start + b.size).c_str(), b.device, before_text(ix, rec).c_str(),
+        o.output.c_str());
+  return 0;
+}
+
+// --buffers, --buffer and their options: checked together, then one of the two.
+int dump_buffers(const Options& o) {
+  if (!o.follow.empty())
+    throw UsageError("dump: --follow decodes a live ring; --buffers and --buffer read a capture file");
+  if (!o.raw_format.empty())
+    throw UsageError("dump: --raw decodes dwords; --buffers and --buffer read a capture");
+  if (!o.submissions.empty() || !o.queue.empty() || !o.packet.empty())
+    throw UsageError("dump: --submissions, --queue and --packet choose packets, not buffers");
+  if (o.buffers && o.buffer)
+    throw UsageError("dump: --buffers lists the buffers, --buffer ADDR writes one: give one of them");
+  if (!o.buffer && (o.at || !o.output.empty()))
+    throw UsageError("dump: --at and --output go with --buffer ADDR");
+  if (!o.buffers && !o.buffer) throw UsageError("dump: --device goes with --buffers or --buffer ADDR");
+  if (o.file.empty()) throw UsageError("FILE is required");
+  if (o.buffers) return list_buffers(o, o.file == "-" ? "standard input" : o.file);
+  if (o.output.empty())
+    throw UsageError("dump: --buffer writes the buffer's bytes to a file: give --output PATH");
+  if (o.file == "-")
+    throw UsageError("dump: --buffer reads the capture twice: give its path, not '-' "
+                     "(standard input)");
+  return extract_buffer(o);
+}
+
 int dump(const DumpArgs& args) {
   Options o;
   static_cast<DumpArgs&>(o) = args;
@@ -388,6 +507,7 @@ int dump(const DumpArgs& args) {
       throw UsageError("dump: --submissions " + r + ": the first (" + std::to_string(o.first) +
                        ") is after the last (" + std::to_string(o.last) + ")");
   }
+  if (o.buffers || o.buffer || o.at || o.device || !o.output.empty()) return dump_buffers(o);
   if (!o.follow.empty()) {
     if (!o.file.empty())
       throw UsageError("dump: --follow " + o.follow + " reads a live ring, not FILE '" + o.file + "'");

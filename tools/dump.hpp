@@ -2,6 +2,8 @@
 // decoders, as text or JSON Lines.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace hcq::tools {
@@ -15,6 +17,12 @@ struct DumpArgs {
   std::string submissions;  // "A:B", "A:", ":B" or "A"; empty: all
   std::string follow;       // --follow NAME: a live ring (HCQ_CAPTURE=shm:NAME), not a file
   uint32_t timeout_ms = 10000;  // --follow: how long to wait for a writer to appear
+  // A full capture's buffers (tools/buffers.hpp): --buffers lists them; --buffer ADDR writes
+  // one's contents, as recorded before submission --at (default: its last), to --output.
+  bool buffers = false;
+  std::optional<uint64_t> buffer, at;
+  std::optional<uint32_t> device;  // --device: the capture's device number
+  std::string output;
 };
 
 int cmd_dump(const DumpArgs& args);

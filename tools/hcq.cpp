@@ -375,7 +375,7 @@ void define(CLI::App& app, Command& c) {
   c.dump->add_option("--timeout", d.timeout_ms, "--follow: milliseconds to wait for a writer\n"
                                                 "(default 10000)")
       ->transform(uint_option(1, 3600000));
-  c.dump->add_flag("--json", d.json, "JSON Lines: one object per packet");
+  c.dump->add_flag("--json", d.json, "JSON Lines: one object per packet (--buffers: per buffer)");
   c.dump->add_option("--queue", d.queue, "a capture's packets of one queue only")
       ->check(CLI::IsMember({"compute", "copy"}));
   c.dump->add_option("--submissions", d.submissions, "a capture's submissions A to B (A:B, A:, :B or A)");
@@ -389,13 +389,33 @@ void define(CLI::App& app, Command& c) {
   c.dump->add_option("--format", d.format, "--raw's input: text, binary or auto (default: text when\n"
                                             "every byte is printable, a tab or a line end)")
       ->check(CLI::IsMember({"auto", "text", "binary"}));
+  c.dump->add_flag("--buffers", d.buffers, "list the buffers a full capture recorded (HCQ_CAPTURE=FILE,full):\n"
+                                           "device, start..end, size, kind, flags, records, the\n"
+                                           "first and last submission each was recorded before");
+  c.dump->add_option("--buffer", d.buffer, "write the contents of the buffer holding ADDR (any\n"
+                                           "address inside it: the whole buffer) to --output")
+      ->type_name("ADDR")
+      ->transform(uint_option(0, UINT64_MAX));
+  c.dump->add_option("--at", d.at, "--buffer's contents as recorded before submission N (its\n"
+                                   "latest recording then; default: its last, the final contents)")
+      ->type_name("N")
+      ->transform(uint_option(0, UINT64_MAX));
+  c.dump->add_option("--output", d.output, "--buffer's file (a symlink is refused, every write checked)")
+      ->type_name("PATH");
+  c.dump->add_option("--device", d.device, "--buffers and --buffer: the capture's device number only\n"
+                                           "(needed where two devices recorded a buffer at ADDR)")
+      ->type_name("D")
+      ->transform(uint_option(0, UINT32_MAX));
   c.dump->footer(
       "FILE: '-' reads standard input. With --raw: binary little-endian dwords, or hex text as\n"
       "pasted from a log, one or more dwords a line:\n"
       "  c0001000 00000000, 0x00000001\n"
       "  [  123.456789] amdgpu 0000:03:00.0: ring gfx: c0001000 00000000\n"
       "  00000010: c0001000 00000000\n"
-      "(a kernel-log timestamp, then anything up to the line's last ':', is skipped).");
+      "(a kernel-log timestamp, then anything up to the line's last ':', is skipped).\n"
+      "--buffers, --buffer: a buffer over 64 MiB is recorded in pieces and written whole; end\n"
+      "addresses are exclusive; 'last at the end' is a recording after the last submission\n"
+      "(when the device closed). The capture is read twice for --buffer: FILE must be a path.");
 
   auto& p = c.pci_args;
   c.pci = sub("pci", "bring-up view of a PCI function: identity, BARs, link, driver, IOMMU, "
