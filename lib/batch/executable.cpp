@@ -161,6 +161,13 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
       for (size_t d = 0; d < x.devs.size(); d++)
         for (size_t i = 0; i < x.device_queues[d].size(); i++)
           sequences[x.device_queue_ids[d][i]] = x.device_queues[d][i]->record_capture(--left > 0);
+      // What the host thread will do in this run, right after the run's submissions: a
+      // replay of the capture takes the same steps.
+      if (x.host_work) {
+        const std::vector<capture::HostStep> steps = x.capture_host_steps(done);
+        const std::vector<const Device*> devs(x.devs.begin(), x.devs.end());
+        capture::host_steps(devs, steps);
+      }
     }
     for (auto& queues : x.device_queues) Queue::submit_together(queues, /*capture=*/false);
     for (auto& r : values) r.commit();
@@ -206,6 +213,60 @@ void Executable::Impl::report_host_error() {
     std::swap(e, host_error);
   }
   if (e) std::rethrow_exception(e);
+}
+
+uint32_t Executable::Impl::device_index(const Device* d) const {
+  return uint32_t(std::find(devs.begin(), devs.end(), d) - devs.begin());
+}
+
+uint32_t Executable::Impl::area_device(uint32_t area) const {
+  return uint32_t(std::find(device_area.begin(), device_area.end(), area) - device_area.begin());
+}
+
+// run_host's steps for the run whose timeline values are `done`, as addresses (the slots'
+// bindings are this run's): its order of waits, copies and signals, mirrors first (the host
+// relays them from the start until they end).
+std::vector<capture::HostStep> Executable::Impl::capture_host_steps(
+    const std::vector<uint64_t>& done) const {
+  using capture::HostStepKind;
+  std::vector<capture::HostStep> out;
+  auto slot_va = [&](uint32_t q, uint32_t area) { return areas[area].sync.va() + uint64_t(q) * 16; };
+  auto slot_device = [&](uint32_t slot) {
+    if (slot < patch_slots) return device_index(inputs[slot].device);
+    return area_device(staging[slot - patch_slots].area);
+  };
+  for (const Mirror& m : mirrors)
+    out.push_back({HostStepKind::Mirror, area_device(m.area), queue_device[m.queue],
+                   slot_va(m.queue, m.area), slot_va(m.queue, area_of(m.queue)), m.end});
+  for (uint32_t d = 0; d < devs.size(); d++) {
+    bool has = false;
+    for (size_t q = 0; q < host_queue.size(); q++) has |= host_queue[q] && queue_device[q] == d && used[q];
+    if (has)
+      out.push_back({HostStepKind::Wait, d, d, devs[d]->timeline().signal().va(), 0, done[d] - 1});
+  }
+  for (const HostOp& h : host_ops) {
+    for (auto& [pq, value] : h.waits)
+      out.push_back({HostStepKind::Wait, queue_device[pq], queue_device[pq],
+                     slot_va(pq, area_of(pq)), 0, value});
+    if (h.peer) {
+      out.push_back({HostStepKind::Remote, queue_device[h.queue], queue_device[h.queue], 0, 0, 0});
+    } else if (!h.path.empty()) {
+      out.push_back({HostStepKind::File, slot_device(h.dst_slot), slot_device(h.dst_slot),
+                     slot_address(h.dst_slot, h.dst_offset), 0, h.size});
+    } else {
+      out.push_back({HostStepKind::Copy, slot_device(h.dst_slot), slot_device(h.src_slot),
+                     slot_address(h.dst_slot, h.dst_offset),
+                     slot_address(h.src_slot, h.src_offset), h.size});
+    }
+    if (h.signal)
+      out.push_back({HostStepKind::Write64, queue_device[h.queue], queue_device[h.queue],
+                     slot_va(h.queue, area_of(h.queue)), 0, h.signal});
+  }
+  for (uint32_t q = 0; q < host_queue.size(); q++)
+    if (host_queue[q] && used[q])
+      out.push_back({HostStepKind::Write64, queue_device[q], queue_device[q],
+                     slot_va(q, area_of(q)), 0, host_queue_end[q]});
+  return out;
 }
 
 // Copies each mirrored signal's new value into its mirror; true once every one has relayed

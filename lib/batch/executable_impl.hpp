@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "batch/batch.hpp"
+#include "core/capture.hpp"
 #include "core/error.hpp"
 
 namespace hcq::batch {
@@ -237,6 +238,10 @@ struct Executable::Impl {
     detail::RemoteOp remote = {};
     uint32_t addr_scalar = 0, value_scalar = 0;
   };
+  // The run's host steps for a capture (capture::host_steps), `done` its timeline values.
+  std::vector<capture::HostStep> capture_host_steps(const std::vector<uint64_t>& done) const;
+  uint32_t device_index(const Device* d) const;  // in devs
+  uint32_t area_device(uint32_t area) const;     // the first device whose area it is
   std::vector<bool> host_queue;            // per queue
   std::vector<HostOp> host_ops;            // in schedule order
   std::vector<uint32_t> host_queue_end;    // per queue: the value its end signals

@@ -422,6 +422,45 @@ void wrote(const Device& dev, uint64_t va, std::span<const std::byte> bytes) {
   }
 }
 
+void host_steps(std::span<const Device* const> devices, std::span<const HostStep> steps) {
+  Writer& w = writer();
+  std::lock_guard lk(w.mu);
+  if (w.failed) std::rethrow_exception(w.failed);
+  if ((!w.file.is_open() && !w.ring.ring) || w.sequence == 0) return;
+  // The caller's mistake, refused before anything is written: the capture goes on.
+  for (const HostStep& h : steps)
+    if (std::max(h.device, h.src_device) >= devices.size())
+      throw InvalidInput("capture: a host step names device " +
+                         std::to_string(std::max(h.device, h.src_device)) + " of " +
+                         std::to_string(devices.size()));
+  try {
+    std::vector<uint32_t> ids;
+    for (const Device* d : devices) ids.push_back(device_id_locked(w, *d));
+    auto id = [&](uint32_t index) { return ids[index]; };
+    w.begin();
+    w.put(w.sequence - 1);
+    w.put(uint32_t(steps.size()));
+    w.put(uint32_t(0));
+    for (const HostStep& h : steps) {
+      w.put(uint8_t(h.kind));
+      w.put(uint8_t(0));
+      w.put(uint16_t(0));
+      w.put(id(h.device));
+      w.put(id(h.src_device));
+      w.put(uint32_t(0));
+      w.put(h.dst);
+      w.put(h.src);
+      w.put(h.value);
+    }
+    w.emit(RecordType::HostSteps);
+  } catch (...) {
+    w.failed = std::current_exception();
+    w.file = {};
+    w.ring = {};
+    throw;
+  }
+}
+
 void waited(const Device& dev) noexcept {
   Writer& w = writer();
   std::lock_guard lk(w.mu);

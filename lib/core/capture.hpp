@@ -31,7 +31,36 @@ enum class RecordType : uint32_t {
   Submission = 2,
   Memory = 3,
   Dropped = 4,
-  DeviceEnd = 5
+  DeviceEnd = 5,
+  HostSteps = 6  // a batch run's host steps (HostStepsRecord); read only when asked
+};
+
+// A step a batch run's host thread takes between GPU commands (lib/batch: copies on a device
+// without a copy engine, signals relayed between memory areas), its addresses resolved for
+// that run, so that a replay can take it too (docs/capture-format.md, "6: host steps").
+enum class HostStepKind : uint8_t {
+  Wait = 1,     // until the 64-bit value at `dst` is >= `value`
+  Copy = 2,     // `value` bytes from `src` to `dst`
+  Write64 = 3,  // `value` to the 64-bit word at `dst` (a signal)
+  Mirror = 4,   // from here on, copy the 64-bit value at `src` to `dst` until it reaches `value`
+  File = 5,     // a read from a file (a capture holds no file: a replay refuses it)
+  Remote = 6,   // a move to or from a remote peer (RDMA: a replay refuses it)
+};
+inline constexpr uint8_t kHostStepKinds = 6;  // the last kind
+inline constexpr uint32_t kHostStepBytes = 40;  // one step's bytes in the record
+
+struct HostStep {
+  HostStepKind kind = HostStepKind::Wait;
+  // Whose memory `dst` and `src` are in: a capture device id in a record (for host_steps(),
+  // an index into its `devices`).
+  uint32_t device = 0, src_device = 0;
+  uint64_t dst = 0, src = 0, value = 0;
+  bool operator==(const HostStep&) const = default;
+};
+
+struct HostStepsRecord {
+  uint64_t sequence = 0;  // the last submission recorded before it: the run's
+  std::vector<HostStep> steps;
 };
 
 // Submission record flags (version 3): submitted together with the next submission record.
@@ -143,6 +172,10 @@ std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t q
 // last contents (full captures) and a DeviceEnd record. Never throws (a destructor calls it):
 // a failed write fails the later submissions as submission() would.
 void device_closed(const Device& dev) noexcept;
+// Called by a batch run whose host thread has work, right after the run's submissions were
+// recorded: records its steps, in the order the host takes them, the step's device fields
+// indexing `devices`. Nothing when no capture is open. Throws as submission() does.
+void host_steps(std::span<const Device* const> devices, std::span<const HostStep> steps);
 // Called by Signal::wait once the value came: a full capture records the buffers of `dev`
 // that changed (the GPU's results, before the CPU reads or overwrites them). Never throws: a
 // failed write fails the later submissions as submission() would.
@@ -183,7 +216,11 @@ class Reader {
     MemoryRecord memory;
     DeviceEndRecord end;
     uint64_t dropped = 0;  // RecordType::Dropped: records left out here
+    HostStepsRecord host_steps;
   };
+  // Also return HostSteps records (skipped by default, as a type this reader did not know:
+  // readers that only decode submissions need not know them).
+  void read_host_steps(bool on) { host_steps_ = on; }
   // The file's format version (1 to kVersion).
   uint32_t version() const { return version_; }
   std::optional<Record> next();
@@ -202,6 +239,7 @@ class Reader {
   uint64_t offset_ = 0;
   std::optional<uint64_t> size_;  // of a regular file; none for a pipe or a device
   uint32_t version_ = 0;
+  bool host_steps_ = false;
 };
 
 }  // namespace hcq::capture

@@ -178,7 +178,8 @@ std::optional<Reader::Record> Reader::next() {
     std::vector<uint8_t> payload = read_payload(len, at);
     src_->commit();  // a ring may reuse the record's bytes: it is read whole
     // Unknown record types from newer writers are skipped (their length says how far).
-    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::DeviceEnd)) continue;
+    if (type < uint32_t(RecordType::Device) || type > uint32_t(RecordType::HostSteps)) continue;
+    if (type == uint32_t(RecordType::HostSteps) && !host_steps_) continue;
     if (flags & kRecordCompressed) payload = inflate_payload(payload, at);
     return parse(type, payload, at);
   }
@@ -253,6 +254,37 @@ Reader::Record Reader::parse(uint32_t type, const std::vector<uint8_t>& payload,
     }
   } else if (r.type == RecordType::Dropped) {
     take(&r.dropped, 8);
+  } else if (r.type == RecordType::HostSteps) {
+    uint32_t count, pad;
+    take(&r.host_steps.sequence, 8);
+    take(&count, 4);
+    take(&pad, 4);
+    // Checked before reserving: a count is no reason to allocate more than the payload holds.
+    if (uint64_t(count) * kHostStepBytes > payload.size() - pos)
+      throw InvalidInput(where + ": " + std::to_string(count) + " host steps of " +
+                         std::to_string(kHostStepBytes) + " bytes run past its " +
+                         std::to_string(payload.size()) + " bytes");
+    r.host_steps.steps.reserve(count);
+    for (uint32_t i = 0; i < count; i++) {
+      HostStep h;
+      uint8_t kind, p8;
+      uint16_t p16;
+      take(&kind, 1);
+      take(&p8, 1);
+      take(&p16, 2);
+      take(&h.device, 4);
+      take(&h.src_device, 4);
+      take(&pad, 4);
+      take(&h.dst, 8);
+      take(&h.src, 8);
+      take(&h.value, 8);
+      if (kind < 1 || kind > kHostStepKinds)
+        throw InvalidInput(where + ": host step " + std::to_string(i) + " is of kind " +
+                           std::to_string(kind) + " (1 to " + std::to_string(kHostStepKinds) +
+                           ")");
+      h.kind = HostStepKind(kind);
+      r.host_steps.steps.push_back(h);
+    }
   } else if (r.type == RecordType::DeviceEnd) {
     uint32_t pad;
     take(&r.end.device, 4);

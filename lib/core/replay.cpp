@@ -11,6 +11,7 @@
 #include "core/capture.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/replay_host.hpp"
 
 namespace hcq::replay {
 namespace {
@@ -34,6 +35,7 @@ struct Scan {
 
 Scan scan(const std::string& path) {
   capture::Reader r(path);
+  r.read_host_steps(true);
   Scan s;
   while (auto rec = r.next()) {
     if (r.version() < 3)
@@ -54,6 +56,17 @@ Scan scan(const std::string& path) {
       range.kind = m.kind;
       range.executable |= (m.flags & capture::kMemoryExecutable) != 0;
       range.user |= (m.flags & capture::kMemoryUser) != 0;
+    } else if (rec->type == capture::RecordType::HostSteps) {
+      // Refused before any device opens: the replay would hang where the host step was.
+      const std::string no = detail::HostSteps::refusal(rec->host_steps);
+      if (!no.empty()) throw InvalidInput(no);
+      for (const auto& h : rec->host_steps.steps)
+        for (uint32_t d : {h.device, h.src_device})
+          if (!s.devices.count(d))
+            throw InvalidInput("replay: " + path + ": submission " +
+                               std::to_string(rec->host_steps.sequence) +
+                               "'s host steps name device " + std::to_string(d) +
+                               ", which no record declared");
     } else if (rec->type == capture::RecordType::Submission) {
       if (!s.devices.count(rec->submission.device))
         throw InvalidInput("replay: " + path + ": submission " +
@@ -267,7 +280,12 @@ class Target {
     return v;
   }
 
+  // A batch run's host steps (all devices' together): the GPU's work is done only once they
+  // are taken too, and a hang may be theirs.
+  void set_host(const detail::HostSteps* host) { host_ = host; }
+
   bool all_done() const {
+    if (host_ && !host_->done()) return false;
     for (const auto& [key, q] : queues_)
       if (marker(q) < q.sequences.size()) return false;
     return true;
@@ -280,6 +298,7 @@ class Target {
     try {
       while (!done()) {
         if (std::chrono::steady_clock::now() >= deadline) return hang("");
+        if (host_ && !host_->failure().empty()) return hang("");  // a host step gave up
         dev_->driver().wait_interrupt(std::chrono::milliseconds(1));
       }
     } catch (const GpuFaultError& e) {
@@ -326,7 +345,27 @@ class Target {
     }
     if (h.submission == UINT64_MAX) h.submission = 0;
     h.report = fault.empty() ? dev_->driver().hang_report() : fault;
+    // Host steps not taken: their run's submission is the one that did not finish, when no
+    // earlier one of this device's queues is stuck.
+    if (const auto pending = host_ ? host_->pending() : std::nullopt) {
+      if (unfinished_gpu(h.submission) ? *pending < h.submission : true) h.submission = *pending;
+      const std::string why = host_->describe();
+      h.report = (why.empty() ? "replay: submission " + std::to_string(*pending) +
+                                    "'s batch run: its host steps are not all taken"
+                              : why) +
+                 "\n" + h.report;
+    }
     return h;
+  }
+
+  // True when `sequence` is a submission of a queue that has not finished it.
+  bool unfinished_gpu(uint64_t sequence) const {
+    for (const auto& [key, q] : queues_) {
+      const uint64_t done = marker(q);
+      for (uint64_t i = done; i < q.sequences.size(); i++)
+        if (q.sequences[i] == sequence) return true;
+    }
+    return false;
   }
 
   // Reserves every recorded range that is not inside one of the device's own buffers, ranges
@@ -389,6 +428,7 @@ class Target {
   std::map<std::pair<int, uint32_t>, Queue> queues_;
   std::unique_ptr<TimestampFinder> finders_[2];  // per queue kind
   std::map<uint64_t, uint64_t> timestamps_;      // timestamp records written: start -> end
+  const detail::HostSteps* host_ = nullptr;
 };
 
 class Replayer {
@@ -405,7 +445,10 @@ class Replayer {
       targets_[id] = std::make_unique<Target>(d, name, path_, s.ranges[id]);
       result_.devices.push_back(targets_[id]->device().name());
     }
+    host_ = std::make_unique<detail::HostSteps>(memory_, o_.timeout);
+    for (auto& [id, t] : targets_) t->set_host(host_.get());
     capture::Reader r(path_);
+    r.read_host_steps(true);
     std::optional<uint64_t> last;  // the last submission replayed
     bool stopping = false;  // --until reached: compare what follows, up to the next submission
     // A group the capture submitted together (kSubmissionGrouped) goes to the GPU together:
@@ -427,6 +470,8 @@ class Replayer {
           if (o_.until && g.sequence >= *o_.until) stopping = true;
         }
         group.clear();
+      } else if (rec->type == capture::RecordType::HostSteps) {
+        host_->add(std::move(rec->host_steps));  // taken while the run's submissions run
       } else if (rec->type == capture::RecordType::DeviceEnd) {
         Target& t = *targets_.at(rec->end.device);
         const uint64_t want = rec->end.timeline;
@@ -540,6 +585,18 @@ class Replayer {
   std::map<uint32_t, std::unique_ptr<Target>> targets_;
   std::map<std::pair<uint32_t, uint64_t>, std::vector<uint8_t>> previous_;  // the last record
   Result result_;
+  // The host steps' way to the targets' memory (from the host-steps thread).
+  struct TargetMemory : detail::HostSteps::Memory {
+    explicit TargetMemory(std::map<uint32_t, std::unique_ptr<Target>>& t) : targets(t) {}
+    void read(uint32_t device, uint64_t va, void* out, uint64_t n) override {
+      targets.at(device)->read(va, out, n);
+    }
+    void write(uint32_t device, uint64_t va, const void* in, uint64_t n) override {
+      targets.at(device)->write(va, in, n);
+    }
+    std::map<uint32_t, std::unique_ptr<Target>>& targets;
+  } memory_{targets_};
+  std::unique_ptr<detail::HostSteps> host_;  // stopped before the targets close
 };
 
 }  // namespace
