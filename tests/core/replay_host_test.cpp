@@ -328,7 +328,11 @@ TEST(ReplayHost, StepsWaitCopySignalAndRelayInOrder) {
       polled = true;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The poller has seen the run pending (it cannot end before the write below).
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+       !polled && std::chrono::steady_clock::now() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(polled);
   EXPECT_FALSE(h.done());
   EXPECT_EQ(m.at(0, 0x200), 0u);  // not copied before the wait is met
   m.write(1, 0x800, std::array<uint64_t, 1>{2}.data(), 8);
@@ -350,7 +354,6 @@ TEST(ReplayHost, StepsWaitCopySignalAndRelayInOrder) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   poller.join();
   EXPECT_TRUE(h.done());
-  EXPECT_TRUE(polled);
   EXPECT_EQ(m.at(0, 0x900), 3u);
   EXPECT_EQ(m.at(0, 0x400), 1u);
   EXPECT_EQ(h.failure(), "");
