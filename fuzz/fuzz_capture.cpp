@@ -80,6 +80,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t piece = uint64_t(data[0]) + 1;
   data++;
   size--;
+  // Every record as replay reads them (host steps parsed too): exact errors only.
+  try {
+    hcq::capture::Reader all(std::make_unique<MemorySource>(data, size), "fuzz");
+    all.read_host_steps(true);
+    while (all.next()) {
+    }
+  } catch (const hcq::InvalidInput&) {
+  }
   hcq::tools::BufferIndex ix;
   try {
     hcq::capture::Reader r(std::make_unique<MemorySource>(data, size), "fuzz");
