@@ -65,7 +65,12 @@ uint64_t VaHeap::allocate(uint64_t size, uint64_t align) {
 }
 
 void VaHeap::reserve(uint64_t va, uint64_t size) {
-  const std::string range = "[" + hex(va) + ", " + hex(va + size) + ")";
+  // Appended, not "[" + hex(...): GCC 12 at -O3 warns (-Wrestrict) on that operator+.
+  std::string range = "[";
+  range += hex(va);
+  range += ", ";
+  range += hex(va + size);
+  range += ")";
   if (size == 0 || va < base_ || va + size < va || va + size > base_ + size_)
     throw InvalidInput(owner_ + ": cannot reserve " + range + ": outside the heap [" +
                        hex(base_) + ", " + hex(base_ + size_) + ")");
