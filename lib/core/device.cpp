@@ -317,7 +317,6 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
                                 "memory (allocate_visible gives memory the CPU and the device "
                                 "both reach)");
   uint64_t rounded = round_up(size, kPage);
-  Buffer b;
   std::lock_guard lk(mem_mu_);
   Allocation a;
   // Cached entries are keyed by size and kind (kind in the low bits of the key).
@@ -346,13 +345,16 @@ Buffer Device::allocate(uint64_t size, MemoryKind kind, bool executable) {
     }
   }
   a.executable = executable;
+  return hand_out(a, size);
+}
+
+Buffer Device::hand_out(const Allocation& a, uint64_t size) {
+  Buffer b;
   b.link_ = link_;
   b.a_ = a;
   b.size_ = size;
-  {
-    std::lock_guard live(live_mu_);
-    live_[a.va] = a;
-  }
+  std::lock_guard live(live_mu_);
+  live_[a.va] = a;
   return b;
 }
 
@@ -376,13 +378,7 @@ Buffer Device::allocate_at(uint64_t va, uint64_t size, MemoryKind kind, bool exe
     throw;
   }
   a.executable = executable;
-  Buffer b;
-  b.link_ = link_;
-  b.a_ = a;
-  b.size_ = size;
-  std::lock_guard live(live_mu_);
-  live_[a.va] = a;
-  return b;
+  return hand_out(a, size);
 }
 
 MemoryKind Device::visible_kind() const {
@@ -423,13 +419,7 @@ Buffer Device::map_host(void* ptr, uint64_t size) {
                        hex(addr) + " and " + std::to_string(size) + " bytes");
   if (!properties().caps.host_reachable)
     throw InvalidInput(name() + ": this device cannot reach host memory");
-  Buffer b;
-  b.a_ = driver_->map_user(ptr, size);
-  b.link_ = link_;
-  b.size_ = size;
-  std::lock_guard live(live_mu_);
-  live_[b.a_.va] = b.a_;
-  return b;
+  return hand_out(driver_->map_user(ptr, size), size);
 }
 
 void Device::release(Allocation a) {

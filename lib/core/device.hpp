@@ -402,6 +402,8 @@ class Device {
   void staged_copy(bool to_device, const Buffer& buf, uint64_t off, void* host, uint64_t size);
   // The kind allocate_visible hands out; throws (naming `what`) when `host` is null.
   MemoryKind visible_kind() const;
+  // A Buffer of `size` bytes (as asked) on allocation `a`, listed as live.
+  Buffer hand_out(const Allocation& a, uint64_t size);
   void check_visible(const void* host, const char* what) const;
 
   std::unique_ptr<DeviceDriver> driver_;
