@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "batch/batch.hpp"
+#include "common/replay_device.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
 #include "core/replay.hpp"
@@ -65,7 +66,7 @@ void capture_host_copy(const std::string& path,
   kernels::register_cpu_implementations();
   capture::start(path, {.full = true});
   {
-    auto dev = Device::open("emu:a660_msm");
+    auto dev = testing_support::open_for_capture("emu:a660_msm");
     auto image = kernels::code_object(dev->properties().arch);
     ASSERT_FALSE(image.empty());
     Program scale(*dev, std::shared_ptr<const ProgramImage>(load_program(*dev, image)),

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "common/error_of.hpp"
+#include "common/replay_device.hpp"
 #include "core/capture.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
@@ -20,23 +21,10 @@ namespace hcq {
 namespace {
 
 using testing_support::error_of;
+using testing_support::open_for_capture;
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "/hcq_replay_" + name + "_" + std::to_string(::getpid());
-}
-
-// The device a test captures on. Where its driver puts its addresses wherever mmap does (KFD,
-// AM, msm), they are placed high in the address space instead, where nothing else of this
-// process maps after the device closes: the replay, in this same process, needs them free
-// again (`hcq replay` runs in a process of its own). Other drivers choose low, fixed ranges.
-std::unique_ptr<Device> open_for_capture(const std::string& device) {
-  Device::Options o;
-  o.va_base = (0x3000ull << 32) + (4ull << 30);
-  try {
-    return Device::open(device, o);
-  } catch (const InvalidInput&) {
-    return Device::open(device);
-  }
 }
 
 // The demo's shape, small: copy in, c = a + b, c = 2c + 1, a copy of c into d, d += 1, copy
