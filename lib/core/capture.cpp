@@ -91,6 +91,13 @@ struct Writer {
   size_t used = 0;
   std::vector<uint8_t> packed;
 
+  // Called in a catch block: part of a record may be in the file, so nothing more goes after
+  // it (nor in the ring, which is closed so its follower ends); later submissions throw why.
+  void fail() {
+    failed = std::current_exception();
+    file = {};
+    ring = {};
+  }
   void begin() {
     if (buf.size() < 4096) buf.resize(4096);
     used = 16;
@@ -387,11 +394,7 @@ std::optional<uint64_t> submission(const Device& dev, QueueKind kind, uint32_t q
   try {
     return record_locked(w, dev, kind, queue_index, segments, grouped);
   } catch (...) {
-    // Part of a record may be in the file: nothing more goes after it (nor in the ring,
-    // which is closed so its follower ends).
-    w.failed = std::current_exception();
-    w.file = {};
-    w.ring = {};
+    w.fail();
     throw;
   }
 }
@@ -415,9 +418,7 @@ void wrote(const Device& dev, uint64_t va, std::span<const std::byte> bytes) {
       w.emit(RecordType::Memory);
     }
   } catch (...) {
-    w.failed = std::current_exception();
-    w.file = {};
-    w.ring = {};
+    w.fail();
     throw;
   }
 }
@@ -454,9 +455,7 @@ void host_steps(std::span<const Device* const> devices, std::span<const HostStep
     }
     w.emit(RecordType::HostSteps);
   } catch (...) {
-    w.failed = std::current_exception();
-    w.file = {};
-    w.ring = {};
+    w.fail();
     throw;
   }
 }
@@ -470,9 +469,7 @@ void waited(const Device& dev) noexcept {
   try {
     record_memory_locked(w, dev, it->second, true);
   } catch (...) {
-    w.failed = std::current_exception();
-    w.file = {};
-    w.ring = {};
+    w.fail();
   }
 }
 
@@ -490,10 +487,7 @@ void device_closed(const Device& dev) noexcept {
     w.put(dev.timeline().signal().value());
     w.emit(RecordType::DeviceEnd);
   } catch (...) {
-    // As in submission(): nothing more after a hole; the next submission throws why.
-    w.failed = std::current_exception();
-    w.file = {};
-    w.ring = {};
+    w.fail();  // the next submission throws why
   }
   w.devices.erase(it);
 }
