@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "common/error_of.hpp"
 #include "common/replay_device.hpp"
@@ -30,9 +31,9 @@ std::string temp_path(const std::string& name) {
 // The demo's shape, small: copy in, c = a + b, c = 2c + 1, a copy of c into d, d += 1, copy
 // out, and an empty launch waited for; the device closed at the end (its last contents).
 // Returns the buffer d's address.
-uint64_t capture_demo(const std::string& device, const std::string& path) {
+uint64_t capture_demo(const std::string& device, const std::string& path, uint32_t slot = 0) {
   kernels::register_cpu_implementations();
-  auto dev = open_for_capture(device);
+  auto dev = open_for_capture(device, slot);
   auto image = kernels::code_object(dev->properties().arch);
   if (image.empty()) return 0;
   capture::start(path, {.full = true});
@@ -316,6 +317,37 @@ TEST(Replay, CapturesReplayCannotUseAreExactErrors) {
   EXPECT_EQ(error_of([&] { replay::run(old, o); }).rfind("replay: " + old + ": a memory record names device 0, which no record declared", 0), 0u);
   std::filesystem::remove(old);
   std::filesystem::remove(path);
+}
+
+// replay::run from several threads at once, for different captures (replay.hpp): each opens
+// its own device at its own captured addresses.
+TEST(Replay, TwoCapturesReplayAtOnceFromTwoThreads) {
+  const std::string a = temp_path("thread_a"), b = temp_path("thread_b");
+  ASSERT_NE(capture_demo("emu:gfx1100", a, 1), 0u);
+  ASSERT_NE(capture_demo("emu:gfx1100", b, 2), 0u);
+  replay::Result ra, rb;
+  std::string ea, eb;  // an exception in a thread, as its message
+  replay::Options o;
+  o.compare = true;
+  auto replay_into = [&](const std::string& path, replay::Result& r, std::string& e) {
+    try {
+      r = replay::run(path, o);
+    } catch (const std::exception& x) {
+      e = x.what();
+    }
+  };
+  std::thread ta(replay_into, std::cref(a), std::ref(ra), std::ref(ea));
+  std::thread tb(replay_into, std::cref(b), std::ref(rb), std::ref(eb));
+  ta.join();
+  tb.join();
+  EXPECT_EQ(ea, "");
+  EXPECT_EQ(eb, "");
+  EXPECT_TRUE(ra.clean());
+  EXPECT_TRUE(rb.clean());
+  EXPECT_GT(ra.compared, 0u);
+  EXPECT_EQ(ra.submissions, rb.submissions);
+  std::filesystem::remove(a);
+  std::filesystem::remove(b);
 }
 
 TEST(Replay, UntilStopsAfterThatSubmission) {
