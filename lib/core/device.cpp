@@ -186,15 +186,18 @@ void Signal::wait_for(uint64_t v, std::chrono::milliseconds timeout) const {
   auto deadline = start + timeout;
   for (;;) {
     uint64_t gen = dev->irq_generation();
-    if (value() >= v) return;
+    const uint64_t seen = value();
+    if (seen >= v) return;
     auto now = clock::now();
     if (now >= deadline) {
       dev->driver().check_faults();
+      // The value the timeout was decided on: the report decodes the queued packets (seconds
+      // under the sanitizers), and work that ends meanwhile must not read as "value is v".
       std::string report = dev->driver().hang_report();
       throw TimeoutError(dev->name() + ": signal " + std::to_string(id_) + " (va " + hex(va_) +
                          ") timed out after " + std::to_string(timeout.count()) +
                          " ms: waiting for value >= " + std::to_string(v) + ", value is " +
-                         std::to_string(value()) + (report.empty() ? "" : "\n" + report));
+                         std::to_string(seen) + (report.empty() ? "" : "\n" + report));
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     // Another process's GPU sets an imported signal without interrupting this device.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -116,7 +117,13 @@ class PortOnlyDriver final : public DeviceDriver {
     real_->wait_interrupt(timeout);
   }
   void check_faults() override { real_->check_faults(); }
-  std::string hang_report() override { return real_->hang_report(); }
+  std::string hang_report() override {
+    if (on_hang_report) on_hang_report();
+    return real_->hang_report();
+  }
+  // Called as a hang report is put together (set before any wait uses the device): lets a test
+  // end the awaited work just then, as a GPU may while a slow report decodes its packets.
+  std::function<void()> on_hang_report;
 
  private:
   // The CPU address of [va, va + size), inside one allocation; InvalidInput otherwise.

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "common/port_driver.hpp"
 #include "core/hcq.hpp"
 
 namespace hcq {
@@ -36,6 +37,28 @@ TEST(Signal, TimeoutNamesDeviceSignalExpectedAndSeen) {
         << msg;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+// A timed-out wait says the value it saw at its deadline. The hang report that follows decodes
+// the queued packets (seconds under the sanitizers on a busy machine), and work that ends
+// meanwhile must not make the error read "waiting for value >= 4, value is 4": the sanitizer
+// stage failed so in Adreno/Uav.AnIndirectBufferPastIbSizeIsRefused.
+TEST(Signal, ATimeoutSaysTheValueSeenAtItsDeadlineNotOneReadAfterTheReport) {
+  auto drv = testing_support::PortOnlyDriver::open("emu:gfx90a");
+  auto* port = drv.get();
+  Device dev(std::move(drv), Device::Options{});
+  Signal s = dev.new_signal(3);
+  port->on_hang_report = [&] { s.set(4); };  // the work ends while the report is made
+  try {
+    s.wait(4, std::chrono::milliseconds(20));
+    FAIL() << "no timeout";
+  } catch (const TimeoutError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("timed out after 20 ms: waiting for value >= 4, value is 3"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(s.value(), 4u);
 }
 
 TEST(Signal, ValuesAreFull64Bit) {
