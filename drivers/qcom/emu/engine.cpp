@@ -252,7 +252,11 @@ Engine::Res Engine::exec_ib(Context& c) {
     }
     if (c.turn_left-- == 0) return Res::Yield;
     const uint32_t h = w[f.pos];
-    const std::string where = "IB " + hex(f.va) + " dword " + std::to_string(f.pos) + ": ";
+    // Where a fault names the packet: built only then (a string per packet made an IB of
+    // 2^20 fillers take seconds under the sanitizers). f may move as the stack grows.
+    const uint64_t at_va = f.va;
+    const uint32_t at_pos = f.pos;
+    auto where = [&] { return "IB " + hex(at_va) + " dword " + std::to_string(at_pos) + ": "; };
     uint32_t len = 1;
     try {
       const CpFrame frame = frame_cp(h);
@@ -277,10 +281,10 @@ Engine::Res Engine::exec_ib(Context& c) {
         }
       }
     } catch (ContextFault& e) {
-      e.what = where + e.what;
+      e.what = where() + e.what;
       throw;
     } catch (const Fault& e) {
-      throw Fault(where + e.what(), e.address());
+      throw Fault(where() + e.what(), e.address());
     }
     c.stack.back().pos += len;
   }
