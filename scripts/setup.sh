@@ -15,6 +15,6 @@ if ((${#missing[@]})); then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# HCQ_MESON_ARGS: extra options for a fresh build/ (CI passes -Dwerror=true).
+# HCQ_MESON_ARGS: extra options for a fresh build/ (CI passes -Dwerror=true -Ddebug=false).
 [ -f build/build.ninja ] || meson setup build ${HCQ_MESON_ARGS:-} >/dev/null
 ninja -C build
