@@ -1,13 +1,13 @@
 #include "os/shm.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -15,10 +15,9 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::os {
-
-namespace bip = boost::interprocess;
 
 namespace {
 
@@ -52,10 +51,38 @@ std::string describe(const SegmentHeader& h) {
 }  // namespace
 
 struct SharedSegment::Impl {
-  bip::shared_memory_object shm;
-  bip::mapped_region region;
-  int fd() const { return shm.get_mapping_handle().handle; }
+  int fd = -1;
+  void* map = nullptr;
+  size_t bytes = 0;
+  ~Impl() {
+    if (map) ::munmap(map, bytes);
+    if (fd >= 0) ::close(fd);
+  }
 };
+
+namespace {
+
+std::string octal_mode(mode_t m) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%04o", unsigned(m & 07777));
+  return b;
+}
+
+// Another local user could create the name first (with mode 0666) and read or forge what
+// hcq puts there: hcq attaches only to objects of its own effective user that nobody else
+// may open.
+void check_owner(int fd, const std::string& who, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw OsError(who + "fstat", errno);
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me || (st.st_mode & 0177) != 0)
+    throw InvalidInput(who + path + " belongs to uid " + std::to_string(st.st_uid) +
+                       " with mode " + octal_mode(st.st_mode) +
+                       "; hcq attaches only to segments of its own user (uid " +
+                       std::to_string(me) + ") with mode 0600 or narrower");
+}
+
+}  // namespace
 
 uint64_t SharedSegment::process_start_time(int pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
@@ -85,50 +112,78 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
                              std::chrono::milliseconds timeout)
     : name_(name) {
   check_name(name);
-  const uint64_t total = sizeof(SegmentHeader) + payload_bytes;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string who = "shared segment " + name + ": ";
+  if (payload_bytes > kMaxPayloadBytes)
+    throw InvalidInput(who + "a payload of " + std::to_string(payload_bytes) +
+                       " bytes (at most " + std::to_string(kMaxPayloadBytes) + ")");
+  const uint64_t total = sizeof(SegmentHeader) + payload_bytes;
+  const auto deadline = deadline_after(timeout);
+  const std::string shm_name = "/" + name, path = "/dev/shm/" + name;
+  // Each pass opens what the name holds now, or makes it with O_EXCL: a name left by
+  // processes that are gone is removed and made anew (never truncated in place, so no one
+  // still holding the old object sees it change), and a name removed by the last process to
+  // detach, or replaced by another attacher, while this one waited, is looked up again.
   for (;;) {
-    try {
-      impl_ = std::make_unique<Impl>(Impl{
-          bip::shared_memory_object(bip::open_or_create, name.c_str(), bip::read_write,
-                                    bip::permissions(0600)),
-          {}});
-    } catch (const bip::interprocess_exception& e) {
-      throw OsError(who + "shm_open: " + e.what(), e.get_native_error());
+    auto impl = std::make_unique<Impl>();
+    bool fresh = true;
+    impl->fd = ::shm_open(shm_name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (impl->fd < 0 && errno == EEXIST) {
+      fresh = false;
+      impl->fd = ::shm_open(shm_name.c_str(), O_RDWR | O_CLOEXEC, 0);
+      if (impl->fd < 0 && errno == ENOENT) continue;  // removed meanwhile
     }
-    const int fd = impl_->fd();
+    if (impl->fd < 0) throw OsError(who + "shm_open " + path, errno);
+    if (fresh && ::fchmod(impl->fd, 0600) != 0) {  // whatever the umask
+      const int err = errno;
+      ::shm_unlink(shm_name.c_str());
+      throw OsError(who + "fchmod", err);
+    }
+    check_owner(impl->fd, who, path);
+    const int fd = impl->fd;
     while (!set_lock(fd, F_WRLCK, kAttachByte, false)) {
       if (std::chrono::steady_clock::now() > deadline)
         throw TimeoutError(who + "another process held it for " + std::to_string(timeout.count()) +
                            " ms while attaching");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    // The last process to detach may have removed the name while this one waited: attach
-    // to the object the name has now.
     struct stat mine {}, named {};
-    if (::fstat(fd, &mine) == 0 && ::stat(("/dev/shm/" + name).c_str(), &named) == 0 &&
-        mine.st_ino == named.st_ino)
+    if (::fstat(fd, &mine) != 0 || ::stat(path.c_str(), &named) != 0 || mine.st_ino != named.st_ino)
+      continue;  // the name holds another object now
+    if (!set_lock(fd, F_WRLCK, kPresenceByte, false)) {  // others are attached
+      impl_ = std::move(impl);
       break;
-    impl_.reset();
-  }
-  const int fd = impl_->fd();
-  auto unlock_attach = [&] { set_lock(fd, F_UNLCK, kAttachByte, false); };
-  try {
-    SegmentHeader old{};
-    struct stat st {};
-    const bool had = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) >= sizeof(SegmentHeader) &&
-                     ::pread(fd, &old, sizeof old, 0) == ssize_t(sizeof old);
-    if (set_lock(fd, F_WRLCK, kPresenceByte, false)) {
+    }
+    if (!fresh) {
       // Nobody is attached: whatever is here was left by processes that are gone.
+      SegmentHeader old{};
+      const bool had = uint64_t(mine.st_size) >= sizeof(SegmentHeader) &&
+                       ::pread(fd, &old, sizeof old, 0) == ssize_t(sizeof old);
       if (had && old.magic == SegmentHeader::kMagic)
         replaced_ = "left by processes that are gone: " + describe(old);
-      else if (st.st_size > 0)
+      else if (mine.st_size > 0)
         replaced_ = "left by processes that are gone: not an hcq segment";
-      impl_->shm.truncate(0);  // every byte zero again
-      impl_->shm.truncate(bip::offset_t(total));
-      created_ = true;
-    } else {
+      if (::shm_unlink(shm_name.c_str()) != 0 && errno != ENOENT)
+        throw OsError(who + "shm_unlink " + path, errno);
+      continue;  // closing it drops this process's locks on the old object
+    }
+    // Made here: the space is reserved now, so a full /dev/shm is this error rather than a
+    // SIGBUS at some later write into the mapping.
+    if (const int err = ::posix_fallocate(fd, 0, off_t(total)); err != 0) {
+      ::shm_unlink(shm_name.c_str());
+      throw OsError(who + "no room for " + std::to_string(total) + " bytes in /dev/shm", err);
+    }
+    created_ = true;
+    impl_ = std::move(impl);
+    break;
+  }
+  const int fd = impl_->fd;
+  auto unlock_attach = [&] { set_lock(fd, F_UNLCK, kAttachByte, false); };
+  try {
+    if (!created_) {
+      SegmentHeader old{};
+      struct stat st {};
+      const bool had = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) >= sizeof(SegmentHeader) &&
+                       ::pread(fd, &old, sizeof old, 0) == ssize_t(sizeof old);
       if (!had || old.magic != SegmentHeader::kMagic || old.layout_version != layout_version ||
           old.header_bytes != sizeof(SegmentHeader) || old.payload_bytes != payload_bytes)
         throw InvalidInput(who + (had && old.magic == SegmentHeader::kMagic
@@ -137,10 +192,18 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
                            ", is in use by other processes; this build uses layout version " +
                            std::to_string(layout_version) + " (" + std::to_string(payload_bytes) +
                            " bytes)");
+      // Mapped past the object's end, a read would be a SIGBUS.
+      if (uint64_t(st.st_size) < total)
+        throw InvalidInput(who + "the object holds " + std::to_string(st.st_size) +
+                           " bytes, fewer than the " + std::to_string(total) +
+                           " its header gives: damaged, or not made by hcq");
     }
     set_lock(fd, F_RDLCK, kPresenceByte, false);  // attached (a downgrade where it was ours)
-    impl_->region = bip::mapped_region(impl_->shm, bip::read_write, 0, total);
-    base_ = impl_->region.get_address();
+    void* m = ::mmap(nullptr, size_t(total), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) throw OsError(who + "mmap of " + std::to_string(total) + " bytes", errno);
+    impl_->map = m;
+    impl_->bytes = size_t(total);
+    base_ = m;
     if (created_) {
       SegmentHeader h;
       h.magic = SegmentHeader::kMagic;
@@ -152,18 +215,16 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
       std::memcpy(base_, &h, sizeof h);
       if (init) init(payload());  // still under the attach lock: nobody else is in yet
     }
-  } catch (const bip::interprocess_exception& e) {
-    unlock_attach();
-    throw OsError(who + e.what(), e.get_native_error());
   } catch (...) {
     unlock_attach();
+    if (created_) ::shm_unlink(shm_name.c_str());
     throw;
   }
   unlock_attach();
 }
 
 SharedSegment::~SharedSegment() {
-  const int fd = impl_->fd();
+  const int fd = impl_->fd;
   // Detaching waits briefly for a process attaching right now; after 2 s it leaves the name
   // to the next one (a segment nobody holds is made afresh anyway).
   bool serialised = false;
@@ -175,11 +236,17 @@ SharedSegment::~SharedSegment() {
     }
     if (!serialised) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  impl_->region = bip::mapped_region();
+  ::munmap(impl_->map, impl_->bytes);
+  impl_->map = nullptr;
   try {
     set_lock(fd, F_UNLCK, kPresenceByte, false);
-    if (serialised && set_lock(fd, F_WRLCK, kPresenceByte, false))
-      bip::shared_memory_object::remove(name_.c_str());  // the last one out
+    if (serialised && set_lock(fd, F_WRLCK, kPresenceByte, false)) {
+      // The last one out removes the name, if it still names this object.
+      struct stat mine {}, named {};
+      if (::fstat(fd, &mine) == 0 && ::stat(("/dev/shm/" + name_).c_str(), &named) == 0 &&
+          mine.st_ino == named.st_ino && mine.st_dev == named.st_dev)
+        ::shm_unlink(("/" + name_).c_str());
+    }
   } catch (const Error&) {
   }
 }
@@ -197,11 +264,11 @@ off_t role_byte(unsigned role) {
 }  // namespace
 
 bool SharedSegment::hold_role(unsigned role) {
-  return set_lock(impl_->fd(), F_WRLCK, role_byte(role), false);
+  return set_lock(impl_->fd, F_WRLCK, role_byte(role), false);
 }
 
 void SharedSegment::release_role(unsigned role) {
-  set_lock(impl_->fd(), F_UNLCK, role_byte(role), false);
+  set_lock(impl_->fd, F_UNLCK, role_byte(role), false);
 }
 
 bool SharedSegment::role_held(unsigned role) const {
@@ -212,7 +279,7 @@ bool SharedSegment::role_held(unsigned role) const {
   l.l_whence = SEEK_SET;
   l.l_start = role_byte(role);
   l.l_len = 1;
-  if (::fcntl(impl_->fd(), F_OFD_GETLK, &l) != 0)
+  if (::fcntl(impl_->fd, F_OFD_GETLK, &l) != 0)
     throw OsError("shared segment: fcntl(F_OFD_GETLK)", errno);
   return l.l_type != F_UNLCK;
 }
@@ -230,7 +297,8 @@ RobustLock::RobustLock() {
 bool RobustLock::lock(std::chrono::milliseconds timeout) {
   timespec until{};
   clock_gettime(CLOCK_REALTIME, &until);  // pthread_mutex_timedlock counts in CLOCK_REALTIME
-  const auto ns = uint64_t(until.tv_nsec) + uint64_t(timeout.count()) * 1'000'000;
+  const auto ns = uint64_t(until.tv_nsec) +
+                  uint64_t(std::chrono::nanoseconds(bounded_wait(timeout)).count());
   until.tv_sec += time_t(ns / 1'000'000'000);
   until.tv_nsec = long(ns % 1'000'000'000);
   const int err = pthread_mutex_timedlock(&mutex_, &until);

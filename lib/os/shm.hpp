@@ -39,12 +39,23 @@ struct SegmentHeader {
 
 class SharedSegment {
  public:
+  static constexpr uint64_t kMaxPayloadBytes = uint64_t(1) << 40;
+
   // Attaches to segment `name` (letters, digits, '.', '_' and '-', at most 200 characters) of
   // `layout_version` with `payload_bytes` after the header, creating it afresh (payload
-  // zeroed) when nobody is attached. Errors (InvalidInput / OsError / TimeoutError):
+  // zeroed) when nobody is attached: with O_EXCL, mode 0600, its space reserved; a name left
+  // by processes that are gone is removed first, never reused in place. Only objects of this
+  // process's effective user with mode 0600 or narrower are opened. Errors (InvalidInput /
+  // OsError / TimeoutError):
   //   "shared segment 'a/b': a name is letters, digits, '.', '_' and '-' (1 to 200)"
+  //   "shared segment NAME: /dev/shm/NAME belongs to uid 1001 with mode 0666; hcq attaches
+  //    only to segments of its own user (uid 0) with mode 0600 or narrower"
   //   "shared segment NAME: layout version 1 (4096 bytes), created by pid 123, is in use by
   //    other processes; this build uses layout version 2 (8192 bytes)"
+  //   "shared segment NAME: the object holds 64 bytes, fewer than the 4128 its header gives:
+  //    damaged, or not made by hcq"
+  //   "shared segment NAME: no room for 33554464 bytes in /dev/shm: No space left on device
+  //    (errno 28)"
   //   "shared segment NAME: another process held it for 5000 ms while attaching"
   SharedSegment(const std::string& name, uint32_t layout_version, uint64_t payload_bytes,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,7 +87,19 @@ TEST(SharedSegment, ASegmentLeftByAKilledProcessIsMadeAfresh) {
   });
   ASSERT_TRUE(WIFSIGNALED(st));
   ASSERT_TRUE(exists(name));
+  // The leftover is removed and made anew (another inode), not truncated in place: a process
+  // that still had it open would otherwise see it change under it.
+  struct stat before {}, after {};
+  ASSERT_EQ(::stat(("/dev/shm/" + name).c_str(), &before), 0);
+  const int left = ::open(("/dev/shm/" + name).c_str(), O_RDONLY | O_CLOEXEC);  // keeps the inode
+  ASSERT_GE(left, 0);
   SharedSegment again(name, 3, 64);
+  ASSERT_EQ(::stat(("/dev/shm/" + name).c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+  unsigned char old_byte = 0;
+  EXPECT_EQ(::pread(left, &old_byte, 1, sizeof(SegmentHeader)), 1);
+  EXPECT_EQ(old_byte, 0x5a);  // the old object kept its bytes
+  ::close(left);
   EXPECT_TRUE(again.created());
   EXPECT_EQ(again.header().creator_pid, ::getpid());
   EXPECT_NE(again.replaced().find("left by processes that are gone: layout version 3 (64 bytes), "
@@ -123,6 +137,81 @@ TEST(SharedSegment, AnOlderLayoutIsRecreatedWhenUnusedAndRefusedWhileInUse) {
   EXPECT_NE(now.replaced().find("left by processes that are gone: layout version 1 (128 bytes)"),
             std::string::npos)
       << now.replaced();
+}
+
+// Another local user may create a name first, readable or writable by all (issue 33): hcq
+// neither attaches to it nor changes it, and says whose it is and its mode.
+TEST(SharedSegment, ASegmentOfAnotherUserOrOpenToOthersIsRefusedAndLeftAsItIs) {
+  const std::string name = unique_name("foreign");
+  const std::string path = "/dev/shm/" + name;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "secret", 6), 6);
+  ASSERT_EQ(::fchmod(fd, 0666), 0);
+  const std::string me = std::to_string(::geteuid());
+  const std::string refused = "; hcq attaches only to segments of its own user (uid " + me +
+                              ") with mode 0600 or narrower";
+  EXPECT_EQ(error_of([&] { SharedSegment s(name, 1, 64); }),
+            "shared segment " + name + ": " + path + " belongs to uid " + me + " with mode 0666" +
+                refused);
+  ASSERT_EQ(::fchmod(fd, 0640), 0);
+  EXPECT_EQ(error_of([&] { SharedSegment s(name, 1, 64); }),
+            "shared segment " + name + ": " + path + " belongs to uid " + me + " with mode 0640" +
+                refused);
+  if (::geteuid() == 0) {  // root can give it to another user, as that user would make it
+    ASSERT_EQ(::fchmod(fd, 0600), 0);
+    ASSERT_EQ(::fchown(fd, 65534, 65534), 0);
+    EXPECT_EQ(error_of([&] { SharedSegment s(name, 1, 64); }),
+              "shared segment " + name + ": " + path + " belongs to uid 65534 with mode 0600" +
+                  refused);
+  }
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 6);  // not truncated, not removed
+  char back[6] = {};
+  EXPECT_EQ(::pread(fd, back, 6, 0), 6);
+  EXPECT_EQ(std::string(back, 6), "secret");
+  ::close(fd);
+  ::unlink(path.c_str());
+  // Made by hcq: mode 0600 whatever the umask.
+  const mode_t mask = ::umask(0);
+  {
+    SharedSegment mine(name, 1, 64);
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  ::umask(mask);
+}
+
+// The space is reserved when a segment is made: one larger than /dev/shm is an exact error
+// then, not a SIGBUS at a later write, and leaves no name behind.
+TEST(SharedSegment, ASegmentLargerThanDevShmIsAnExactErrorAndLeavesNothing) {
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &vfs), 0);
+  const uint64_t room = uint64_t(vfs.f_blocks) * vfs.f_frsize;
+  if (room == 0 || room * 2 > SharedSegment::kMaxPayloadBytes)
+    GTEST_SKIP() << "/dev/shm has no size limit below " << SharedSegment::kMaxPayloadBytes;
+  const std::string name = unique_name("full");
+  const uint64_t payload = room * 2;
+  EXPECT_EQ(error_of<OsError>([&] { SharedSegment s(name, 1, payload); }),
+            "shared segment " + name + ": no room for " +
+                std::to_string(payload + sizeof(SegmentHeader)) +
+                " bytes in /dev/shm: No space left on device (errno 28)");
+  EXPECT_FALSE(exists(name));
+  EXPECT_EQ(error_of([&] { SharedSegment s(name, 1, SharedSegment::kMaxPayloadBytes + 1); }),
+            "shared segment " + name + ": a payload of 1099511627777 bytes (at most 1099511627776)");
+}
+
+// An object cut shorter than its header says (damaged, or made so by a hostile process) is
+// refused before it is mapped: reading past its end would be a SIGBUS.
+TEST(SharedSegment, AnObjectShorterThanItsHeaderSaysIsRefused) {
+  const std::string name = unique_name("short");
+  SharedSegment held(name, 1, 1 << 20);
+  ASSERT_EQ(::truncate(("/dev/shm/" + name).c_str(), 4096), 0);
+  EXPECT_EQ(error_of([&] { SharedSegment s(name, 1, 1 << 20); }),
+            "shared segment " + name + ": the object holds 4096 bytes, fewer than the " +
+                std::to_string((1 << 20) + sizeof(SegmentHeader)) +
+                " its header gives: damaged, or not made by hcq");
 }
 
 // Eight threads attach and detach one name at once, many times: every attach sees the
