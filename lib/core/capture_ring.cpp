@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "os/shm.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::capture {
 namespace {
@@ -107,7 +108,7 @@ uint64_t RingWriter::dropped() const { return at(h_->dropped).load(std::memory_o
 RingSource::RingSource(const std::string& name, std::chrono::milliseconds timeout) : name_(name) {
   os::SharedSegment::check_name(name);  // not a timeout for a name no writer could have
   const std::string who = "dump: shm:" + name + ": ";
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   Backoff backoff;
   for (;; backoff.wait()) {
     if (std::chrono::steady_clock::now() > deadline)
@@ -115,6 +116,10 @@ RingSource::RingSource(const std::string& name, std::chrono::milliseconds timeou
                          " ms");
     os::SegmentHeader sh{};
     if (!read_segment_header(name, sh)) continue;
+    if (sh.payload_bytes > sizeof(RingHeader) + (kMaxRingMiB << 20))
+      throw InvalidInput(who + "its segment header gives " + std::to_string(sh.payload_bytes) +
+                         " bytes, more than a ring holds (" + std::to_string(kMaxRingMiB) +
+                         " MiB): not a ring hcq made");
     // Attached with the size the segment says: a segment of another layout in use is
     // SharedSegment's exact error; one nobody holds (left by a crash) is made afresh, and
     // then this follower lets it go again (removing the name) and waits for a writer.
@@ -138,7 +143,14 @@ RingSource::RingSource(const std::string& name, std::chrono::milliseconds timeou
     break;
   }
   data_ = seg_->payload() + sizeof(RingHeader);
+  // Read once and checked against what is mapped: positions are taken modulo it, and a
+  // damaged or hostile header must not divide by zero or reach past the mapping.
   capacity_ = h_->capacity;
+  const uint64_t holds = seg_->payload_bytes() - sizeof(RingHeader);
+  if (capacity_ == 0 || capacity_ != holds)
+    throw InvalidInput(who + "its header gives a capacity of " + std::to_string(capacity_) +
+                       " bytes where the segment holds " + std::to_string(holds) +
+                       ": not a ring hcq made");
   writer_pid_ = h_->writer_pid;
   writer_start_ = h_->writer_start_time;
   generation_ = at(h_->generation).load(std::memory_order_relaxed);

@@ -3,6 +3,7 @@
 // killed at any point (children end with _exit or SIGKILL, as a crashed process would).
 #include "core/capture_ring.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -313,6 +314,53 @@ TEST(CaptureRing, AKilledFollowerNeverStopsTheWriterAndTheNextOneResumesAtARecor
     EXPECT_EQ(seq, want);
     EXPECT_TRUE(body_ok(seq, body));
   }
+}
+
+// A ring whose header another process damaged or forged (issue 33): a capacity of 0 (the
+// follower divided by it), one larger than the segment, a segment larger than any ring. The
+// follower says why and stops; it never faults.
+TEST(CaptureRing, AHostileRingHeaderIsAnExactErrorNotAFault) {
+  Alarm alarm(30);
+  const std::string name = unique_name("hostile");
+  const uint64_t data = 4096;
+  auto forge = [&](uint64_t capacity) {
+    return std::make_unique<os::SharedSegment>(
+        name, kRingLayout, sizeof(RingHeader) + data, [&](std::byte* p) {
+          auto* h = reinterpret_cast<RingHeader*>(p);
+          std::memcpy(h->magic, kMagic, 8);
+          h->version = kVersion;
+          h->state = RingHeader::kOpen;
+          h->capacity = capacity;
+          h->head = 1 << 20;  // far past anything written
+        });
+  };
+  for (const uint64_t capacity : {uint64_t(0), data + 1, uint64_t(1) << 62}) {
+    auto writer = forge(capacity);
+    ASSERT_TRUE(writer->hold_role(kWriterRole));
+    EXPECT_EQ(error_of([&] { RingSource f(name, 2000ms); }),
+              "dump: shm:" + name + ": its header gives a capacity of " +
+                  std::to_string(capacity) + " bytes where the segment holds 4096: not a ring "
+                  "hcq made")
+        << capacity;
+  }
+  EXPECT_FALSE(exists(name));
+  // A segment header giving more than a ring holds (written by hand: making one would
+  // reserve that much of /dev/shm) is refused before anything is mapped.
+  os::SegmentHeader sh;
+  sh.magic = os::SegmentHeader::kMagic;
+  sh.layout_version = kRingLayout;
+  sh.header_bytes = sizeof sh;
+  sh.payload_bytes = sizeof(RingHeader) + (kMaxRingMiB << 20) + 1;
+  const std::string path = "/dev/shm/" + name;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, &sh, sizeof sh), ssize_t(sizeof sh));
+  ::close(fd);
+  EXPECT_EQ(error_of([&] { RingSource f(name, 2000ms); }),
+            "dump: shm:" + name + ": its segment header gives " +
+                std::to_string(sh.payload_bytes) +
+                " bytes, more than a ring holds (4096 MiB): not a ring hcq made");
+  ::unlink(path.c_str());
 }
 
 TEST(CaptureRing, AnOlderLayoutInUseIsRefusedAndAStaleRingIsReclaimed) {
