@@ -1,4 +1,5 @@
 #include "rdma/connection_base.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::rdma {
 
@@ -6,7 +7,7 @@ using Clock = std::chrono::steady_clock;
 
 void ConnectionBase::wait(const Signal& signal, uint64_t value,
                           std::chrono::milliseconds timeout) {
-  auto until = Clock::now() + timeout;
+  auto until = deadline_after(timeout);
   std::unique_lock l(mu_);
   while (signal.value() < value) {
     if (!error_.empty()) throw_error();
@@ -22,7 +23,7 @@ void ConnectionBase::wait(const Signal& signal, uint64_t value,
 
 uint32_t ConnectionBase::wait_immediate(std::chrono::milliseconds timeout) {
   std::unique_lock l(mu_);
-  if (!cv_.wait_for(l, timeout, [&] { return !immediates_.empty() || !error_.empty(); }))
+  if (!cv_.wait_for(l, bounded_wait(timeout), [&] { return !immediates_.empty() || !error_.empty(); }))
     throw TimeoutError("rdma: connection '" + name_ + "': no immediate in " +
                        std::to_string(timeout.count()) + " ms");
   if (immediates_.empty()) throw_error();

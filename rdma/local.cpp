@@ -29,6 +29,7 @@
 
 #include "os/shm.hpp"
 #include "rdma/connection_base.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::rdma {
 
@@ -161,7 +162,7 @@ class LocalConnection : public ConnectionBase {
     mine_ = &lay_->side[me_];
     peer_ = &lay_->side[1 - me_];
     // Wait for the peer to claim its side.
-    auto until = Clock::now() + timeout;
+    auto until = deadline_after(timeout);
     while (peer_->pid.load(std::memory_order_acquire) == 0) {
       if (Clock::now() >= until)
         throw ConnectionError("rdma: no peer on connection '" + name_ + "' in " +
@@ -213,7 +214,7 @@ class LocalConnection : public ConnectionBase {
   }
 
   RemoteRegion peer_region(uint32_t index, std::chrono::milliseconds timeout) override {
-    auto until = Clock::now() + timeout;
+    auto until = deadline_after(timeout);
     while (peer_->advertised.load(std::memory_order_acquire) <= index) {
       {
         std::lock_guard l(mu_);
@@ -294,7 +295,7 @@ private:
             uint64_t remote_offset, uint64_t size, uint32_t imm, Signal& done, uint64_t value,
             std::chrono::milliseconds timeout) {
     check_local(local, local_offset, size);
-    auto until = Clock::now() + timeout;
+    auto until = deadline_after(timeout);
     std::lock_guard pl(post_mu_);
     uint64_t seq;
     {

@@ -27,6 +27,7 @@
 #include "core/ipc.hpp"
 #include "rdma/connection_base.hpp"
 #include "rdma/verbs.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::rdma {
 
@@ -210,7 +211,7 @@ int tcp_listen_accept(const std::string& address, std::chrono::milliseconds time
 
 int tcp_connect(const std::string& address, std::chrono::milliseconds timeout) {
   auto [host, port] = split_address(address);
-  auto until = Clock::now() + timeout;
+  auto until = deadline_after(timeout);
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   if (int e = ::getaddrinfo(host.empty() ? "localhost" : host.c_str(), port.c_str(), &hints, &res))
@@ -326,7 +327,7 @@ class VerbsConnection : public ConnectionBase {
 
   RemoteRegion peer_region(uint32_t index, std::chrono::milliseconds timeout) override {
     std::unique_lock l(mu_);
-    if (!cv_.wait_for(l, timeout, [&] { return peer_regions_.size() > index || !error_.empty(); }))
+    if (!cv_.wait_for(l, bounded_wait(timeout), [&] { return peer_regions_.size() > index || !error_.empty(); }))
       throw TimeoutError("rdma: connection '" + name_ + "': the peer advertised no region " +
                          std::to_string(index) + " in " + std::to_string(timeout.count()) +
                          " ms");
@@ -343,7 +344,7 @@ private:
   };
 
   void setup(std::chrono::milliseconds timeout) {
-    auto until = Clock::now() + timeout;
+    auto until = deadline_after(timeout);
     channel_ = ibv_create_comp_channel(s_->ctx);
     if (!channel_) throw OsError("rdma: ibv_create_comp_channel", errno);
     // Non-blocking: the progress thread polls its fd with a timeout.
@@ -443,7 +444,7 @@ private:
             const RemoteRegion& remote, uint64_t remote_offset, uint64_t size, uint32_t imm,
             Signal& done, uint64_t value, std::chrono::milliseconds timeout) {
     check_local(local, local_offset, size);
-    auto until = Clock::now() + timeout;
+    auto until = deadline_after(timeout);
     // post_mu_ keeps work requests in sequence order on the queue pair (completions are
     // matched by order); mu_ is not held across ibv_post_send, which on rxe runs the
     // requester in this thread and may take a while, so the progress thread can still fail

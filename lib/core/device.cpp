@@ -13,6 +13,7 @@
 #include "core/queue.hpp"
 #include "core/registry.hpp"
 #include "os/address_window.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq {
 namespace {
@@ -183,7 +184,7 @@ void Signal::wait_for(uint64_t v, std::chrono::milliseconds timeout) const {
     if (value() >= v) return;
     __builtin_ia32_pause();
   }
-  auto deadline = start + timeout;
+  auto deadline = start + bounded_wait(timeout);  // milliseconds::max(): no limit
   for (;;) {
     uint64_t gen = dev->irq_generation();
     const uint64_t seen = value();
@@ -554,7 +555,7 @@ void Device::wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generatio
   std::unique_lock lk(irq_mu_);
   if (irq_generation_ != seen_generation) return;
   if (irq_sleeper_) {
-    irq_cv_.wait_for(lk, t, [&] { return irq_generation_ != seen_generation; });
+    irq_cv_.wait_for(lk, bounded_wait(t), [&] { return irq_generation_ != seen_generation; });
     return;
   }
   irq_sleeper_ = true;

@@ -12,6 +12,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/replay_host.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::replay {
 namespace {
@@ -294,7 +295,7 @@ class Target {
   // Waits until `done` holds; a hang (or a fault) when it does not within `timeout`.
   template <class Done>
   std::optional<Hang> wait(Done done, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = deadline_after(timeout);
     try {
       while (!done()) {
         if (std::chrono::steady_clock::now() >= deadline) return hang("");

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::replay::detail {
 
@@ -131,7 +132,7 @@ void HostSteps::take(const capture::HostStepsRecord& run) {
         mirrors.push_back({&s});
         break;
       case HostStepKind::Wait: {
-        const auto deadline = clock::now() + timeout_;
+        const auto deadline = deadline_after(timeout_);
         {
           std::lock_guard lk(mu_);
           waiting_ = Waiting{i, run.sequence, s};

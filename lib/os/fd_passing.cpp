@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/deadline.hpp"
 
 namespace hcq::os {
 
@@ -78,7 +79,7 @@ void send_fds(int sock, std::span<const std::byte> bytes, std::span<const int> f
     c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
     std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   }
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   for (;;) {
     ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == ssize_t(bytes.size())) return;
@@ -109,7 +110,7 @@ FdMessage receive_fds(int sock, size_t max_bytes, std::chrono::milliseconds time
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   ssize_t n;
   for (;;) {
     n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/port_driver.hpp"
+#include "core/deadline.hpp"
 #include "core/hcq.hpp"
 
 namespace hcq {
@@ -59,6 +60,24 @@ TEST(Signal, ATimeoutSaysTheValueSeenAtItsDeadlineNotOneReadAfterTheReport) {
         << msg;
   }
   EXPECT_EQ(s.value(), 4u);
+}
+
+// The largest timeout means no limit (issue 33): milliseconds::max() once overflowed the
+// deadline and timed out at once ("timed out after 9223372036854775807 ms").
+TEST(Signal, TheLargestTimeoutMeansNoLimit) {
+  auto dev = Device::open("emu:gfx1100");
+  Signal s = dev->new_signal(0);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    s.set(1);
+  });
+  EXPECT_NO_THROW(s.wait(1, std::chrono::milliseconds::max()));
+  t.join();
+  EXPECT_EQ(s.value(), 1u);
+  EXPECT_EQ(bounded_wait(std::chrono::milliseconds::max()), kLongestWait);
+  EXPECT_EQ(bounded_wait(std::chrono::nanoseconds::max()), kLongestWait);
+  EXPECT_EQ(bounded_wait(std::chrono::milliseconds(-5)), std::chrono::nanoseconds(0));
+  EXPECT_EQ(bounded_wait(std::chrono::milliseconds(7)), std::chrono::milliseconds(7));
 }
 
 TEST(Signal, ValuesAreFull64Bit) {
