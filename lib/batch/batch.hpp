@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/device.hpp"
+#include "core/error.hpp"
 #include "core/program.hpp"
 #include "core/queue.hpp"
 
@@ -37,7 +38,10 @@ struct Mem {
   int32_t input = -1;
   uint64_t size = 0;
   Device* device = nullptr;
-  static Mem of(const Buffer& b) { return {&b, -1, b.size(), b.device()}; }
+  static Mem of(const Buffer& b) {
+    if (!b) throw InvalidInput("batch: Mem::of an empty Buffer (freed or moved from)");
+    return {&b, -1, b.size(), b.device()};
+  }
 };
 
 template <class T>
@@ -100,6 +104,9 @@ class Arg {
 class Bindings {
  public:
   Bindings& input(Mem slot, const Buffer& b) {
+    if (!b)
+      throw InvalidInput("batch: input " + std::to_string(slot.input) +
+                         " bound to an empty Buffer (freed or moved from)");
     inputs_.push_back({uint32_t(slot.input), &b});
     return *this;
   }

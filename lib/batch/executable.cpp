@@ -77,6 +77,9 @@ uint64_t Executable::run(const Bindings& b, std::chrono::milliseconds fence_time
   size_t patches = 0;
   auto bind = [&](uint32_t slot, const Buffer* buf) {
     auto& in = x.inputs[slot];
+    if (!*buf)  // freed (or moved from) after it was bound: its old address is not its own
+      throw InvalidInput("batch: input " + std::to_string(slot) +
+                         " is an empty Buffer (freed or moved from)");
     if (buf->device() != in.device)
       throw InvalidInput("batch: input " + std::to_string(slot) + " is bound to a buffer of " +
                          (buf->device() ? buf->device()->name() : "a closed device") +

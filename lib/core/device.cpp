@@ -42,6 +42,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     a_ = o.a_;
     size_ = o.size_;
     o.link_.reset();
+    o.a_ = Allocation{};  // a moved-from handle has no address left to hand out
+    o.size_ = 0;
   }
   return *this;
 }
@@ -53,6 +55,9 @@ void Buffer::reset() {
     if (Device* d = link_->get()) d->release(a_);
   }
   link_.reset();
+  // The next allocation may get this address: a freed handle must not pass it on.
+  a_ = Allocation{};
+  size_ = 0;
 }
 
 namespace {

@@ -45,7 +45,10 @@ class DeviceLink {
 
 // Device memory. Move-only; returns its memory to the device's cache when destroyed.
 // A Buffer may outlive its Device: it is then detached (device() is null, releasing it does
-// nothing) and its host() pointer must no longer be used.
+// nothing) and its host() pointer must no longer be used. An empty one (default-made, reset or
+// moved from) has no address: va() 0, host() null, size() 0, and every API taking a Buffer
+// refuses it. Thread safety: one thread at a time per Buffer (its memory is the caller's to
+// guard); different Buffers of one Device may be used and freed from any threads.
 class Buffer {
  public:
   Buffer() = default;

@@ -14,13 +14,20 @@
 
 #include "core/device.hpp"
 #include "core/driver.hpp"
+#include "core/error.hpp"
 
 namespace hcq {
 
 // Kernel arguments in declaration order: buffers (their address) and plain values.
 class KernelArgs {
  public:
-  KernelArgs& buffer(const Buffer& b, uint64_t offset = 0) { return address(b.va() + offset); }
+  // InvalidInput for an empty Buffer (freed or moved from): its old address may be another
+  // buffer's by now.
+  KernelArgs& buffer(const Buffer& b, uint64_t offset = 0) {
+    if (!b) throw InvalidInput("kernel argument " + std::to_string(args_.size()) +
+                               ": an empty Buffer (freed or moved from) has no address");
+    return address(b.va() + offset);
+  }
   KernelArgs& address(uint64_t va) { return push(&va, 8, true); }
   template <class T>
   KernelArgs& value(const T& v) {

@@ -205,6 +205,7 @@ void read_range(const std::string& path, uint64_t offset, void* to, uint64_t siz
 LoadResult load_file(Device& dev, const Buffer& dst, uint64_t dst_offset, const std::string& path,
                      uint64_t file_offset, uint64_t size, const LoadOptions& options) {
   const std::string who = dev.name() + ": load_file " + path + ": ";
+  if (!dst) throw InvalidInput(who + "an empty Buffer (freed or moved from)");
   if (dst_offset > dst.size() || size > dst.size() - dst_offset)
     throw InvalidInput(who + "[" + std::to_string(dst_offset) + ", " +
                        std::to_string(dst_offset + size) + ") is past the end of the " +

@@ -26,6 +26,7 @@
 
 #include "core/capture.hpp"
 #include "core/error.hpp"
+#include "common/error_of.hpp"
 #include "common/file_size_limit.hpp"
 #include "common/hardware_devices.hpp"
 #include "common/interleave.hpp"
@@ -35,6 +36,7 @@ namespace hcq::batch {
 namespace {
 
 using testing_support::device_name;
+using testing_support::error_of;
 
 class Batch : public ::testing::TestWithParam<std::string> {
  protected:
@@ -878,6 +880,46 @@ void expect_run_error(Executable& exe, const Bindings& b, const std::string& msg
 // A pull: wait on the GPU for the peer's "ready", read its buffer into Y on the host queue,
 // add 1 on the GPU, copy out, and signal "consumed"; replayed with other buffers and
 // addresses, every element checked, and the recording errors exact.
+// A freed or moved-from Buffer hands out no address (issue 33): the next allocation may get
+// its old one, and a launch through the stale handle would write into that live buffer.
+TEST(FreedBuffer, HasNoAddressAndEveryApiTakingItRefusesIt) {
+  auto dev = Device::open("emu:gfx1100");
+  Buffer a = dev->allocate(4096);
+  const uint64_t old_va = a.va();
+  a.reset();
+  EXPECT_FALSE(a);
+  EXPECT_EQ(a.va(), 0u);
+  EXPECT_EQ(a.host(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  Buffer next = dev->allocate(4096);
+  EXPECT_EQ(next.va(), old_va);  // the cache hands the range out again: why `a` must not
+  Buffer moved = std::move(next);
+  EXPECT_FALSE(next);  // NOLINT(bugprone-use-after-move): what a moved-from handle says
+  EXPECT_EQ(next.va(), 0u);
+  EXPECT_EQ(next.host(), nullptr);
+  EXPECT_EQ(next.size(), 0u);
+  EXPECT_EQ(moved.va(), old_va);
+  for (const Buffer* empty : {&a, &next}) {
+    EXPECT_EQ(error_of([&] { KernelArgs().value(1u).buffer(*empty); }),
+              "kernel argument 1: an empty Buffer (freed or moved from) has no address");
+    EXPECT_EQ(error_of([&] { Mem::of(*empty); }),
+              "batch: Mem::of an empty Buffer (freed or moved from)");
+    EXPECT_EQ(error_of([&] { dev->copy_in(*empty, 0, "x", 1); }), "emu:gfx1100: copy_in: empty buffer");
+  }
+  Schedule s(*dev);
+  Mem in = s.input(4096);
+  s.copy(Mem::of(moved), 0, in, 0, 4096);
+  EXPECT_EQ(error_of([&] { Bindings().input(in, a); }),
+            "batch: input 0 bound to an empty Buffer (freed or moved from)");
+  Executable exe = s.compile();
+  Buffer src = dev->allocate(4096);
+  Bindings b;
+  b.input(in, src);
+  src.reset();  // freed after it was bound: the run refuses it
+  EXPECT_EQ(error_of([&] { exe.run(b); }),
+            "batch: input 0 is an empty Buffer (freed or moved from)");
+}
+
 TEST(BatchRemote, ReadAfterGpuWaitThenSignalReplaysWithReboundBuffers) {
   kernels::register_cpu_implementations();
   auto dev = Device::open("emu:gfx1100");
