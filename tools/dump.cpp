@@ -442,7 +442,9 @@ int extract_buffer(const Options& o) {
   const BufferChoice c = choose_buffer(ix, name, *o.buffer, o.device, o.at);
   const RecordedBuffer& b = ix.buffers[c.buffer];
   const RecordedBuffer::Recording& rec = b.recordings[c.recording];
-  os::OutputFile f = os::OutputFile::create(o.output);
+  // Memory contents: private. Checked before anything is read twice: the output may not be
+  // the capture itself (it would be truncated to nothing first).
+  os::OutputFile f = os::OutputFile::create(o.output, {.mode = 0600, .inputs = {name}});
   capture::Reader r(name);
   for_each_piece(r, name, b, rec, [&](std::span<const uint8_t> bytes) {
     f.write(bytes.data(), bytes.size());

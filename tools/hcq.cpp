@@ -267,7 +267,7 @@ int cmd_trace(const std::string& name, const std::string& path) {
     std::fwrite(json.str().data(), 1, json.str().size(), stdout);
   } else {
     // OutputFile: no symlink followed, no one else's file truncated, a full disk an error.
-    auto f = os::OutputFile::create(path);
+    auto f = os::OutputFile::create(path, {.mode = 0600});
     f.write(json.str());
     f.close();
   }

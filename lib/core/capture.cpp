@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/capture_ring.hpp"
@@ -79,6 +80,14 @@ struct Writer {
   // Why the capture cannot go on (an open or a write that failed): every later submission
   // throws it, and nothing more is written after the hole.
   std::exception_ptr failed;
+  // Files this process reads (protect_input): the path and the file it named then (device,
+  // inode). A file made at that path later is another file, not an input.
+  struct Input {
+    std::string path;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<Input> inputs;
   Options options;
   std::map<uint64_t, uint32_t> devices;  // Device::serial() -> id in the capture, while open
   uint32_t next_device = 0;              // ids are never reused within a file
@@ -153,10 +162,17 @@ std::atomic<int> state{-1};  // -1: environment not read yet, 0: off, 1: on
 void open_locked(Writer& w, const std::string& path, const Options& options) {
   if (path.empty() && options.ring.empty())
     throw InvalidInput("capture: no file and no ring to write");
-  // No symlink followed and no other user's file truncated (os::OutputFile's rule).
+  // No symlink followed and no other user's file truncated (os::OutputFile's rule); private,
+  // as it holds memory contents; never one of the files this process reads.
   os::OutputFile f;
   if (!path.empty()) {
-    f = os::OutputFile::create(path);
+    std::vector<std::string> reading;
+    for (const Writer::Input& in : w.inputs) {
+      struct stat st {};
+      if (::stat(in.path.c_str(), &st) == 0 && st.st_dev == in.dev && st.st_ino == in.ino)
+        reading.push_back(in.path);
+    }
+    f = os::OutputFile::create(path, {.mode = 0600, .inputs = reading});
     uint32_t v[2] = {kVersion, 0};
     f.write(kMagic, sizeof kMagic);
     f.write(v, sizeof v);
@@ -352,6 +368,26 @@ void start(const std::string& path, const Options& options) {
   close_locked(w);
   open_locked(w, path, options);
   state = 1;
+}
+
+void protect_input(const std::string& path) {
+  Writer& w = writer();
+  {
+    std::lock_guard lk(w.mu);
+    struct stat in {}, out {};
+    if (::stat(path.c_str(), &in) != 0) return;  // the reader says why it cannot open it
+    if (w.file.is_open() && ::stat(w.file.path().c_str(), &out) == 0 &&
+        in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+      throw InvalidInput("capture: " + path + " is the file this process's capture writes (" +
+                         w.file.path() + "); it cannot be read at the same time");
+    w.inputs.push_back({path, in.st_dev, in.st_ino});
+  }
+  // HCQ_CAPTURE is read now that the input is known: one naming it (or failing otherwise) is
+  // this caller's error at once, not a capture that fails where nothing submits through it.
+  if (enabled()) {
+    std::lock_guard lk(w.mu);
+    if (w.failed) std::rethrow_exception(w.failed);
+  }
 }
 
 void stop() {

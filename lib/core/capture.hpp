@@ -154,6 +154,11 @@ struct SubmissionRecord {
 void start(const std::string& path, const Options& options = {});
 // Close; later submissions are not captured. Throws OsError when the close fails.
 void stop();
+// `path` is read by this process (hcq replay's capture): a capture opened later refuses it as
+// its file (os::OutputFile::Rules::inputs), and one writing it already is InvalidInput
+// "capture: PATH is the file this process's capture writes (PATH); it cannot be read at the
+// same time".
+void protect_input(const std::string& path);
 // True while capturing (HCQ_CAPTURE in the environment starts a capture at the first check).
 // A capture HCQ_CAPTURE asks for that cannot be opened counts as on: every submission throws
 // why.

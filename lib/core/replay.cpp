@@ -603,6 +603,7 @@ class Replayer {
 }  // namespace
 
 Result run(const std::string& path, const Options& options) {
+  capture::protect_input(path);  // HCQ_CAPTURE naming it would truncate what is replayed
   return Replayer(path, options).run();
 }
 

@@ -10,10 +10,11 @@
 
 namespace hcq::os {
 
-OutputFile OutputFile::create(const std::string& path) {
+OutputFile OutputFile::create(const std::string& path, const Rules& rules) {
   if (path.empty()) throw InvalidInput("cannot write a file with an empty name");
   // No O_TRUNC here: whether to truncate is decided after looking at what was opened.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                  rules.mode & 0777);
   if (fd < 0) {
     int err = errno;
     if (err == ELOOP)
@@ -25,6 +26,12 @@ OutputFile OutputFile::create(const std::string& path) {
   f.path_ = path;
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw OsError("cannot stat " + path, errno);
+  for (const std::string& input : rules.inputs) {
+    struct stat in {};
+    if (::stat(input.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+      throw InvalidInput(path + ": is the input " + input +
+                         " (the command reads it; choose another output)");
+  }
   if (S_ISREG(st.st_mode)) {
     if (st.st_uid != ::geteuid())
       throw OsError(path + ": refusing to overwrite a file owned by uid " +
@@ -35,6 +42,9 @@ OutputFile OutputFile::create(const std::string& path) {
                         " hard links (remove it first or choose another name)",
                     EPERM);
     if (::ftruncate(fd, 0) != 0) throw OsError("cannot truncate " + path, errno);
+    // What it held before is gone: its mode narrows to what the new contents want.
+    if ((st.st_mode & 0777 & ~rules.mode) != 0 && ::fchmod(fd, st.st_mode & rules.mode & 0777) != 0)
+      throw OsError("cannot chmod " + path, errno);
   } else if (S_ISDIR(st.st_mode)) {
     throw OsError(path + " is a directory", EISDIR);
   }

@@ -11,18 +11,31 @@
 // serialises (the capture writer holds its lock around every write).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hcq::os {
 
 class OutputFile {
  public:
+  struct Rules {
+    // The mode of a file made here (less the umask); an existing file this truncates loses
+    // the bits `mode` lacks. Captures and traces hold memory contents: 0600.
+    mode_t mode = 0644;
+    // Files the command reads: an output that is one of them (same device and inode, by any
+    // name or link) is refused before anything is truncated.
+    std::vector<std::string> inputs = {};
+  };
   OutputFile() = default;
-  // Throws OsError naming the path (and, for a refused file, why) when it cannot be opened.
-  static OutputFile create(const std::string& path);
+  // Throws OsError naming the path (and, for a refused file, why) when it cannot be opened;
+  // InvalidInput "PATH: is the input PATH2 (the command reads it; choose another output)".
+  static OutputFile create(const std::string& path) { return create(path, Rules{}); }
+  static OutputFile create(const std::string& path, const Rules& rules);
   OutputFile(OutputFile&& o) noexcept { *this = std::move(o); }
   OutputFile& operator=(OutputFile&& o) noexcept;
   OutputFile(const OutputFile&) = delete;

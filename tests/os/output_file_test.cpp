@@ -56,6 +56,49 @@ TEST(OutputFile, RefusesASymlinkAndLeavesItsTargetAlone) {
   EXPECT_EQ(slurp(target), "keep me");
 }
 
+// Captures, traces and buffer dumps hold memory contents (issue 33): made 0600 whatever the
+// umask allows, and an existing file they overwrite loses the bits the rules lack.
+TEST(OutputFile, MakesAndNarrowsTheModeTheRulesGive) {
+  TempDir d;
+  const mode_t mask = ::umask(0);
+  auto p = d.path / "capture.hcqcap";
+  OutputFile::create(p.string(), {.mode = 0600}).close();
+  EXPECT_EQ(fs::status(p).permissions(), fs::perms(0600));
+  auto old = d.path / "old.hcqcap";
+  std::ofstream(old) << "old";
+  fs::permissions(old, fs::perms(0644));
+  OutputFile::create(old.string(), {.mode = 0600}).close();
+  EXPECT_EQ(fs::status(old).permissions(), fs::perms(0600));
+  auto plain = d.path / "plain.txt";
+  OutputFile::create(plain.string()).close();
+  EXPECT_EQ(fs::status(plain).permissions(), fs::perms(0644));
+  ::umask(mask);
+}
+
+// An output that is one of the command's inputs, by its name or another link, is refused
+// before it is truncated (issue 33: hcq dump --buffer A --output CAP CAP emptied CAP).
+TEST(OutputFile, RefusesAnInputOfTheCommandAndLeavesItWhole) {
+  TempDir d;
+  auto in = d.path / "in.hcqcap";
+  std::ofstream(in) << "recorded";
+  fs::create_hard_link(in, d.path / "alias");
+  for (const fs::path& out : {in, d.path / "alias"}) {
+    try {
+      OutputFile::create(out.string(), {.inputs = {"/nonexistent/other", in.string()}});
+      FAIL() << out << " was opened";
+    } catch (const hcq::InvalidInput& e) {
+      EXPECT_EQ(std::string(e.what()), out.string() + ": is the input " + in.string() +
+                                           " (the command reads it; choose another output)");
+    }
+  }
+  EXPECT_EQ(slurp(in), "recorded");
+  auto other = d.path / "other.bin";
+  auto f = OutputFile::create(other.string(), {.inputs = {in.string()}});
+  f.write("x");
+  f.close();
+  EXPECT_EQ(slurp(other), "x");
+}
+
 TEST(OutputFile, RefusesAFileWithSeveralLinks) {
   TempDir d;
   auto target = d.path / "precious";

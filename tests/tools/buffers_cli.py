@@ -127,6 +127,8 @@ atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # a 64 MiB capture amon
 cap = os.path.join(tmp, "run.hcqcap")
 rc, out, err = run(["run", "emu:gfx1100", "--size", "4096"], env={"HCQ_CAPTURE": cap + ",full,zlib"})
 expect("full capture of hcq run", rc, 0)
+# A full capture holds memory contents: private (issue 33).
+expect("the capture's mode", oct(os.stat(cap).st_mode & 0o777), oct(0o600))
 devices, subs, memory = read_capture(cap)
 text, objects, bufs = listing(devices, subs, memory)
 
@@ -172,6 +174,19 @@ else:
             "recorded_before": subs[recs[-1][0]] if recs[-1][0] < len(subs) else None})
     with open(path, "rb") as f:
         expect("--buffer (last): the last recording's bytes", f.read() == recs[-1][1], True)
+    expect("--buffer output's mode", oct(os.stat(path).st_mode & 0o777), oct(0o600))
+    # The output may not be the capture it reads, by any name: it would be truncated first
+    # (issue 33). The capture is left whole.
+    size_before = os.path.getsize(cap)
+    link = os.path.join(tmp, "same.hcqcap")
+    os.link(cap, link)
+    for out_path in (cap, link):
+        expect(f"--buffer --output {out_path} (the input)",
+               run(["dump", "--buffer", str(start), "--output", out_path, cap]),
+               (1, "", f"hcq: {out_path}: is the input {cap} (the command reads it; "
+                       "choose another output)\n"))
+    os.remove(link)
+    expect("the capture after --output named it", os.path.getsize(cap), size_before)
 
 # 3. Exact errors; those that read the capture, on a small one made by hand.
 small = os.path.join(tmp, "small.hcqcap")

@@ -74,6 +74,23 @@ for target in targets:
                    (2, "hcq: replay: --bisect replays its own prefixes; it takes no --until"))
         os.remove(cap)
 
+# HCQ_CAPTURE naming the capture being replayed (issue 33): refused with an exact error before
+# a byte of it is written; the capture is left whole. Captures and traces are private (0600).
+cap = os.path.join(tmp, "self.hcqcap")
+trace_json = os.path.join(tmp, "self.json")
+expect("a capture to replay", run(["run", "emu:gfx1100", "--size", "2048"], capture=cap + ",full").returncode, 0)
+expect("a trace", run(["trace", "emu:gfx1100", trace_json]).returncode, 0)
+expect("the capture's mode", oct(os.stat(cap).st_mode & 0o777), oct(0o600))
+expect("the trace's mode", oct(os.stat(trace_json).st_mode & 0o777), oct(0o600))
+with open(cap, "rb") as f:
+    before = f.read()
+got = run(["replay", cap], capture=cap + ",full")
+expect("HCQ_CAPTURE=CAP hcq replay CAP", (got.returncode, got.stderr.splitlines()[-1:]),
+       (1, [f"hcq: {cap}: is the input {cap} (the command reads it; choose another output)"]))
+with open(cap, "rb") as f:
+    expect("the replayed capture after HCQ_CAPTURE named it", f.read() == before, True)
+os.remove(cap)
+
 missing = run(["replay", os.path.join(tmp, "none.hcqcap")])
 expect("a missing capture", (missing.returncode, missing.stderr.startswith("hcq: ")), (1, True))
 
