@@ -14,7 +14,9 @@ import sys
 PASSED = {"OK", "SKIP", "EXPECTEDFAIL"}
 # A GoogleTest case's output runs from its "[ RUN      ]" line to its "[  FAILED  ]" line.
 RUN = re.compile(r"^\[ RUN      \] (\S+)")
-FAILED = re.compile(r"^\[  FAILED  \] (\S+)(?: \(\d+ ms\))?$")
+# "[  FAILED  ] Suite.Case (12 ms)", or for a parameterized case "[  FAILED  ] Targets/S.C/p,
+# where GetParam() = "p" (12 ms)".
+FAILED = re.compile(r"^\[  FAILED  \] ([^\s,]+)(?:, where .*)?(?: \(\d+ ms\))?$")
 # A sanitizer's report starts here and ends the process: no "[  FAILED  ]" line follows it.
 SANITIZER = re.compile(r"^==\d+==ERROR: |runtime error: |^SUMMARY: \w+Sanitizer")
 
