@@ -67,7 +67,7 @@ BufferIndex index_buffers(capture::Reader& r, const std::string& name, uint64_t 
                          " names device " + std::to_string(m.device) +
                          ", which no record declared");
     const uint64_t n = m.bytes.size();
-    if (n > UINT64_MAX - m.address)
+    if (!capture::in_address_space(m.address, n))
       throw InvalidInput("dump: " + name + ": memory record " + std::to_string(ordinal) + " at " +
                          hex(m.address) + " holds " + std::to_string(n) +
                          " bytes, past the end of the 64-bit address space");

@@ -58,6 +58,13 @@ struct HostStep {
   bool operator==(const HostStep&) const = default;
 };
 
+// Whether [address, address + size) lies in the 64-bit address space (does not wrap). Every
+// reader of a capture checks a recorded range with it before using it: hcq dump --buffers,
+// the replay's memory records, timeline and host steps.
+inline bool in_address_space(uint64_t address, uint64_t size) {
+  return size <= UINT64_MAX - address;
+}
+
 struct HostStepsRecord {
   uint64_t sequence = 0;  // the last submission recorded before it: the run's
   std::vector<HostStep> steps;

@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "core/capture.hpp"
+#include "core/deadline.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/replay_host.hpp"
-#include "core/deadline.hpp"
 
 namespace hcq::replay {
 namespace {
@@ -45,12 +45,20 @@ Scan scan(const std::string& path) {
                          "; replay needs version 3 (a full capture by this hcq: "
                          "HCQ_CAPTURE=path,full)");
     if (rec->type == capture::RecordType::Device) {
+      if (!capture::in_address_space(rec->device.timeline_va, 8))
+        throw InvalidInput("replay: " + path + ": device " + std::to_string(rec->device.id) +
+                           "'s timeline at " + hex(rec->device.timeline_va) +
+                           " runs past the end of the 64-bit address space");
       s.devices[rec->device.id] = rec->device;
     } else if (rec->type == capture::RecordType::Memory) {
       const auto& m = rec->memory;
       if (!s.devices.count(m.device))
         throw InvalidInput("replay: " + path + ": a memory record names device " +
                            std::to_string(m.device) + ", which no record declared");
+      if (!capture::in_address_space(m.address, m.bytes.size()))
+        throw InvalidInput("replay: " + path + ": a memory record at " + hex(m.address) +
+                           " holds " + std::to_string(m.bytes.size()) +
+                           " bytes, past the end of the 64-bit address space");
       s.any_memory = true;
       auto& range = s.ranges[m.device][m.address];
       range.end = std::max(range.end, m.address + m.bytes.size());
@@ -218,7 +226,7 @@ class Target {
     auto it = spans_.upper_bound(va);
     if (it == spans_.begin()) return nullptr;
     --it;
-    if (va + n > it->second.first) return nullptr;
+    if (va > it->second.first || n > it->second.first - va) return nullptr;  // no wrap
     return &*it;
   }
 
@@ -227,6 +235,7 @@ class Target {
     if (s && s->second.second) {
       std::memcpy(out, s->second.second + (va - s->first), n);
     } else {
+      if (!s && !has_port()) outside(va, n);
       dev_->read_memory(va, {static_cast<std::byte*>(out), n});
     }
   }
@@ -234,11 +243,21 @@ class Target {
     const auto* s = span_of(va, n);
     std::byte* h = s && s->second.second ? s->second.second + (va - s->first)
                                          : static_cast<std::byte*>(host);
+    if (!s && !h && !has_port()) outside(va, n);
     if (h) {
       std::memcpy(h, data, n);
     } else {
       dev_->driver().write_memory(va, {static_cast<const std::byte*>(data), n});
     }
+  }
+
+  // A range in no restored buffer, on a device the CPU maps: there is no port to reach it
+  // through (the driver would say only that), so say which range it was.
+  bool has_port() const { return !dev_->properties().caps.cpu_maps_memory; }
+  [[noreturn]] void outside(uint64_t va, uint64_t n) const {
+    throw InvalidInput(dev_->name() + ": [" + hex(va) + ", " +
+                       (capture::in_address_space(va, n) ? hex(va + n) : std::string("2^64")) +
+                       ") is in no buffer the capture recorded");
   }
 
   // True when `va` is in a timestamp record a command of the replay writes.

@@ -1,9 +1,12 @@
 #include "core/replay_host.hpp"
 
+#include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
-#include "core/error.hpp"
 #include "core/deadline.hpp"
+#include "core/error.hpp"
 
 namespace hcq::replay::detail {
 
@@ -19,14 +22,47 @@ HostSteps::~HostSteps() {
   thread_.join();
 }
 
+namespace {
+constexpr uint64_t kCopyPiece = 16ull << 20;  // a host-step copy moves at most this at a time
+
+const char* step_name(capture::HostStepKind k) {
+  switch (k) {
+    case capture::HostStepKind::Mirror: return "mirror";
+    case capture::HostStepKind::Wait: return "wait";
+    case capture::HostStepKind::Copy: return "copy";
+    case capture::HostStepKind::Write64: return "write";
+    case capture::HostStepKind::File: return "file read";
+    case capture::HostStepKind::Remote: return "remote transfer";
+  }
+  return "step";
+}
+
+// "host step 2 (copy) of submission 14's batch run": how errors name a step.
+std::string step_label(const capture::HostStepsRecord& run, size_t i) {
+  return "host step " + std::to_string(i) + " (" + step_name(run.steps[i].kind) +
+         ") of submission " + std::to_string(run.sequence) + "'s batch run";
+}
+}  // namespace
+
 std::string HostSteps::refusal(const capture::HostStepsRecord& run) {
-  for (const auto& s : run.steps) {
+  for (size_t i = 0; i < run.steps.size(); i++) {
+    const auto& s = run.steps[i];
     const char* what = s.kind == capture::HostStepKind::File     ? "reads a file"
                        : s.kind == capture::HostStepKind::Remote ? "moves memory to a remote peer"
                                                                  : nullptr;
     if (what)
       return "replay: submission " + std::to_string(run.sequence) + "'s batch run " + what +
              " on the host, which a capture cannot replay";
+    // The ranges a step reaches: a copy's `value` bytes, else the 8-byte signal words.
+    const uint64_t n = s.kind == capture::HostStepKind::Copy ? s.value : 8;
+    const bool reads_src =
+        s.kind == capture::HostStepKind::Copy || s.kind == capture::HostStepKind::Mirror;
+    for (const auto& [at, which] : {std::pair{s.dst, "destination"}, std::pair{s.src, "source"}}) {
+      if (std::string(which) == "source" && !reads_src) continue;
+      if (!capture::in_address_space(at, n))
+        return "replay: " + step_label(run, i) + ": its " + which + " [" + hex(at) + ", +" +
+               std::to_string(n) + ") runs past the end of the 64-bit address space";
+    }
   }
   return "";
 }
@@ -127,42 +163,53 @@ void HostSteps::take(const capture::HostStepsRecord& run) {
   std::vector<uint8_t> bytes;
   for (size_t i = 0; i < run.steps.size(); i++) {
     const capture::HostStep& s = run.steps[i];
-    switch (s.kind) {
-      case HostStepKind::Mirror:
-        mirrors.push_back({&s});
-        break;
-      case HostStepKind::Wait: {
-        const auto deadline = deadline_after(timeout_);
-        {
+    // A range in no restored buffer names the step (the target names the range).
+    try {
+      switch (s.kind) {
+        case HostStepKind::Mirror:
+          mirrors.push_back({&s});
+          break;
+        case HostStepKind::Wait: {
+          const auto deadline = deadline_after(timeout_);
+          {
+            std::lock_guard lk(mu_);
+            waiting_ = Waiting{i, run.sequence, s};
+          }
+          for (uint64_t v; (v = load(s.device, s.dst)) < s.value;) {
+            if (stopping()) throw Error("replay: stopped");
+            if (clock::now() >= deadline)
+              throw TimeoutError("replay: host step " + std::to_string(i) + " of submission " +
+                                 std::to_string(run.sequence) + "'s batch run waited " +
+                                 std::to_string(timeout_.count()) + " ms for the signal at " +
+                                 hex(s.dst) + " to reach " + std::to_string(s.value) +
+                                 "; it holds " + std::to_string(v));
+            pump();
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+          }
           std::lock_guard lk(mu_);
-          waiting_ = Waiting{i, run.sequence, s};
+          waiting_.reset();
+          break;
         }
-        for (uint64_t v; (v = load(s.device, s.dst)) < s.value;) {
-          if (stopping()) throw Error("replay: stopped");
-          if (clock::now() >= deadline)
-            throw TimeoutError("replay: host step " + std::to_string(i) + " of submission " +
-                               std::to_string(run.sequence) + "'s batch run waited " +
-                               std::to_string(timeout_.count()) + " ms for the signal at " +
-                               hex(s.dst) + " to reach " + std::to_string(s.value) +
-                               "; it holds " + std::to_string(v));
-          pump();
-          std::this_thread::sleep_for(std::chrono::microseconds(20));
-        }
-        std::lock_guard lk(mu_);
-        waiting_.reset();
-        break;
+        case HostStepKind::Copy:
+          // In pieces: the size is the capture's word, and a hostile one must not be an
+          // allocation of its own (2^62 bytes ended in std::bad_alloc).
+          for (uint64_t done = 0; done < s.value;) {
+            const uint64_t piece = std::min<uint64_t>(s.value - done, kCopyPiece);
+            bytes.resize(piece);
+            memory_.read(s.src_device, s.src + done, bytes.data(), piece);
+            memory_.write(s.device, s.dst + done, bytes.data(), piece);
+            done += piece;
+          }
+          break;
+        case HostStepKind::Write64:
+          memory_.write(s.device, s.dst, &s.value, 8);
+          break;
+        case HostStepKind::File:
+        case HostStepKind::Remote:
+          throw InvalidInput(refusal(run));  // add() refused it already
       }
-      case HostStepKind::Copy:
-        bytes.resize(s.value);
-        memory_.read(s.src_device, s.src, bytes.data(), s.value);
-        memory_.write(s.device, s.dst, bytes.data(), s.value);
-        break;
-      case HostStepKind::Write64:
-        memory_.write(s.device, s.dst, &s.value, 8);
-        break;
-      case HostStepKind::File:
-      case HostStepKind::Remote:
-        throw InvalidInput(refusal(run));  // add() refused it already
+    } catch (const InvalidInput& e) {
+      throw InvalidInput("replay: " + step_label(run, i) + ": " + e.what());
     }
     pump();
   }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "batch/batch.hpp"
+#include "common/error_of.hpp"
 #include "common/replay_device.hpp"
 #include "core/capture.hpp"
 #include "core/error.hpp"
@@ -26,6 +27,7 @@ namespace {
 
 using capture::HostStep;
 using capture::HostStepKind;
+using testing_support::error_of;
 
 std::string temp_path(const char* name) {
   return ::testing::TempDir() + "/hcq_replay_host_" + name + "_" + std::to_string(::getpid());
@@ -277,6 +279,46 @@ TEST(ReplayHost, AFileOrRemoteStepIsRefusedExactly) {
                                            "'s batch run " + what +
                                            " on the host, which a capture cannot replay");
     }
+    ::unlink(path.c_str());
+  }
+}
+
+// Host steps whose ranges wrap past the top of the address space are refused before anything
+// runs, and a copy of 2^62 bytes or 1 TiB outside every buffer is an exact error naming the
+// step and the range (issue 33: std::bad_alloc, or SIGSEGV where the range wrapped).
+TEST(ReplayHost, StepsPastTheAddressSpaceOrOutsideEveryBufferAreExactErrors) {
+  kernels::register_cpu_implementations();
+  const uint64_t top = ~uint64_t(0) - 3;  // 4 bytes below 2^64
+  const struct {
+    HostStep step;
+    std::string error;
+  } refused[] = {
+      {{HostStepKind::Write64, 0, 0, top, 0, 1}, "(write) of submission S's batch run: its destination [0xfffffffffffffffc, +8)"},
+      {{HostStepKind::Wait, 0, 0, top, 0, 1}, "(wait) of submission S's batch run: its destination [0xfffffffffffffffc, +8)"},
+      {{HostStepKind::Mirror, 0, 0, 0x1000, top, 1}, "(mirror) of submission S's batch run: its source [0xfffffffffffffffc, +8)"},
+      {{HostStepKind::Copy, 0, 0, 0x1000, 1ull << 63, 1ull << 63}, "(copy) of submission S's batch run: its source [0x8000000000000000, +9223372036854775808)"},
+  };
+  for (const auto& r : refused) {
+    const std::string path = capture_with_steps("wrap", {r.step});
+    const auto runs = host_records(path);
+    ASSERT_EQ(runs.size(), 2u);
+    std::string want = "replay: host step 0 " + r.error + " runs past the end of the 64-bit address space";
+    want.replace(want.find("submission S"), 12, "submission " + std::to_string(runs[1].sequence));
+    EXPECT_EQ(error_of([&] { replay::run(path, {}); }), want);
+    ::unlink(path.c_str());
+  }
+  for (const uint64_t size : {uint64_t(1) << 62, uint64_t(1) << 40}) {
+    const std::string path = capture_with_steps("huge", {{HostStepKind::Copy, 0, 0, 0x1000, 0x2000, size}});
+    const auto runs = host_records(path);
+    ASSERT_EQ(runs.size(), 2u);
+    const replay::Result res = replay::run(path, {});
+    ASSERT_TRUE(res.hang) << size;
+    EXPECT_NE(res.hang->report.find("replay: host step 0 (copy) of submission " +
+                                    std::to_string(runs[1].sequence) +
+                                    "'s batch run: emu:a660_msm: [0x2000, 0x1002000) is in no "
+                                    "buffer the capture recorded"),
+              std::string::npos)
+        << res.hang->report;
     ::unlink(path.c_str());
   }
 }
