@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -336,6 +337,29 @@ std::vector<std::string> EmulatedKernel::list_dir(const std::string& path) {
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
+}
+
+int make_sealed_buffer_fd(const char* name, uint64_t size, bool cloexec) {
+  const int fd = ::memfd_create(name, MFD_ALLOW_SEALING | (cloexec ? MFD_CLOEXEC : 0));
+  if (fd < 0) return -errno;
+  if (::ftruncate(fd, off_t(size)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return -err;
+  }
+  return fd;
+}
+
+int64_t sealed_buffer_fd_size(int fd, uint64_t align) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) < 0) return -EBADF;
+  constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+  const int seals = ::fcntl(fd, F_GET_SEALS);  // EINVAL for a file that is no memfd
+  if (!S_ISREG(st.st_mode) || seals < 0 || (seals & kSeals) != kSeals || st.st_size <= 0 ||
+      uint64_t(st.st_size) % align)
+    return -EINVAL;
+  return st.st_size;
 }
 
 }  // namespace hcq::os

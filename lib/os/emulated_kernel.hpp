@@ -145,4 +145,14 @@ class EmulatedKernel final : public Kernel {
   int next_fd_ = kFirstFd;
 };
 
+// Buffers the emulated kernels export (a dma-buf, an RM object's fd): a memfd of `size` bytes
+// sealed against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW), so an exporter can never
+// cut the pages under an importer's mapping (a SIGBUS there). Returns the fd, or -errno.
+int make_sealed_buffer_fd(const char* name, uint64_t size, bool cloexec = true);
+// The size of such an fd as an emulated kernel's import takes it, or -EBADF for no open file
+// and -EINVAL for anything else: a regular file on disk, a memfd without both seals, an empty
+// one, a size that is not a multiple of `align` (as dma_buf_get refuses a file that is no
+// dma-buf, and RM an fd no object was exported to).
+int64_t sealed_buffer_fd_size(int fd, uint64_t align);
+
 }  // namespace hcq::os

@@ -280,19 +280,47 @@ TEST_P(Ipc, BadImportsAreExactErrors) {
               me + ": import_buffer: the handle's sizes do not fit: 8193 bytes at offset 0 of "
                    "8192 (a multiple of 4096)");
   }
+  const std::string not_exported =
+      amd ? me + ": the imported fd is not a buffer amdgpu exported "
+                 "(AMDKFD_IOC_GET_DMABUF_INFO: Invalid argument)"
+      : kgsl ? me + ": the imported fd is not a dma-buf KGSL takes "
+                    "(IOCTL_KGSL_GPUOBJ_IMPORT: Invalid argument)"
+             : me + ": RM control OS_UNIX_IMPORT_OBJECT_FROM_FD (0x3d06): "
+                    "NV_ERR_INVALID_PARAMETER";
   {
     IpcHandle h = b.export_ipc();
     int p[2];
     ASSERT_EQ(::pipe(p), 0);
     ::close(p[1]);
     h.fd = os::OwnedFd(p[0]);  // not memory at all
-    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }),
-              amd ? me + ": the imported fd is not a buffer amdgpu exported "
-                         "(AMDKFD_IOC_GET_DMABUF_INFO: Invalid argument)"
-              : kgsl ? me + ": the imported fd is not a dma-buf KGSL takes "
-                            "(IOCTL_KGSL_GPUOBJ_IMPORT: Invalid argument)"
-                  : me + ": RM control OS_UNIX_IMPORT_OBJECT_FROM_FD (0x3d06): "
-                         "NV_ERR_INVALID_PARAMETER");
+    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }), not_exported);
+  }
+  // Memory, but not exported memory (issue 33): a regular file on disk of the handle's size,
+  // and a memfd an exporter could still shrink under the importer's mapping (a SIGBUS there).
+  // Real kernels refuse both (dma_buf_get); the emulated ones take only sealed memfds.
+  {
+    char path[] = "/tmp/hcq_ipc_regular_XXXXXX";
+    const int f = ::mkstemp(path);
+    ASSERT_GE(f, 0);
+    ::unlink(path);
+    ASSERT_EQ(::ftruncate(f, 8192), 0);
+    IpcHandle h = b.export_ipc();
+    h.fd = os::OwnedFd(f);
+    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(h)); }), not_exported);
+    const int m = ::memfd_create("not-sealed", MFD_CLOEXEC);
+    ASSERT_GE(m, 0);
+    ASSERT_EQ(::ftruncate(m, 8192), 0);
+    IpcHandle u = b.export_ipc();
+    u.fd = os::OwnedFd(m);
+    EXPECT_EQ(error_of<Error>([&] { dev->import_buffer(std::move(u)); }), not_exported);
+  }
+  {
+    // What an exporter hands out cannot be cut or grown under its importers.
+    IpcHandle h = b.export_ipc();
+    EXPECT_NE(::ftruncate(h.fd.get(), 0), 0);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_NE(::ftruncate(h.fd.get(), 1 << 20), 0);
+    EXPECT_EQ(errno, EPERM);
   }
   {
     IpcHandle h = b.export_ipc();

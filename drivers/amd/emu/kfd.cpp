@@ -199,9 +199,9 @@ int KfdState::ioctl(unsigned long req, void* arg) {
       // Back the range at its GPU address: the emulated GPU and the CPU share it. A memfd,
       // shared: what the dma-buf of a real buffer object is, so another process's emulated
       // GPU maps the same pages once this one is exported (AMDKFD_IOC_EXPORT_DMABUF).
-      int memfd = ::memfd_create("hcq-emu-kfd", MFD_CLOEXEC);
+      int memfd = os::make_sealed_buffer_fd("hcq-emu-kfd", a->size);
       void* p = MAP_FAILED;
-      if (memfd >= 0 && ::ftruncate(memfd, off_t(a->size)) == 0)
+      if (memfd >= 0)
         p = ::mmap(reinterpret_cast<void*>(a->va_addr), a->size, PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_FIXED | MAP_NORESERVE, memfd, 0);
       std::lock_guard lk(mu_);
@@ -261,10 +261,9 @@ int KfdState::ioctl(unsigned long req, void* arg) {
     case AMDKFD_IOC_GET_DMABUF_INFO: {
       // Only the size and GPU of what came (no metadata): a memfd stands for the dma-buf.
       auto* a = static_cast<kfd_ioctl_get_dmabuf_info_args*>(arg);
-      struct stat st {};
-      if (::fstat(int(a->dmabuf_fd), &st) < 0) return -EBADF;
-      if (!S_ISREG(st.st_mode) || st.st_size <= 0) return -EINVAL;  // not a buffer's fd
-      a->size = uint64_t(st.st_size);
+      const int64_t size = os::sealed_buffer_fd_size(int(a->dmabuf_fd), 1);
+      if (size < 0) return int(size);  // not a buffer's fd
+      a->size = uint64_t(size);
       a->gpu_id = kGpuId;
       a->flags = KFD_IOC_ALLOC_MEM_FLAGS_GTT;
       a->metadata_size = 0;
@@ -383,10 +382,9 @@ int KfdState::export_dmabuf(kfd_ioctl_export_dmabuf_args* a) {
 // other. The pages stay alive through the fd kept here, whatever the exporter does.
 int KfdState::import_dmabuf(kfd_ioctl_import_dmabuf_args* a) {
   if (!vm_acquired_ || a->gpu_id != kGpuId || (a->va_addr & 4095)) return -EINVAL;
-  struct stat st {};
-  if (::fstat(int(a->dmabuf_fd), &st) < 0) return -EBADF;
-  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (st.st_size & 4095)) return -EINVAL;
-  const uint64_t size = uint64_t(st.st_size);
+  const int64_t sealed = os::sealed_buffer_fd_size(int(a->dmabuf_fd), 4096);
+  if (sealed < 0) return int(sealed);
+  const uint64_t size = uint64_t(sealed);
   int fd = ::fcntl(int(a->dmabuf_fd), F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return -errno;
   void* p = ::mmap(reinterpret_cast<void*>(a->va_addr), size, PROT_READ | PROT_WRITE,

@@ -153,12 +153,8 @@ class RmState final : public GpuEvents {
 
 int RmState::memfd_of(MemObject& m) {
   if (m.memfd >= 0) return m.memfd;
-  int fd = ::memfd_create("hcq-emu-rm", MFD_CLOEXEC);
+  const int fd = os::make_sealed_buffer_fd("hcq-emu-rm", m.size);
   if (fd < 0) return -1;
-  if (::ftruncate(fd, off_t(m.size)) != 0) {
-    ::close(fd);
-    return -1;
-  }
   return m.memfd = fd;
 }
 
@@ -450,15 +446,13 @@ NvStatus RmState::control(Nvos54& c) {
       if (!is(p->object.hParent, NV01_DEVICE_0)) return NV_ERR_INVALID_OBJECT_PARENT;
       if (p->object.hObject == 0 || objects_.count(p->object.hObject))
         return NV_ERR_INVALID_OBJECT_HANDLE;
-      struct stat st {};
-      if (::fstat(p->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-          st.st_size % kPage)
-        return NV_ERR_INVALID_PARAMETER;  // no exported object behind it
+      const int64_t size = os::sealed_buffer_fd_size(p->fd, kPage);
+      if (size < 0) return NV_ERR_INVALID_PARAMETER;  // no exported object behind it
       const int dup = ::fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
       if (dup < 0) return NV_ERR_NO_MEMORY;
       objects_[p->object.hObject] = {NV01_MEMORY_SYSTEM, p->object.hParent};
       MemObject m;
-      m.size = uint64_t(st.st_size);
+      m.size = uint64_t(size);
       m.memfd = dup;
       mems_[p->object.hObject] = m;
       return NV_OK;

@@ -251,10 +251,9 @@ int KgslState::import(GpuobjImport* im) {
   if (fd < 0) return -EINVAL;
   // dma_buf_get: -EBADF for no file, -EINVAL for a file that is no dma-buf (the emulated
   // heap's buffers are memfds: regular files of whole pages).
-  struct stat st {};
-  if (::fstat(fd, &st) < 0) return -EBADF;
-  if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size % off_t(kPage)) return -EINVAL;
-  const uint64_t size = uint64_t(st.st_size);
+  const int64_t sealed = os::sealed_buffer_fd_size(fd, kPage);
+  if (sealed < 0) return int(sealed);
+  const uint64_t size = uint64_t(sealed);
   if (!io_coherent_) im->flags &= ~KGSL_MEMFLAGS_IOCOHERENT;
   std::lock_guard lk(mu_);
   // The heap's pages are the SoC's memory the GPU objects share: counted as allocations are.
@@ -316,12 +315,8 @@ class DmaHeapNode final : public os::EmulatedNode {
       return -EINVAL;
     const uint64_t len = (a->len + kPage - 1) / kPage * kPage;  // PAGE_ALIGN
     if (!len) return -EINVAL;
-    int fd = ::memfd_create("hcq-emu-dma-heap", (a->fd_flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
-    if (fd < 0) return -errno;
-    if (::ftruncate(fd, off_t(len)) < 0) {
-      ::close(fd);
-      return -ENOMEM;
-    }
+    const int fd = os::make_sealed_buffer_fd("hcq-emu-dma-heap", len, a->fd_flags & O_CLOEXEC);
+    if (fd < 0) return fd == -ENOSPC ? -ENOMEM : fd;
     a->fd = uint32_t(fd);
     return 0;
   }
