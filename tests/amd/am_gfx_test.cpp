@@ -403,7 +403,7 @@ TEST_F(AmGfxTest, QueueFaultReachesTheHookWithItsHqd) {
   Gfx gfx(io);
   gfx.init(mec, kMecRangeFirst, kMecRangeLast);
   QueueBuffers b(memory);
-  ComputeQueue q(gfx, vram, b.compute(2, 5));
+  ComputeQueue q(gfx, vram, b.compute(2, 3));
   const std::vector<uint32_t> p = release_mem(0x1000, 1, 0);  // nothing mapped there
   std::memcpy(b.ring.u32(), p.data(), p.size() * 4);
   ring_doorbell(kMecDoorbellDword, p.size());
@@ -412,7 +412,7 @@ TEST_F(AmGfxTest, QueueFaultReachesTheHookWithItsHqd) {
     return !faults.empty();
   }));
   std::lock_guard lock(ih_mutex);
-  EXPECT_EQ(faults[0].queue, "compute queue ME 1 pipe 2 queue 5");
+  EXPECT_EQ(faults[0].queue, "compute queue ME 1 pipe 2 queue 3");
   EXPECT_TRUE(faults[0].memory);
   EXPECT_EQ(faults[0].address, 0x1000u);
 }
@@ -429,7 +429,7 @@ TEST_F(AmGfxTest, QueuesCreatedFromSeveralThreads) {
   for (uint32_t pipe = 0; pipe < 4; ++pipe)
     threads.emplace_back([&, pipe] {
       QueueBuffers& b = *bufs[pipe];
-      ComputeQueueConfig c = b.compute(pipe, pipe + 1);
+      ComputeQueueConfig c = b.compute(pipe, 3 - pipe);
       c.doorbell_dword = kMecDoorbellDword + 2 * pipe;
       ComputeQueue q(gfx, vram_for(pipe), c);
       const std::vector<uint32_t> p = release_mem(b.data.va(), 0x100 + pipe, 0);
@@ -441,7 +441,7 @@ TEST_F(AmGfxTest, QueuesCreatedFromSeveralThreads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ran.load(), 4);
   for (uint32_t pipe = 0; pipe < 4; ++pipe)
-    EXPECT_FALSE(model.compute_queue_running(1, pipe, pipe + 1));
+    EXPECT_FALSE(model.compute_queue_running(1, pipe, 3 - pipe));
   EXPECT_EQ(io.read(gc::GRBM_GFX_CNTL), 0x0u);
 }
 
@@ -456,7 +456,10 @@ TEST_F(AmGfxTest, ComputeQueueConfigErrors) {
   c = b.compute();
   c.me = 2;
   EXPECT_EQ(error_of([&] { ComputeQueue q(gfx, vram, c); }),
-            "compute queue ME 2 pipe 0 queue 0: gfx1100 has ME 1 only, pipes 0..3, queues 0..7");
+            "compute queue ME 2 pipe 0 queue 0: gfx1100 has ME 1 only, pipes 0..3, queues 0..3");
+  c = b.compute(0, 4);  // Linux programs 4 queues a pipe on GC 11.0.0 (gfx_v11_0_sw_init)
+  EXPECT_EQ(error_of([&] { ComputeQueue q(gfx, vram, c); }),
+            "compute queue ME 1 pipe 0 queue 4: gfx1100 has ME 1 only, pipes 0..3, queues 0..3");
   c = b.compute();
   c.doorbell_dword = 7;
   EXPECT_EQ(error_of([&] { ComputeQueue q(gfx, vram, c); }),
@@ -653,10 +656,10 @@ TEST_F(AmGfxTest, ResetStopsEveryQueue) {
   Gfx gfx(io);
   gfx.init(mec, kMecRangeFirst, kMecRangeLast);
   QueueBuffers b(memory), c(memory);
-  ComputeQueue q(gfx, vram, b.compute(3, 7));
+  ComputeQueue q(gfx, vram, b.compute(3, 3));
   SdmaQueue s(io, c.copy());
   model.reset();
-  EXPECT_FALSE(model.compute_queue_running(1, 3, 7));
+  EXPECT_FALSE(model.compute_queue_running(1, 3, 3));
   EXPECT_FALSE(model.sdma_queue_running());
   EXPECT_EQ(io.read(gc::CP_MEC_RS64_CNTL), 0x40000000u);
   EXPECT_EQ(io.read(gc::CP_MEC_DOORBELL_RANGE_UPPER), 0x0u);

@@ -29,9 +29,10 @@ uint32_t set(const Reg& r, uint32_t value, std::string_view name, uint32_t v) {
 uint32_t lo32(uint64_t v) { return uint32_t(v); }
 uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
 
-// gfx1100 has one MEC (ME 1) with four pipes of eight queues (gfx_v11_0.c sw_init:
-// mec.num_mec 1, num_pipe_per_mec 4, num_queue_per_pipe 8).
-constexpr uint32_t kMecPipes = 4, kMecQueuesPerPipe = 8;
+// gfx1100 has one MEC (ME 1) with four pipes of four queues: Linux gfx_v11_0_sw_init sets
+// mec.num_mec 1, num_pipe_per_mec 4, num_queue_per_pipe 4 for GC 11.0.0-11.0.4 (8 only in its
+// default branch). GRBM_GFX_CNTL.QUEUEID has room for 8: 4 is the driver's choice, Linux's.
+constexpr uint32_t kMecPipes = 4, kMecQueuesPerPipe = 4;
 
 std::string queue_name(const ComputeQueueConfig& c) {
   return "compute queue ME " + std::to_string(c.me) + " pipe " + std::to_string(c.pipe) +
@@ -162,7 +163,7 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
     : gfx_(gfx), config_(c) {
   const std::string name = queue_name(c);
   if (c.me != 1 || c.pipe >= kMecPipes || c.queue >= kMecQueuesPerPipe)
-    throw InvalidInput(name + ": gfx1100 has ME 1 only, pipes 0..3, queues 0..7");
+    throw InvalidInput(name + ": gfx1100 has ME 1 only, pipes 0..3, queues 0..3");
   if (c.ring_bytes < 256 || c.ring_bytes > (8u << 20) || !std::has_single_bit(c.ring_bytes))
     throw InvalidInput(name + ": ring size " + hex(c.ring_bytes) +
                        " is not a power of two from 0x100 to 0x800000");

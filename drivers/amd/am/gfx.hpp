@@ -89,7 +89,7 @@ class Gfx {
 };
 
 struct ComputeQueueConfig {
-  uint32_t me = 1, pipe = 0, queue = 0;  // gfx1100: one MEC (ME 1), 4 pipes, 8 queues each
+  uint32_t me = 1, pipe = 0, queue = 0;  // gfx1100: one MEC (ME 1), 4 pipes, 4 queues each
   uint64_t ring_va = 0;      // 256-byte aligned
   uint64_t ring_bytes = 0;   // power of two, 256 bytes .. 8 MiB (QUEUE_SIZE is 6 bits)
   uint64_t rptr_va = 0;      // where the CP reports its read pointer (dwords, 64-bit)

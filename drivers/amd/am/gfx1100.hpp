@@ -38,7 +38,7 @@ inline constexpr uint32_t kMecRing0Doorbell = 0x003;    // AMDGPU_NAVI10_DOORBEL
 inline constexpr uint32_t kUserQueueEndDoorbell = 0x08A;  // AMDGPU_NAVI10_DOORBELL_USERQUEUE_END
 // AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0, _ENGINE1 (Linux amdgpu_doorbell.h), by SDMA engine.
 inline constexpr std::array<uint32_t, kSdmaEngines> kSdmaEngineDoorbells = {0x100, 0x10A};
-inline constexpr uint32_t kMaxComputeQueues = 32;        // 4 pipes x 8 queues of ME 1
+inline constexpr uint32_t kMaxComputeQueues = 16;        // 4 pipes x 4 queues of ME 1
 
 AmDriverHooks gfx1100_hooks();
 
