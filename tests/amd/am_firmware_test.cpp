@@ -404,16 +404,21 @@ TEST(AmFirmware, RangesPastTheEnd) {
 }
 
 TEST(AmFirmware, PspCounts) {
+  // UCODE_MAX_PSP_PACKAGING is 26 since sOS 2.1 (amdgpu_ucode.h): 25 components at most.
   File s = emu::sos_firmware();
-  s.u32(32, 13);
+  s.u32(32, 26);
   EXPECT_EQ(error_of([&] { parse(s, "psp_13_0_0_sos.bin"); }),
-            "InvalidInput: /fw/psp_13_0_0_sos.bin: psp_fw_bin_count is 13, expected at most 12 "
+            "InvalidInput: /fw/psp_13_0_0_sos.bin: psp_fw_bin_count is 26, expected at most 25 "
             "(UCODE_MAX_PSP_PACKAGING - 1)");
+  s = emu::sos_firmware();
+  s.u32(32, 13);  // refused by the older 13-entry bound, which Linux no longer has
+  EXPECT_EQ(error_of([&] { parse(s, "psp_13_0_0_sos.bin"); }).find("psp_fw_bin_count is"),
+            std::string::npos);
   File t = emu::ta_firmware();
   t.u32(32, 0xffffffff);
   EXPECT_EQ(error_of([&] { parse(t, "psp_13_0_0_ta.bin"); }),
             "InvalidInput: /fw/psp_13_0_0_ta.bin: ta_fw_bin_count is 4294967295, expected at "
-            "most 12 (UCODE_MAX_PSP_PACKAGING - 1)");
+            "most 25 (UCODE_MAX_PSP_PACKAGING - 1)");
   s = emu::sos_firmware(1);
   s.u32(36, 5);
   EXPECT_EQ(error_of([&] { parse(s, "psp_13_0_0_sos.bin"); }),

@@ -26,9 +26,11 @@ constexpr uint64_t kSizeBytes = 0, kHeaderSizeBytes = 4, kHeaderVersionMajor = 8
 
 // psp_fw_bin_desc: fw_type, fw_version, offset_bytes, size_bytes.
 constexpr uint64_t kPspBinDescBytes = 16;
-// UCODE_MAX_PSP_PACKAGING: the descriptors fit in the 0x100-byte union amdgpu_firmware_header
-// after the common header and the count; amdgpu_psp.c refuses a count at or above it.
-constexpr uint32_t kMaxPspPackaging = (0x100 - 32 - 4) / 16;
+// UCODE_MAX_PSP_PACKAGING (amdgpu_ucode.h): the descriptors that fit in the 0x100-byte union
+// amdgpu_firmware_header after the common header and the count, times 2 since the sOS 2.1
+// header (psp_firmware_header_v2_1) doubled it: 26. amdgpu_psp.c refuses a count at or above
+// it (psp_init_sos_microcode, parse_ta_v2_microcode): a file with up to 25 components loads.
+constexpr uint32_t kMaxPspPackaging = (0x100 - 32 - 4) / 16 * 2;
 
 struct HeaderVersion {
   uint16_t major, minor;
