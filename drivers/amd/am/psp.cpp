@@ -247,9 +247,17 @@ void Psp::copy_to_firmware_buffer(std::span<const uint8_t> bytes, const std::str
 }
 
 void Psp::wait_bootloader_ready(const std::string& context) {
+  // The whole register, as Linux waits (psp_v13_0_wait_for_bootloader: psp_wait_for(...,
+  // C2PMSG_35, 0x80000000, 0xffffffff)): bit 31 with every other bit clear. Bits 7:0 set
+  // beside bit 31 are a failed command's error code (the same function's comment): named
+  // when the wait ends without the register clearing.
   try {
-    io_.wait(c2pmsg35_, kBlReady, kBlReady, timeout_);
+    io_.wait(c2pmsg35_, 0xffffffff, kBlReady, timeout_);
   } catch (const TimeoutError& e) {
+    const uint32_t v = io_.read(c2pmsg35_);
+    if ((v & kBlReady) && (v & kBlErrorMask))
+      throw Error(context + ": " + std::string(c2pmsg35_.name) + " reads " + hex(v) + ", error " +
+                  hex(v & kBlErrorMask) + " in bits 7:0");
     throw TimeoutError(context + ": " + e.what());
   }
 }
@@ -273,11 +281,7 @@ void Psp::bootloader_step(uint32_t command, const Firmware& sos, const FirmwareP
     }
     return;
   }
-  wait_bootloader_ready(step + ": not done");
-  const uint32_t status = io_.read(c2pmsg35_);
-  if (status & kBlErrorMask)
-    throw Error(step + ": " + std::string(c2pmsg35_.name) + " reads " + hex(status) + ", error " +
-                hex(status & kBlErrorMask) + " in bits 7:0");
+  wait_bootloader_ready(step);
 }
 
 void Psp::load_bootloader(const Firmware& sos) {

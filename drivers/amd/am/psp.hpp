@@ -6,9 +6,10 @@
 // 1. Bootloader (skipped when the sOS already runs: MP0_SMN_C2PMSG_81 != 0). For each
 //    component of the sOS file in Linux's order -- KDB (LOAD_KEY_DATABASE), the KDB again as
 //    LOAD_TOS_SPL_TABLE when the file has an SPL part (psp_v13_0_bootloader_load_spl loads
-//    psp->kdb), SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV -- wait for C2PMSG_35 bit 31,
-//    copy the component into a zeroed 1 MiB buffer, write its MC address >> 20 to C2PMSG_36
-//    and the command to C2PMSG_35, wait for bit 31 again; bits 7:0 non-zero are an error.
+//    psp->kdb), SYS_DRV, SOC_DRV, INTF_DRV, DBG_DRV, RAS_DRV -- wait for C2PMSG_35 to read
+//    0x80000000 exactly (Linux's mask 0xffffffff), copy the component into a zeroed 1 MiB
+//    buffer, write its MC address >> 20 to C2PMSG_36 and the command to C2PMSG_35, wait for
+//    0x80000000 again; bit 31 with bits 7:0 non-zero when the wait ends is the error named.
 //    Then the sOS (LOAD_SOSDRV) the same way, and wait for C2PMSG_81 to turn non-zero.
 // 2. KM ring: a ring left by an earlier boot (C2PMSG_71 != 0) is destroyed first (tinygrad
 //    _ring_create); wait for C2PMSG_64 bit 31 (the sOS ready for a ring), ring MC address to

@@ -23,9 +23,10 @@ inline constexpr uint32_t kBlLoadDbgDrv = 0xC0000;
 inline constexpr uint32_t kBlLoadIntfDrv = 0xD0000;
 inline constexpr uint32_t kBlLoadRasDrv = 0xE0000;
 inline constexpr uint32_t kBlLoadTosSplTable = 0x10000000;
-// C2PMSG_35 bit 31: the bootloader is ready for a command (psp_v13_0.c
-// psp_v13_0_wait_for_bootloader). Bits 7:0 hold an error code when a command failed (the same
-// comment; said there of MP0 13.0.6 and newer).
+// C2PMSG_35 reading exactly 0x80000000 (bit 31, all else clear): the bootloader is ready for
+// a command (psp_v13_0.c psp_v13_0_wait_for_bootloader waits for that value under mask
+// 0xffffffff). Bits 7:0 hold an error code when a command failed (the same comment; said
+// there of MP0 13.0.6 and newer).
 inline constexpr uint32_t kBlReady = 0x80000000;
 inline constexpr uint32_t kBlErrorMask = 0xff;
 // "LOAD_SYSDRV" for the commands above, "" otherwise.
