@@ -1,4 +1,5 @@
 #include "rdma/connection_base.hpp"
+
 #include "core/deadline.hpp"
 
 namespace hcq::rdma {

@@ -27,9 +27,9 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "core/deadline.hpp"
 #include "os/shm.hpp"
 #include "rdma/connection_base.hpp"
-#include "core/deadline.hpp"
 
 namespace hcq::rdma {
 

@@ -24,10 +24,10 @@
 #include <random>
 #include <thread>
 
+#include "core/deadline.hpp"
 #include "core/ipc.hpp"
 #include "rdma/connection_base.hpp"
 #include "rdma/verbs.hpp"
-#include "core/deadline.hpp"
 
 namespace hcq::rdma {
 

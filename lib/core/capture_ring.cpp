@@ -9,9 +9,9 @@
 #include <cstring>
 #include <thread>
 
+#include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "os/shm.hpp"
-#include "core/deadline.hpp"
 
 namespace hcq::capture {
 namespace {

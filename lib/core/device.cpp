@@ -9,11 +9,11 @@
 #include <thread>
 
 #include "core/capture.hpp"
+#include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "core/queue.hpp"
 #include "core/registry.hpp"
 #include "os/address_window.hpp"
-#include "core/deadline.hpp"
 
 namespace hcq {
 namespace {

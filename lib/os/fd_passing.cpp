@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.hpp"
 #include "core/deadline.hpp"
+#include "core/error.hpp"
 
 namespace hcq::os {
 

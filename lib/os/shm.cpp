@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
-#include "core/error.hpp"
 #include "core/deadline.hpp"
+#include "core/error.hpp"
 
 namespace hcq::os {
 
