@@ -18,8 +18,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -268,8 +266,7 @@ private:
   // not reaped it yet still has its /proc entry.
   bool peer_alive() const {
     if (os::SharedSegment::process_start_time(peer_pid_) != peer_start_) return false;
-    std::ifstream f("/proc/" + std::to_string(peer_pid_) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string all = os::SharedSegment::process_stat(peer_pid_);
     size_t paren = all.rfind(')');
     return paren != std::string::npos && paren + 2 < all.size() && all[paren + 2] != 'Z' &&
            all[paren + 2] != 'X';

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -84,9 +83,27 @@ void check_owner(int fd, const std::string& who, const std::string& path) {
 
 }  // namespace
 
+std::string SharedSegment::process_stat(int pid) {
+  // read(2), not std::ifstream: a process reaped between the open and the read makes the read
+  // fail with ESRCH, which libstdc++'s filebuf throws as std::ios_base::failure.
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string all;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      all.clear();
+      break;
+    }
+    all.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return all;
+}
+
 uint64_t SharedSegment::process_start_time(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string all = process_stat(pid);
   const size_t paren = all.rfind(')');  // the command name may hold spaces and parentheses
   if (paren == std::string::npos) return 0;
   std::istringstream rest(all.substr(paren + 1));

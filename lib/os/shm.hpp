@@ -81,6 +81,8 @@ class SharedSegment {
   // The start time /proc gives a process (field 22 of /proc/<pid>/stat), 0 when it is gone:
   // with the pid it names one process, whatever pid reuse does.
   static uint64_t process_start_time(int pid);
+  // /proc/<pid>/stat's text, "" when the process is gone (also when it is reaped while read).
+  static std::string process_stat(int pid);
   // Throws the constructor's InvalidInput for a name it would refuse (for callers that look
   // for a segment before attaching to it).
   static void check_name(const std::string& name);

@@ -139,6 +139,31 @@ TEST(SharedSegment, AnOlderLayoutIsRecreatedWhenUnusedAndRefusedWhileInUse) {
       << now.replaced();
 }
 
+// The start time of a process that dies and is reaped while it is read is 0 ("gone"), never an
+// exception: a read of /proc/<pid>/stat fails with ESRCH then, which std::ifstream turned into
+// std::ios_base::failure, ending the rdma/ liveness thread with std::terminate (found by a
+// fresh-clone CI run in RdmaLocal.PeerKilledMidTransferIsAnExactErrorWithinABoundedTime).
+TEST(SharedSegment, TheStartTimeOfAProcessReapedWhileItIsReadIsZero) {
+  for (int round = 0; round < 300; round++) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    std::atomic<bool> reaped{false};
+    std::thread reader([&] {
+      while (!reaped.load()) (void)SharedSegment::process_start_time(child);
+    });
+    ::kill(child, SIGKILL);
+    int st = 0;
+    ::waitpid(child, &st, 0);
+    reaped = true;
+    reader.join();
+    EXPECT_EQ(SharedSegment::process_start_time(child), 0u);
+  }
+}
+
 // Another local user may create a name first, readable or writable by all (issue 33): hcq
 // neither attaches to it nor changes it, and says whose it is and its mode.
 TEST(SharedSegment, ASegmentOfAnotherUserOrOpenToOthersIsRefusedAndLeftAsItIs) {
