@@ -28,6 +28,7 @@
 #include "core/deadline.hpp"
 #include "os/shm.hpp"
 #include "rdma/connection_base.hpp"
+#include "rdma/local_wire.hpp"
 
 namespace hcq::rdma {
 
@@ -35,12 +36,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-constexpr uint32_t kLayoutVersion = 2;  // 2: Layout at a 64-byte boundary of the payload
-constexpr uint64_t kRingBytes = 2 << 20;
-constexpr uint64_t kChunkBytes = 256 << 10;  // one message's payload at most
-constexpr uint32_t kMaxAdvertised = 16;
-constexpr size_t kErrorBytes = 400;
 
 // A futex on a word of shared memory (not FUTEX_PRIVATE: other processes wake it).
 void futex_wait(std::atomic<uint32_t>& w, uint32_t seen, std::chrono::nanoseconds t) {
@@ -53,64 +48,7 @@ void futex_wake(std::atomic<uint32_t>& w) {
             0);
 }
 
-// A byte ring with one producer process and one consumer process.
-struct Ring {
-  alignas(64) std::atomic<uint64_t> head;  // bytes written
-  alignas(64) std::atomic<uint64_t> tail;  // bytes consumed
-  alignas(64) std::byte data[kRingBytes];
-
-  uint64_t free_bytes() const {
-    return kRingBytes - (head.load(std::memory_order_relaxed) -
-                         tail.load(std::memory_order_acquire));
-  }
-  uint64_t used_bytes() const {
-    return head.load(std::memory_order_acquire) - tail.load(std::memory_order_relaxed);
-  }
-  // Producer: copy at the head (the caller checked free_bytes), publish with commit().
-  void put(uint64_t at, const void* src, uint64_t n) {
-    uint64_t pos = at % kRingBytes, first = std::min(n, kRingBytes - pos);
-    std::memcpy(data + pos, src, first);
-    std::memcpy(data, static_cast<const std::byte*>(src) + first, n - first);
-  }
-  void get(uint64_t at, void* dst, uint64_t n) const {
-    uint64_t pos = at % kRingBytes, first = std::min(n, kRingBytes - pos);
-    std::memcpy(dst, data + pos, first);
-    std::memcpy(static_cast<std::byte*>(dst) + first, data, n - first);
-  }
-};
-
-enum class Op : uint32_t { Write = 1, WriteImm = 2, Read = 3, ReadData = 4 };
-
-struct Message {
-  Op op;
-  uint32_t imm;
-  uint64_t seq;      // the initiator's operation number (1, 2, ...)
-  uint64_t addr;     // the target's address of the whole operation
-  uint64_t size;     // of the whole operation
-  uint64_t offset;   // of this chunk within it
-  uint64_t payload;  // bytes following this header
-  uint32_t key;
-  uint32_t last;     // the operation's last chunk
-};
-
-struct Side {
-  std::atomic<int32_t> pid;
-  std::atomic<uint64_t> start_time;
-  std::atomic<uint32_t> wake;      // bumped for anything this side's threads should look at
-  std::atomic<uint32_t> closed;    // the side detached cleanly
-  std::atomic<uint64_t> done_seq;  // the peer's requests this side has finished
-  std::atomic<uint64_t> failed_seq;  // nonzero: the peer's request this side refused
-  char failure[kErrorBytes];           // why (written before failed_seq)
-  std::atomic<uint32_t> advertised;
-  RemoteRegion regions[kMaxAdvertised];
-  Ring requests;   // written by this side's posters
-  Ring responses;  // written by this side's progress thread
-};
-
-// Zeroed by SharedSegment when made: every field starts valid at zero.
-struct Layout {
-  Side side[2];
-};
+using namespace wire;
 
 std::string hexs(uint64_t v) { return hex(v); }
 
@@ -152,10 +90,9 @@ class LocalConnection : public ConnectionBase {
     // The payload follows the segment's 40-byte header: Layout (64-byte aligned members)
     // starts at the first 64-byte boundary in it, the same offset in every process since
     // mappings are page-aligned.
-    seg_ = std::make_unique<os::SharedSegment>("hcq-rdma-" + name, kLayoutVersion,
-                                               sizeof(Layout) + alignof(Layout), timeout);
-    const auto at = reinterpret_cast<uintptr_t>(seg_->payload());
-    lay_ = reinterpret_cast<Layout*>((at + alignof(Layout) - 1) & ~uintptr_t(alignof(Layout) - 1));
+    seg_ = std::make_unique<os::SharedSegment>("hcq-rdma-" + name, kLayoutVersion, kSegmentBytes,
+                                               timeout);
+    lay_ = layout_in(seg_->payload());
     claim();
     mine_ = &lay_->side[me_];
     peer_ = &lay_->side[1 - me_];
@@ -212,6 +149,10 @@ class LocalConnection : public ConnectionBase {
   }
 
   RemoteRegion peer_region(uint32_t index, std::chrono::milliseconds timeout) override {
+    if (index >= kMaxAdvertised)
+      throw InvalidInput("rdma: connection '" + name_ + "': no region " +
+                         std::to_string(index) + ": a peer advertises at most " +
+                         std::to_string(kMaxAdvertised) + ", numbered from 0");
     auto until = deadline_after(timeout);
     while (peer_->advertised.load(std::memory_order_acquire) <= index) {
       {
@@ -339,8 +280,7 @@ private:
       return "rdma: remote access error on connection '" + name_ + "': key " + hexs(m.key) +
              " is not registered at the peer (" + access + ")";
     const Region& r = *it->second;
-    if (m.addr < r.addr() || m.addr - r.addr() > r.length() ||
-        m.size > r.length() - (m.addr - r.addr()))
+    if (!inside(m.addr, m.size, r.addr(), r.length()))
       return "rdma: remote access error on connection '" + name_ + "': " + access +
              " is outside region key " + hexs(m.key) + " [" + hexs(r.addr()) + ", " +
              hexs(r.addr() + r.length()) + ")";
@@ -362,10 +302,25 @@ private:
     if (refused_) return false;  // an RC queue pair in the error state takes nothing more
     if (reading_) return push_read_data();
     Ring& in = peer_->requests;
-    if (in.used_bytes() < sizeof(Message)) return false;
+    const uint64_t used = in.used_bytes();
+    if (used < sizeof(Message)) return false;
     uint64_t t = in.tail.load(std::memory_order_relaxed);
-    Message m;
-    in.get(t, &m, sizeof m);
+    Message m{};
+    std::string malformed = check_ring(used);
+    if (malformed.empty()) {
+      in.get(t, &m, sizeof m);
+      malformed = check_request(m, used);
+    }
+    if (!malformed.empty()) {
+      // The peer broke the protocol: nothing of it is applied, and nothing more is taken.
+      const std::string why = "rdma: connection '" + name_ + "': the peer sent a malformed " +
+                              "request: " + malformed;
+      refused_ = true;
+      refuse(m.seq, why);
+      std::lock_guard l(mu_);
+      fail(why, false);
+      return false;
+    }
     std::byte* host = nullptr;
     {
       std::shared_lock l(reg_->mu);
@@ -430,18 +385,32 @@ private:
   bool take_responses() {
     Ring& in = peer_->responses;
     bool any = false;
-    while (in.used_bytes() >= sizeof(Message)) {
+    uint64_t used;
+    while (!broken_ && (used = in.used_bytes()) >= sizeof(Message)) {
       uint64_t t = in.tail.load(std::memory_order_relaxed);
-      Message m;
-      in.get(t, &m, sizeof m);
+      Message m{};
+      std::string malformed = check_ring(used);
+      if (malformed.empty()) in.get(t, &m, sizeof m);
       {
         std::lock_guard l(mu_);
-        auto it = std::find_if(pending_.begin(), pending_.end(),
-                               [&](const Pending& p) { return p.seq == m.seq; });
-        if (it != pending_.end()) {
-          in.get(t + sizeof m, it->dst + m.offset, m.payload);
-          it->received += m.payload;
+        auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+          return p.seq == m.seq && p.op == Op::Read;
+        });
+        if (malformed.empty())
+          malformed = it == pending_.end()
+                          ? "READ data for " + std::to_string(m.seq) + ", which is no READ " +
+                                "in flight"
+                          : check_read_data(m, used, it->size, it->received);
+        if (!malformed.empty()) {
+          // Nothing of it is written, and the ring is read no more.
+          broken_ = true;
+          fail("rdma: connection '" + name_ + "': the peer sent a malformed response: " +
+                   malformed,
+               false);
+          return true;
         }
+        in.get(t + sizeof m, it->dst + m.offset, m.payload);
+        it->received += m.payload;
       }
       in.tail.store(t + sizeof m + m.payload, std::memory_order_release);
       futex_wake(peer_->wake);
@@ -517,6 +486,7 @@ private:
   std::optional<Message> reading_;
   std::byte* read_src_ = nullptr;
   bool refused_ = false;
+  bool broken_ = false;  // the peer's responses broke the protocol: none is read any more
   std::atomic<bool> stop_{false};
   std::thread progress_;
 };

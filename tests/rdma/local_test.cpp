@@ -7,17 +7,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "batch/batch.hpp"
 #include "core/hcq.hpp"
 #include "kernels.hpp"
+#include "os/shm.hpp"
 #include "rdma/batch_peer.hpp"
+#include "rdma/local_wire.hpp"
 #include "rdma/transport.hpp"
 
 namespace hcq::rdma {
@@ -274,6 +278,175 @@ TEST(RdmaLocal, OutOfBoundsIsAnExactRemoteAccessError) {
   EXPECT_EQ(a.s.value(), 1u);
   c.reset();
   EXPECT_EQ(finish(child), "ok");
+}
+
+// A forged peer (issue 33, item 4): side 1 of connection `name` taken by hand through the wire
+// format, to write what a hostile or damaged process would. The real side listens.
+struct ForgedPeer {
+  explicit ForgedPeer(const std::string& name)
+      : seg("hcq-rdma-" + name, wire::kLayoutVersion, wire::kSegmentBytes, 10000ms),
+        lay(wire::layout_in(seg.payload())), me(lay->side[1]), target(lay->side[0]) {
+    me.start_time.store(os::SharedSegment::process_start_time(::getpid()));
+    me.pid.store(::getpid());
+    target.wake.fetch_add(1);
+  }
+  // The real side's region 0, once advertised.
+  RemoteRegion region() {
+    auto until = Clock::now() + 10s;
+    while (target.advertised.load() == 0 && Clock::now() < until)
+      std::this_thread::sleep_for(1ms);
+    return target.regions[0];
+  }
+  // Publishes `m` and `payload` on `ring` (one of this side's).
+  void send(wire::Ring& ring, const wire::Message& m, const std::vector<std::byte>& payload) {
+    uint64_t h = ring.head.load();
+    ring.put(h, &m, sizeof m);
+    ring.put(h + sizeof m, payload.data(), payload.size());
+    ring.head.store(h + sizeof m + payload.size());
+    target.wake.fetch_add(1);
+  }
+  // What the real side said when it closed (at most 10 s): its refusal, and whether it
+  // answered anything.
+  std::string until_closed() {
+    auto until = Clock::now() + 10s;
+    while (target.closed.load() == 0 && Clock::now() < until) std::this_thread::sleep_for(1ms);
+    std::string said = target.failed_seq.load() ? "refused " +
+                                                      std::to_string(target.failed_seq.load()) +
+                                                      ": " + target.failure
+                                                : "no refusal";
+    if (uint64_t n = target.responses.used_bytes()) said += "; answered " + std::to_string(n);
+    return said;
+  }
+  os::SharedSegment seg;
+  wire::Layout* lay;
+  wire::Side& me;
+  wire::Side& target;
+};
+
+// Memory with 4 KiB guards either side of a 64 KiB registered middle, all 0xAB.
+struct Guarded {
+  static constexpr uint64_t kGuard = 4096, kMiddle = 64 << 10;
+  std::vector<std::byte> mem = std::vector<std::byte>(kGuard + kMiddle + kGuard, std::byte{0xAB});
+  std::byte* middle() { return mem.data() + kGuard; }
+  bool untouched() const {
+    return std::count(mem.begin(), mem.end(), std::byte{0xAB}) == std::ptrdiff_t(mem.size());
+  }
+};
+
+// This process listens with a guarded region, and a forged peer sends `forge(region)` with
+// `payload` bytes after it: the connection fails with "the peer sent a malformed request:
+// `why`", the peer hears the same refusal, and no byte in or around the region changes.
+void expect_forged_request_refused(const char* what,
+                                   std::function<wire::Message(const RemoteRegion&)> forge,
+                                   uint64_t payload, const std::string& why) {
+  std::string name = unique_name(what);
+  Child child = spawn([&] {
+    ForgedPeer f(name);
+    f.send(f.me.requests, forge(f.region()), std::vector<std::byte>(payload, std::byte{0xCD}));
+    return f.until_closed();
+  });
+  Guarded g;
+  auto ep = open_local();
+  auto r = ep->register_host(g.middle(), Guarded::kMiddle);
+  auto c = ep->listen(name, 10000ms);
+  c->advertise(r->remote());
+  const std::string expect =
+      "rdma: connection '" + name + "': the peer sent a malformed request: " + why;
+  try {
+    c->wait_immediate(10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  EXPECT_EQ(c->error(), expect);
+  EXPECT_TRUE(g.untouched());
+  c.reset();
+  EXPECT_EQ(finish(child), "refused 1: " + expect);
+}
+
+// A WRITE chunk whose operation (address, size) lies inside the region but whose offset puts
+// its payload just past the region's end: it used to land there, in the target's heap.
+TEST(RdmaLocal, AForgedWriteChunkOutsideItsOperationIsRefusedAndNothingWritten) {
+  expect_forged_request_refused(
+      "forged-write",
+      [](const RemoteRegion& r) {
+        return wire::Message{wire::Op::Write, 0, 1, r.addr, 64, r.length, 64, r.key, 1};
+      },
+      64, "WRITE 1 of 64 bytes: payload of 64 bytes at offset 65536 is outside it");
+}
+
+// A READ of 64 bytes whose chunk offset is 2^64 - 4096: the target used to answer with the
+// 4,160 bytes from 4 KiB before the region.
+TEST(RdmaLocal, AForgedReadWithAChunkOffsetIsRefusedAndNothingAnswered) {
+  expect_forged_request_refused(
+      "forged-read",
+      [](const RemoteRegion& r) {
+        return wire::Message{wire::Op::Read, 0, 1, r.addr, 64, ~uint64_t(4095), 0, r.key, 1};
+      },
+      0,
+      "READ 1 of 64 bytes: payload of 0 bytes at offset 18446744073709547520; a READ request "
+      "carries none");
+}
+
+// A request of an operation that is no request (READ data) is refused too.
+TEST(RdmaLocal, AForgedRequestOfAnotherOperationIsRefused) {
+  expect_forged_request_refused(
+      "forged-op",
+      [](const RemoteRegion& r) {
+        return wire::Message{wire::Op::ReadData, 0, 1, r.addr, 8, 0, 8, r.key, 1};
+      },
+      8, "request 1 has operation 4, not WRITE, WRITE with immediate or READ");
+}
+
+// The initiator's side: a target that answers a 64-byte READ with 4,160 bytes of data. They
+// used to be written past the READ's destination.
+TEST(RdmaLocal, AForgedReadAnswerLargerThanTheReadIsRefusedAndNothingWritten) {
+  std::string name = unique_name("forged-answer");
+  Child child = spawn([name] {
+    ForgedPeer f(name);
+    f.me.regions[0] = RemoteRegion{0x10000, 4096, 5};
+    f.me.advertised.store(1);
+    f.target.wake.fetch_add(1);
+    auto until = Clock::now() + 10s;
+    while (f.target.requests.used_bytes() < sizeof(wire::Message) && Clock::now() < until)
+      std::this_thread::sleep_for(1ms);
+    wire::Message m{};
+    f.target.requests.get(0, &m, sizeof m);
+    if (m.op != wire::Op::Read || m.size != 64) return std::string("no READ of 64 bytes came");
+    wire::Message d{wire::Op::ReadData, 0, m.seq, m.addr, 64, 0, 4160, m.key, 1};
+    f.send(f.me.responses, d, std::vector<std::byte>(4160, std::byte{0xCD}));
+    f.me.done_seq.store(m.seq);
+    return f.until_closed();
+  });
+  Guarded g;
+  auto dev = Device::open("emu:gfx1100");  // for the signal
+  auto ep = open_local();
+  auto r = ep->register_host(g.middle(), Guarded::kMiddle);
+  auto c = ep->listen(name, 10000ms);
+  RemoteRegion peer = c->peer_region(0, 10000ms);
+  try {
+    c->peer_region(wire::kMaxAdvertised, 10ms);  // past the table a peer writes to
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_EQ(std::string(e.what()), "rdma: connection '" + name +
+                                         "': no region 16: a peer advertises at most 16, "
+                                         "numbered from 0");
+  }
+  Signal s = dev->new_signal(0);
+  c->read(*r, Guarded::kMiddle - 64, peer, 0, 64, s, 1);
+  const std::string expect = "rdma: connection '" + name +
+                             "': the peer sent a malformed response: READ data for 1 of 64 "
+                             "bytes: payload of 4160 bytes at offset 0 is outside it";
+  try {
+    c->wait(s, 1, 10000ms);
+    ADD_FAILURE() << "no error";
+  } catch (const ConnectionError& e) {
+    EXPECT_EQ(e.what(), expect);
+  }
+  EXPECT_EQ(s.value(), 0u);
+  EXPECT_TRUE(g.untouched());
+  c.reset();
+  EXPECT_EQ(finish(child), "no refusal");
 }
 
 TEST(RdmaLocal, PeerKilledMidTransferIsAnExactErrorWithinABoundedTime) {
