@@ -202,7 +202,7 @@ void Pm4Encoder::prepare(AmdKernel& k) const {
       t.kernarg_at = int32_t(w.at() + SET_SH_REG_VALUES + uint32_t(karg));
   }
   set_sh(COMPUTE_RESOURCE_LIMITS_ALL.address, {0});
-  const uint32_t one = COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL(1);
+  const uint32_t one = num_thread_full(0, gen_)(1);
   t.block_at = set_sh(COMPUTE_START_X_ALL.address, {0, 0, 0, one, one, one}) +
                (COMPUTE_NUM_THREAD_X_ALL.address - COMPUTE_START_X_ALL.address);
   uint32_t initiator = COMPUTE_DISPATCH_INITIATOR_COMPUTE_SHADER_EN_ALL(1) |
@@ -234,13 +234,15 @@ void Pm4Encoder::exec(CommandStream& cs, const KernelObject& obj, uint64_t kerna
                      kGridZ = DISPATCH_DIRECT_DIM_Z.dword - DISPATCH_DIRECT_DIM_X.dword;
   // API input: a block dimension past NUM_THREAD_FULL is an error here (DIM_X/Y/Z hold any
   // 32-bit grid); replays patch values recording accepted.
-  const RegField& full = COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL;
-  if ((block.x | block.y | block.z) > full.bits().mask()) [[unlikely]] {  // the message names which
-    desc::checked(full, block.x, "COMPUTE_NUM_THREAD_X");
-    desc::checked(full, block.y, "COMPUTE_NUM_THREAD_Y");
-    desc::checked(full, block.z, "COMPUTE_NUM_THREAD_Z");
+  const RegField &fx = num_thread_full(0, gen_), &fy = num_thread_full(1, gen_),
+                 &fz = num_thread_full(2, gen_);
+  if (block.x > fx.bits().mask() || block.y > fy.bits().mask() || block.z > fz.bits().mask())
+      [[unlikely]] {  // the message names which
+    desc::checked(fx, block.x, "COMPUTE_NUM_THREAD_X");
+    desc::checked(fy, block.y, "COMPUTE_NUM_THREAD_Y");
+    desc::checked(fz, block.z, "COMPUTE_NUM_THREAD_Z");
   }
-  const uint32_t bx = full(block.x), by = full(block.y), bz = full(block.z);
+  const uint32_t bx = fx(block.x), by = fy(block.y), bz = fz(block.z);
   const auto& k = static_cast<const AmdKernel&>(obj);
   const AmdKernel::DispatchTemplate* t = &k.dispatch;
   if (t->gen != uint8_t(gen_) || t->words.empty()) [[unlikely]] {  // not prepared for gen_

@@ -15,6 +15,7 @@ enum class Gen : uint8_t { Gfx9 = 1, Gfx11 = 2, Gfx12 = 4, Gfx10 = 8 };
 // The generation sets the .def files name: GFX10_12 = gfx10.3 and later, ...
 inline constexpr uint8_t GFX9 = 1, GFX10 = 8, GFX11 = 2, GFX12 = 4, GFX10_11 = GFX10 | GFX11,
                          GFX10_12 = GFX10 | GFX11 | GFX12, GFX11_12 = GFX11 | GFX12,
+                         GFX9_11 = GFX9 | GFX10 | GFX11, GFX9_GFX12 = GFX9 | GFX12,
                          ALL = GFX9 | GFX10 | GFX11 | GFX12;
 constexpr bool has_gen(uint8_t gens, Gen g) { return gens & uint8_t(g); }
 const char* to_string(Gen g);
@@ -205,6 +206,15 @@ std::span<const RegField> fields();
 #include "amd/regs.def"
 #undef REG
 #undef REG_FIELD
+// COMPUTE_NUM_THREAD_X/Y/Z.NUM_THREAD_FULL (axis 0, 1, 2) on `g`: 13 bits for X and Y on gfx12.
+constexpr const RegField& num_thread_full(int axis, Gen g) {
+  if (axis == 2) return COMPUTE_NUM_THREAD_Z_NUM_THREAD_FULL_ALL;
+  if (g == Gen::Gfx12)
+    return axis == 0 ? COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_GFX12
+                     : COMPUTE_NUM_THREAD_Y_NUM_THREAD_FULL_GFX12;
+  return axis == 0 ? COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_GFX9_11
+                   : COMPUTE_NUM_THREAD_Y_NUM_THREAD_FULL_GFX9_11;
+}
 }  // namespace regs
 
 namespace sdma {

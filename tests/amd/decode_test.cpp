@@ -180,6 +180,48 @@ TEST(Decode, Gfx10RegisterFieldsDifferFromGfx11) {
   EXPECT_EQ(g, Gen::Gfx10);
 }
 
+// gfx9 ACQUIRE_MEM's CP_COHER_CNTL as Linux soc15d.h defines it: CB_ACTION_ENA bit 25,
+// DB_ACTION_ENA bit 26, SH_KCACHE_WB_ACTION_ENA bit 30 (hcq once had the last at 26).
+TEST(Decode, Gfx9AcquireMemCoherCntlBitsAreLinuxs) {
+  const uint32_t words[] = {0xC0055800, (1u << 25), 0, 0, 0, 0, 0xA};
+  EXPECT_EQ(field(decode_pm4(words, Gen::Gfx9)[0], "COHER_CB_ACTION_ENA"), 1u);
+  const uint32_t db[] = {0xC0055800, (1u << 26), 0, 0, 0, 0, 0xA};
+  auto p = decode_pm4(db, Gen::Gfx9)[0];
+  EXPECT_EQ(field(p, "COHER_DB_ACTION_ENA"), 1u);
+  EXPECT_EQ(field(p, "COHER_SH_KCACHE_WB_ACTION_ENA"), 0u);
+  const uint32_t wb[] = {0xC0055800, (1u << 30), 0, 0, 0, 0, 0xA};
+  p = decode_pm4(wb, Gen::Gfx9)[0];
+  EXPECT_EQ(field(p, "COHER_SH_KCACHE_WB_ACTION_ENA"), 1u);
+  EXPECT_EQ(field(p, "COHER_DB_ACTION_ENA"), 0u);
+  EXPECT_EQ(field(p, "ENGINE"), 0u);
+}
+
+// gfx12's COMPUTE_NUM_THREAD_X/Y keep NUM_THREAD_FULL in bits 12:0 and INTERLEAVE_BITS in
+// 15:13 (Linux gc_12_0_0_sh_mask.h); gfx11's is bits 15:0. COMPUTE_PGM_RSRC1 has no field at
+// bits 22 and 25 on gfx11 (gc_11_0_0_sh_mask.h); gfx12 names them DEBUG_MODE and CDBG_USER.
+TEST(Decode, Gfx12NumThreadAndGfx11PgmRsrc1FieldsAreLinuxs) {
+  const uint32_t threads[] = {0xC0027600, 0x207, 0x0000E040, 0x0000A041};
+  using R = std::vector<std::pair<std::string, uint32_t>>;
+  EXPECT_EQ(decode_pm4(threads, Gen::Gfx12)[0].registers,
+            (R{{"COMPUTE_NUM_THREAD_X", 0xE040},
+               {"COMPUTE_NUM_THREAD_X.NUM_THREAD_FULL", 0x40},
+               {"COMPUTE_NUM_THREAD_X.INTERLEAVE_BITS_X", 7},
+               {"COMPUTE_NUM_THREAD_Y", 0xA041},
+               {"COMPUTE_NUM_THREAD_Y.NUM_THREAD_FULL", 0x41},
+               {"COMPUTE_NUM_THREAD_Y.INTERLEAVE_BITS_Y", 5}}));
+  EXPECT_EQ(decode_pm4(threads, Gen::Gfx11)[0].registers,
+            (R{{"COMPUTE_NUM_THREAD_X", 0xE040},
+               {"COMPUTE_NUM_THREAD_X.NUM_THREAD_FULL", 0xE040},
+               {"COMPUTE_NUM_THREAD_Y", 0xA041},
+               {"COMPUTE_NUM_THREAD_Y.NUM_THREAD_FULL", 0xA041}}));
+  const uint32_t rsrc1[] = {0xC0017600, 0x212, (1u << 22) | (1u << 25)};
+  EXPECT_EQ(decode_pm4(rsrc1, Gen::Gfx11)[0].registers, (R{{"COMPUTE_PGM_RSRC1", 0x02400000}}));
+  EXPECT_EQ(decode_pm4(rsrc1, Gen::Gfx12)[0].registers,
+            (R{{"COMPUTE_PGM_RSRC1", 0x02400000},
+               {"COMPUTE_PGM_RSRC1.DEBUG_MODE", 1},
+               {"COMPUTE_PGM_RSRC1.CDBG_USER", 1}}));
+}
+
 TEST(Decode, SdmaReadsBackWhatTheEncoderWrote) {
   SdmaEncoder e(Gen::Gfx9, {0x7f0000001008, 7});
   CommandStream cs;

@@ -230,16 +230,30 @@ TEST(Pm4Encoder, ProgramValuesAreCheckedAtPrepare) {
             "COMPUTE_PGM_HI.DATA: 256 does not fit in 8 bits (at most 255)");
 }
 
+// NUM_THREAD_FULL is 16 bits up to gfx11; gfx12 keeps 13 for X and Y (15:13 are
+// INTERLEAVE_BITS, Linux gc_12_0_0_sh_mask.h) and 16 for Z: a larger block must not spill into
+// the interleave bits.
 TEST(Pm4Encoder, BlockSizeIsCheckedAtRecording) {
-  Pm4Encoder e(Gen::Gfx11, kIrq);
-  AmdKernel k;
-  k.code_va = 0x7f0000100000;
-  e.prepare(k);
-  CommandStream cs;
-  std::vector<PatchSite> sites;
-  e.exec(cs, k, 0, {1, 1, 1}, {65535, 1, 1}, sites);  // NUM_THREAD_FULL is 16 bits
-  EXPECT_EQ(error_of([&] { e.exec(cs, k, 0, {1, 1, 1}, {1, 1, 65536}, sites); }),
-            "COMPUTE_NUM_THREAD_Z.NUM_THREAD_FULL: 65536 does not fit in 16 bits (at most 65535)");
+  for (Gen g : {Gen::Gfx11, Gen::Gfx12}) {
+    SCOPED_TRACE(to_string(g));
+    Pm4Encoder e(g, kIrq);
+    AmdKernel k;
+    k.code_va = 0x7f0000100000;
+    e.prepare(k);
+    CommandStream cs;
+    std::vector<PatchSite> sites;
+    const uint32_t xy = g == Gen::Gfx12 ? 8191 : 65535;
+    e.exec(cs, k, 0, {1, 1, 1}, {xy, xy, 65535}, sites);
+    EXPECT_EQ(error_of([&] { e.exec(cs, k, 0, {1, 1, 1}, {1, 1, 65536}, sites); }),
+              "COMPUTE_NUM_THREAD_Z.NUM_THREAD_FULL: 65536 does not fit in 16 bits (at most "
+              "65535)");
+    if (g != Gen::Gfx12) continue;
+    EXPECT_EQ(error_of([&] { e.exec(cs, k, 0, {1, 1, 1}, {8192, 1, 1}, sites); }),
+              "COMPUTE_NUM_THREAD_X.NUM_THREAD_FULL: 8192 does not fit in 13 bits (at most 8191)");
+    EXPECT_EQ(error_of([&] { e.exec(cs, k, 0, {1, 1, 1}, {1, 0xE001, 1}, sites); }),
+              "COMPUTE_NUM_THREAD_Y.NUM_THREAD_FULL: 57345 does not fit in 13 bits (at most "
+              "8191)");
+  }
 }
 
 TEST(SdmaEncoder, CopySplitsAtTheEngineLimit) {

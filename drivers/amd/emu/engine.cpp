@@ -652,9 +652,9 @@ void Engine::dispatch(Queue& q, const uint32_t* p) {
   hcq::emu::Dispatch d;
   d.grid = {pm4::DISPATCH_DIRECT_DIM_X.get(p), pm4::DISPATCH_DIRECT_DIM_Y.get(p),
             pm4::DISPATCH_DIRECT_DIM_Z.get(p)};
-  d.block = {COMPUTE_NUM_THREAD_X_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_X_ALL.address)),
-             COMPUTE_NUM_THREAD_Y_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_Y_ALL.address)),
-             COMPUTE_NUM_THREAD_Z_NUM_THREAD_FULL_ALL.get(q.sh_reg(COMPUTE_NUM_THREAD_Z_ALL.address))};
+  d.block = {num_thread_full(0, gen_).get(q.sh_reg(COMPUTE_NUM_THREAD_X_ALL.address)),
+             num_thread_full(1, gen_).get(q.sh_reg(COMPUTE_NUM_THREAD_Y_ALL.address)),
+             num_thread_full(2, gen_).get(q.sh_reg(COMPUTE_NUM_THREAD_Z_ALL.address))};
   if (d.block.count() == 0)
     bad(strf("DISPATCH_DIRECT %s: kernel '%s' with a workgroup of %ux%ux%u threads "
              "(COMPUTE_NUM_THREAD_X/Y/Z not set)",
