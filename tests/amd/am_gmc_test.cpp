@@ -145,6 +145,7 @@ TEST_F(AmGmcTest, GcHubTranslatesThroughDriverTables) {
   EXPECT_EQ(writes[0], "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32=0x2001");
   EXPECT_EQ(writes[5], "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32=0x7");
   EXPECT_EQ(router.plain("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR"), 0x20003fu);
+  EXPECT_EQ(router.plain("GCVM_L2_CNTL3"), 0x80130009u);  // 0x80120007, BANK 9, BIGK fragment 6
   EXPECT_EQ(regs.read(find_register("GCVM_L2_PROTECTION_FAULT_CNTL")), 0x1ffcu);
 
   auto t = gmc_model.gfx_mmu().translate(0x100123, MmuAccess::Read, emu::kClientCpc);
@@ -371,6 +372,13 @@ TEST_F(AmGmcTest, ConcurrentInvalidations) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(gmc_model.invalidations(AmGmc::Hub::Gfx), unsigned(kThreads / 2 * kEach));
   EXPECT_EQ(gmc_model.invalidations(AmGmc::Hub::Mm), unsigned(kThreads / 2 * kEach));
+}
+
+// Each hub's L2_CNTL3 starts from its own default (the GC hub once took MMHUB's); the
+// fields init_hub sets then give both 0x80130009.
+TEST(AmGmcNames, EachHubsL2Cntl3StartsFromItsOwnDefault) {
+  EXPECT_EQ(l2_cntl3_default(Hub::Gc), 0x80120007u);  // gc_11_0_0_default.h
+  EXPECT_EQ(l2_cntl3_default(Hub::Mm), 0x80100007u);  // mmhub_v3_0.c
 }
 
 TEST(AmGmcNames, ClientNames) {

@@ -25,9 +25,9 @@ uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
 // Linux soc15 MTYPE_UC (gfxhub_v3_0_init_tlb_regs "UC, uncached"); pte.def's MTYPE UC.
 constexpr uint32_t kMtypeUc = uint32_t(pte::MTYPE_UC);
 
-// mmhub_v3_0.c's register defaults; tinygrad's init_hub writes the same values for both hubs
-// (L2_CNTL3 0x80130009, CNTL4 0x1, CNTL5 0x3fe0 after the fields below).
-constexpr uint32_t kL2Cntl3Default = 0x80100007;
+// The hubs' register defaults: L2_CNTL3 by hub (l2_cntl3_default); CNTL4 and CNTL5 are the same
+// on both (gc_11_0_0_default.h, mmhub_v3_0.c). With the fields init_hub sets, both hubs get
+// the values tinygrad's init_hub writes (L2_CNTL3 0x80130009, CNTL4 0x1, CNTL5 0x3fe0).
 constexpr uint32_t kL2Cntl4Default = 0x000000c1;
 constexpr uint32_t kL2Cntl5Default = 0x00003fe0;
 
@@ -77,6 +77,8 @@ std::string fault_kind(uint32_t status) {
 }  // namespace
 
 const char* hub_name(Hub hub) { return hub == Hub::Gc ? "gfxhub" : "mmhub"; }
+
+uint32_t l2_cntl3_default(Hub hub) { return hub == Hub::Gc ? 0x80120007 : 0x80100007; }
 
 const char* fault_client_name(Hub hub, uint32_t cid, bool write) {
   if (hub == Hub::Gc) return cid < std::size(kGfxhubClients) ? kGfxhubClients[cid] : "unknown";
@@ -166,7 +168,7 @@ void Gmc::init_hub(Hub hub, const HubContext& ctx) {
                      {"CONTEXT1_IDENTITY_ACCESS_MODE", 1},
                      {"IDENTITY_MODE_FRAGMENT_SIZE", 0}});
   rmw("VM_L2_CNTL2", {{"INVALIDATE_ALL_L1_TLBS", 1}, {"INVALIDATE_L2_CACHE", 1}});
-  write_fields("VM_L2_CNTL3", kL2Cntl3Default,
+  write_fields("VM_L2_CNTL3", l2_cntl3_default(hub),
                {{"BANK_SELECT", 9}, {"L2_CACHE_BIGK_FRAGMENT_SIZE", 6}});
   write_fields("VM_L2_CNTL4", kL2Cntl4Default,
                {{"VMC_TAP_PDE_REQUEST_PHYSICAL", 0}, {"VMC_TAP_PTE_REQUEST_PHYSICAL", 0}});

@@ -45,6 +45,11 @@ struct GpuFaultInfo {
   std::string describe() const;
 };
 
+// The value *VM_L2_CNTL3 starts from before init_hub sets its fields: each hub's own reset
+// default (GC: Linux gc_11_0_0_default.h regGCVM_L2_CNTL3_DEFAULT 0x80120007; MM: mmhub_v3_0.c
+// regMMVM_L2_CNTL3_DEFAULT 0x80100007).
+uint32_t l2_cntl3_default(Hub hub);
+
 // The UTCL2 client a fault status's CID names: gfxhub_v3_0.c gfxhub_client_ids, and for the MM
 // hub mmhub_v3_0.c mmhub_client_ids_v3_0_0[cid][rw]; "unknown" otherwise.
 const char* fault_client_name(Hub hub, uint32_t cid, bool write);
