@@ -1,5 +1,6 @@
-// The first GPU fault a device driver reports, kept: every later check throws it again, so a
-// device that faulted says so to each caller with the same words. Shared by every driver.
+// The first GPU fault a device driver reports, kept: the device cannot be used after it. The
+// calls under way when it came hear of it as it is; every call after says that the device is
+// unusable since that fault, and how to go on. Shared by every driver.
 #pragma once
 
 #include <atomic>
@@ -11,25 +12,39 @@
 
 namespace hcq {
 
+// Thread safety: every member may be called from several threads at once.
 class StickyFault {
  public:
-  // Records message() the first time (built once, under the lock) and throws what was
-  // recorded first.
+  // Records message() the first time (built once, under the lock) and throws it; after that,
+  // what check() throws.
   template <class Fn>
   [[noreturn]] void raise(Fn&& message) {
     std::lock_guard lk(mu_);
-    if (!set_.load(std::memory_order_relaxed)) {
-      what_ = message();
-      set_.store(true, std::memory_order_release);
-    }
+    if (set_.load(std::memory_order_relaxed)) throw GpuFaultError(earlier(what_));
+    what_ = message();
+    set_.store(true, std::memory_order_release);
     throw GpuFaultError(what_);
   }
   bool set() const { return set_.load(std::memory_order_acquire); }
-  // Throws the recorded fault, if any.
+  // For a call that begins: throws, if a fault was recorded, that the device is unusable since
+  // it ("unusable since an earlier GPU fault; close the device and open it again to go on. The
+  // fault:\n" and its text).
   void check() const {
     if (!set()) return;
     std::lock_guard lk(mu_);
+    throw GpuFaultError(earlier(what_));
+  }
+  // For a wait under way since before the fault came: throws the recorded fault as it is.
+  void check_in_flight() const {
+    if (!set()) return;
+    std::lock_guard lk(mu_);
     throw GpuFaultError(what_);
+  }
+  // What check() says of fault text `what`.
+  static std::string earlier(const std::string& what) {
+    return "unusable since an earlier GPU fault; close the device and open it again to go on. "
+           "The fault:\n" +
+           what;
   }
 
  private:

@@ -18,6 +18,7 @@
 #include "common/interleave.hpp"
 #include "common/patterns.hpp"
 #include "common/cpu_written.hpp"
+#include "common/error_of.hpp"
 #include "kernels.hpp"
 #include "nv/push.hpp"
 #include "qcom/decode.hpp"
@@ -434,16 +435,24 @@ TEST_P(EmulatedDevice, AnUnknownPacketFaultsTheQueueAndTheWaiterHearsOfIt) {
   dev_->hw_queue(QueueKind::Compute).submit(bad.data(), bad.size());
   ComputeQueue q(*dev_);
   q.signal(s, 1);
+  std::string msg;
   try {
     q.submit();  // KGSL refuses work for a context that faulted already
     s.wait(1, std::chrono::milliseconds(5000));
     FAIL() << "expected a fault";
   } catch (const GpuFaultError& e) {
-    std::string msg = e.what();
+    msg = e.what();
     for (auto& want : vendor_of(GetParam()).bad_submission_says)
       EXPECT_NE(msg.find(want), std::string::npos) << want << "\n" << msg;
   }
-  EXPECT_THROW(dev_->synchronize(), GpuFaultError);  // the fault stays reported
+  // Every later call says the device is unusable since that fault, and how to go on; the
+  // fault is not told as if it were new.
+  const std::string later = "unusable since an earlier GPU fault; close the device and open it "
+                            "again to go on. The fault:\n" + msg;
+  EXPECT_EQ(testing_support::error_of<GpuFaultError>([&] { dev_->synchronize(); }), later);
+  EXPECT_EQ(testing_support::error_of<GpuFaultError>([&] { s.wait(1, std::chrono::seconds(1)); }),
+            later);
+  EXPECT_EQ(testing_support::error_of<GpuFaultError>([&] { q.signal(s, 2).submit(); }), later);
 }
 
 // A hang: each queue waits for a value that never comes. The timeout names the signal and

@@ -400,6 +400,11 @@ void AmDriver::raise_fault(const std::string& fault) {
 
 void AmDriver::check_faults() {
   fault_.check();
+  read_faults();
+}
+
+void AmDriver::read_faults() {
+  fault_.check_in_flight();
   if (!hooks_.read_fault) return;
   if (const std::optional<std::string> fault = hooks_.read_fault()) raise_fault(*fault);
 }
@@ -436,17 +441,18 @@ void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   // end-of-pipe or SDMA trap interrupt, so the mailbox is written when the MSI arrives.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::chrono::microseconds step{10};
+  fault_.check();  // a fault before this wait began; one that comes during it is its own
   for (;;) {
     if (hooks_.poll_fault) {
-      fault_.check();
+      fault_.check_in_flight();
       if (const std::optional<std::string> fault = hooks_.poll_fault()) raise_fault(*fault);
     } else {
-      check_faults();
+      read_faults();
     }
     if (take_mailbox()) return;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      check_faults();  // the registers: a fault whose ring entry was lost (ring full or off)
+      read_faults();  // the registers: a fault whose ring entry was lost (ring full or off)
       return;
     }
     if (msi_fd_ >= 0) {

@@ -160,6 +160,8 @@ class AmDriver final : public DeviceDriver {
            const std::string& pci_address, const std::string& firmware_dir,
            const std::string& device_name, AmDriverHooks hooks);
   [[noreturn]] void raise_fault(const std::string& fault);
+  // A fault recorded or latched in the hubs' registers, as a wait under way hears of it.
+  void read_faults();
   // Whether the wake mailbox was written since the last look (and clears it).
   bool take_mailbox();
   // Sleeps until the MSI eventfd is signalled or `left` passes, and takes its count.
