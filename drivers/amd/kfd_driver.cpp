@@ -139,6 +139,10 @@ class KfdDriver final : public DeviceDriver {
   }
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
+  // AMDKFD_IOC_SET_EVENT on the interrupt's signal event ends AMDKFD_IOC_WAIT_EVENTS (as
+  // ROCr's hsaKmtSetEvent does for a host-set signal).
+  bool can_wake_waiters() const override { return true; }
+  void wake_waiters() override;
 
   // Driver-private memory (rings, EOP, context save areas): never freed before close.
   Allocation private_alloc(uint64_t size, MemoryKind kind, bool uncached = false);
@@ -519,6 +523,12 @@ std::unique_ptr<Encoder> KfdDriver::encoder(QueueKind kind) {
 }
 
 void KfdDriver::check_faults() { fault_.check(); }
+
+void KfdDriver::wake_waiters() {
+  kfd_ioctl_set_event_args a{};
+  a.event_id = irq_.event_id;
+  ioctl(AMDKFD_IOC_SET_EVENT, &a, "AMDKFD_IOC_SET_EVENT");
+}
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
   fault_.raise(

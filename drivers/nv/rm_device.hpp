@@ -57,6 +57,8 @@ class RmDriver final : public DeviceDriver {
   ProgramLayout program_layout(std::span<const std::byte> image) override;
   void wait_interrupt(std::chrono::milliseconds timeout) override;
   void check_faults() override;
+  // Its waits are 50 us sleeps: nothing to end.
+  bool can_wake_waiters() const override { return true; }
   std::string hang_report() override;
 
   // Driver-private memory, freed when the driver closes.

@@ -164,6 +164,10 @@ uint64_t Signal::port_read(uint64_t offset) const {
   return v;
 }
 
+void Signal::wake_host_waiters() const {
+  if (Device* d = link_->get()) d->wake_host_waiters();
+}
+
 void Signal::port_write(uint64_t v) { port_->write_memory(va_, std::as_bytes(std::span(&v, 1))); }
 
 Device& Signal::device() const {
@@ -190,6 +194,19 @@ void Signal::wait_for(uint64_t v, std::chrono::milliseconds timeout) const {
     __builtin_ia32_pause();
   }
   auto deadline = start + bounded_wait(timeout);  // milliseconds::max(): no limit
+  // Counted before the value is read again, so a host set() after that read wakes the sleep
+  // (set() stores, then loads the count; this adds, then loads the value).
+  struct HostWaiting {
+    explicit HostWaiting(DeviceLink& l) : n(l.host_waiters_) {
+      n.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+    ~HostWaiting() { n.fetch_sub(1, std::memory_order_relaxed); }
+    std::atomic<uint32_t>& n;
+  } waiting(*link_);
+  // Sleeps in slices: an imported signal (set by another process) or a driver whose wait a
+  // host set() cannot end is looked at again every millisecond.
+  const std::chrono::milliseconds slice(page_ || !dev->driver().can_wake_waiters() ? 1 : 100);
   for (;;) {
     uint64_t gen = dev->irq_generation();
     const uint64_t seen = value();
@@ -207,9 +224,7 @@ void Signal::wait_for(uint64_t v, std::chrono::milliseconds timeout) const {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
     // Another process's GPU sets an imported signal without interrupting this device.
-    dev->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1),
-                                   std::chrono::milliseconds(page_ ? 1 : 100)),
-                        gen);
+    dev->wait_interrupt(std::clamp(left, std::chrono::milliseconds(1), slice), gen);
   }
 }
 
@@ -578,6 +593,13 @@ void Device::wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generatio
     throw;
   }
   wake_all();
+}
+
+void Device::wake_host_waiters() {
+  std::lock_guard lk(irq_mu_);
+  ++irq_generation_;
+  irq_cv_.notify_all();
+  if (irq_sleeper_) driver_->wake_waiters();
 }
 
 Device::ClockSync Device::clock_sync(QueueKind kind) {

@@ -41,6 +41,7 @@ class DeviceLink {
   std::mutex mu_;  // a release racing with the device's teardown
   std::atomic<Device*> dev_{nullptr};
   std::string name_;
+  std::atomic<uint32_t> host_waiters_{0};  // threads asleep in Signal::wait (set() wakes them)
 };
 
 // Device memory. Move-only; returns its memory to the device's cache when destroyed.
@@ -153,8 +154,12 @@ class Signal {
   void set(uint64_t v) {
     check_alive();
     if (port_) [[unlikely]]
-      return port_write(v);
-    __atomic_store_n(&slot_[0], v, __ATOMIC_RELEASE);
+      port_write(v);
+    else
+      __atomic_store_n(&slot_[0], v, __ATOMIC_SEQ_CST);  // ordered before the load below
+    // A thread asleep in wait() hears of no interrupt for a value the host writes: wake it.
+    if (link_->host_waiters_.load(std::memory_order_seq_cst) != 0) [[unlikely]]
+      wake_host_waiters();
   }
   uint64_t timestamp() const {
     check_alive();
@@ -168,7 +173,8 @@ class Signal {
   uint32_t id() const { return id_; }
   Device& device() const;
 
-  // Wait until value() >= v: spin briefly, then sleep on the device's interrupt. Throws
+  // Wait until value() >= v: spin briefly, then sleep on the device's interrupt, or until a
+  // host thread's set() on any signal of the device wakes it. Throws
   // TimeoutError naming the device, signal, value expected and seen; GpuFaultError on a fault.
   // An imported signal set by another process's GPU wakes no interrupt here: the sleeps
   // are then short (the wait polls), so it still sees the value within about a millisecond.
@@ -187,6 +193,7 @@ class Signal {
       throw_detached();
   }
   [[noreturn]] void throw_detached() const;
+  void wake_host_waiters() const;
   void wait_for(uint64_t v, std::chrono::milliseconds timeout) const;  // wait() but the capture
   // Where the CPU cannot map the signal page: its words through the driver's port.
   uint64_t port_read(uint64_t offset) const;
@@ -391,6 +398,8 @@ class Device {
   // interrupt arrived since `irq_generation()` returned `seen_generation`.
   uint64_t irq_generation();
   void wait_interrupt(std::chrono::milliseconds t, uint64_t seen_generation);
+  // Used by Signal::set: ends the sleeps of wait_interrupt (a host thread set a signal).
+  void wake_host_waiters();
 
  private:
   friend class Buffer;

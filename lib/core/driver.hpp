@@ -224,6 +224,13 @@ class DeviceDriver {
   virtual void wait_interrupt(std::chrono::milliseconds timeout) = 0;
   // Throws GpuFaultError if a fault was reported since the device was opened.
   virtual void check_faults() = 0;
+  // Whether wake_waiters() makes a wait_interrupt under way in another thread return soon.
+  // Where it does not, Signal::wait sleeps here in short slices while it waits (a value the
+  // host sets raises no interrupt).
+  virtual bool can_wake_waiters() const { return false; }
+  // A host thread set a signal that a thread in wait_interrupt may be waiting for: make that
+  // wait return soon. Called from any thread, with or without a wait under way.
+  virtual void wake_waiters() {}
   // For a hang: every queue with unfinished work, its packets around the read pointer
   // decoded, the completed ones and the one the engine is on marked. Empty when idle.
   virtual std::string hang_report() = 0;

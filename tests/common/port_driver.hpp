@@ -7,6 +7,8 @@
 // Thread-safe as a DeviceDriver must be.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -114,9 +116,23 @@ class PortOnlyDriver final : public DeviceDriver {
     return real_->program_layout(image);
   }
   void wait_interrupt(std::chrono::milliseconds timeout) override {
-    real_->wait_interrupt(timeout);
+    if (!waits_end_only_on_wake) return real_->wait_interrupt(timeout);
+    std::unique_lock lk(wake_mu_);
+    ++waits;
+    wake_cv_.wait_for(lk, std::chrono::seconds(30), [&] { return woken_; });
+    woken_ = false;  // one wake ends one wait, as KFD's auto-reset signal event does
   }
   void check_faults() override { real_->check_faults(); }
+  bool can_wake_waiters() const override {
+    return waits_end_only_on_wake || real_->can_wake_waiters();
+  }
+  void wake_waiters() override {
+    ++wakes;
+    if (!waits_end_only_on_wake) return real_->wake_waiters();
+    std::lock_guard lk(wake_mu_);
+    woken_ = true;
+    wake_cv_.notify_all();
+  }
   std::string hang_report() override {
     if (on_hang_report) on_hang_report();
     return real_->hang_report();
@@ -124,6 +140,10 @@ class PortOnlyDriver final : public DeviceDriver {
   // Called as a hang report is put together (set before any wait uses the device): lets a test
   // end the awaited work just then, as a GPU may while a slow report decodes its packets.
   std::function<void()> on_hang_report;
+  // Set before any wait: wait_interrupt then ends only at wake_waiters() (or after 30 s),
+  // whatever its timeout, as if no interrupt ever came: a wait that misses a host set() shows.
+  bool waits_end_only_on_wake = false;
+  std::atomic<uint64_t> waits{0}, wakes{0};
 
  private:
   // The CPU address of [va, va + size), inside one allocation; InvalidInput otherwise.
@@ -145,6 +165,9 @@ class PortOnlyDriver final : public DeviceDriver {
   std::map<uint64_t, Allocation> real_allocs_;  // by address, with the real host pointers
   uint64_t host_bytes_ = 0;
   Counts counts_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  bool woken_ = false;
 };
 
 }  // namespace hcq::testing_support

@@ -62,6 +62,62 @@ TEST(Signal, ATimeoutSaysTheValueSeenAtItsDeadlineNotOneReadAfterTheReport) {
   EXPECT_EQ(s.value(), 4u);
 }
 
+// Issue 33, item 13: a thread asleep in wait() for a value another host thread sets is woken
+// by that set(), not by the end of its sleep: set() ends the driver's wait (KFD: SET_EVENT).
+// Here the driver's waits end only so (after 30 s else, past the waits' own 10 s timeout).
+TEST(Signal, AHostSetWakesAThreadAsleepInTheDriver) {
+  auto drv = testing_support::PortOnlyDriver::open("emu:gfx1100");
+  auto* port = drv.get();
+  port->waits_end_only_on_wake = true;
+  Device dev(std::move(drv), Device::Options{});
+  Signal s = dev.new_signal(0);
+  std::string error;
+  std::thread waiter([&] {
+    try {
+      s.wait(1, std::chrono::seconds(10));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (port->waits.load() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(port->waits.load(), 1u);  // asleep in the driver
+  s.set(1);
+  waiter.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(port->wakes.load(), 1u);
+  EXPECT_EQ(port->waits.load(), 1u);
+}
+
+// Two host threads ping-pong 2,000 values, each asleep in wait() when the other sets: no
+// wake-up is lost (a lost one would sleep out the driver's 30 s, past the 10 s timeout).
+TEST(Signal, TwoHostThreadsPingPongWithoutALostWakeUp) {
+  auto drv = testing_support::PortOnlyDriver::open("emu:gfx1100");
+  drv->waits_end_only_on_wake = true;
+  Device dev(std::move(drv), Device::Options{});
+  Signal ping = dev.new_signal(0), pong = dev.new_signal(0);
+  constexpr uint64_t kRounds = 2000;
+  std::string error;
+  std::thread peer([&] {
+    try {
+      for (uint64_t i = 1; i <= kRounds; i++) {
+        ping.wait(i, std::chrono::seconds(10));
+        pong.set(i);
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  });
+  for (uint64_t i = 1; i <= kRounds && error.empty(); i++) {
+    ping.set(i);
+    EXPECT_NO_THROW(pong.wait(i, std::chrono::seconds(10))) << "round " << i;
+  }
+  peer.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(pong.value(), kRounds);
+}
+
 // The largest timeout means no limit (issue 33): milliseconds::max() once overflowed the
 // deadline and timed out at once ("timed out after 9223372036854775807 ms").
 TEST(Signal, TheLargestTimeoutMeansNoLimit) {
