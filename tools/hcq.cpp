@@ -28,6 +28,7 @@
 #include "json.hpp"
 #include "kernels.hpp"
 #include "numbers.hpp"
+#include "os/cleanup.hpp"
 #include "os/output_file.hpp"
 #include "pci.hpp"
 #include "rdma.hpp"
@@ -541,6 +542,8 @@ int usage_error(const CLI::App& app, const std::string& message) {
 
 int main(int argc, char** argv) {
   int rc = 1;
+  // Ctrl-C or a kill leaves no temporary trees or shared-memory segments behind.
+  hcq::os::cleanup_on_signals();
   CLI::App app("hcq drives GPUs from user space (AMD, NVIDIA, Qualcomm Adreno; emulated ones "
                "without a GPU).",
                "hcq");

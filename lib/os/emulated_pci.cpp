@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "os/cleanup.hpp"
 #include "os/emulated_vfio.hpp"
 
 namespace hcq::os {
@@ -255,10 +256,9 @@ std::string resource_file(const EmulatedPciFunction& f, uint64_t next_base) {
 
 EmulatedPciBus::EmulatedPciBus(std::vector<EmulatedPciFunction> functions)
     : kernel_(std::make_shared<EmulatedKernel>()), functions_(std::move(functions)) {
-  for (auto& f : functions_) bus_of(f.address);  // a bad address throws before mkdtemp
-  std::string tmpl = (fs::temp_directory_path() / "hcq-sysfs-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw OsError("emulated PCI bus: mkdtemp", errno);
-  dir_ = tmpl;
+  for (auto& f : functions_) bus_of(f.address);  // a bad address throws before the tree
+  tree_ = std::make_unique<TempTree>("sysfs");
+  dir_ = tree_->path();
   fs::create_directories(dir_ + "/bus/pci/devices");
   fs::create_directories(dir_ + "/kernel/iommu_groups");
   vfio_ = std::make_unique<EmulatedVfio>(*this, *kernel_);
@@ -278,8 +278,7 @@ EmulatedPciBus::EmulatedPciBus(std::vector<EmulatedPciFunction> functions)
 
 EmulatedPciBus::~EmulatedPciBus() {
   kernel_->mount_sysfs("");
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
+  tree_.reset();
 }
 
 void EmulatedPciBus::write_function(const EmulatedPciFunction& f) {

@@ -116,6 +116,7 @@ std::vector<uint8_t> emulated_config_space(const EmulatedPciFunction& f, unsigne
                                            unsigned subordinate);
 
 class EmulatedVfio;
+class TempTree;
 
 class EmulatedPciBus {
  public:
@@ -143,6 +144,7 @@ class EmulatedPciBus {
   int bind(const std::string& driver, const std::string& address);
   int unbind(const std::string& driver, const std::string& address);
 
+  std::unique_ptr<TempTree> tree_;  // the sysfs directory
   std::string dir_;
   std::shared_ptr<EmulatedKernel> kernel_;
   std::vector<EmulatedPciFunction> functions_;

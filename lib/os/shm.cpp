@@ -1,5 +1,6 @@
 #include "os/shm.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,13 +9,16 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "core/deadline.hpp"
 #include "core/error.hpp"
+#include "os/cleanup.hpp"
 
 namespace hcq::os {
 
@@ -53,7 +57,9 @@ struct SharedSegment::Impl {
   int fd = -1;
   void* map = nullptr;
   size_t bytes = 0;
+  int slot = -1;  // in os/cleanup.cpp's signal handler's list
   ~Impl() {
+    forget_segment(slot);
     if (map) ::munmap(map, bytes);
     if (fd >= 0) ::close(fd);
   }
@@ -156,6 +162,8 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
       throw OsError(who + "fchmod", err);
     }
     check_owner(impl->fd, who, path);
+    static std::once_flag swept;  // what processes killed before they detached left
+    std::call_once(swept, [] { sweep_shared_segments(); });
     const int fd = impl->fd;
     while (!set_lock(fd, F_WRLCK, kAttachByte, false)) {
       if (std::chrono::steady_clock::now() > deadline)
@@ -237,10 +245,13 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
     if (created_) ::shm_unlink(shm_name.c_str());
     throw;
   }
+  impl_->slot = remember_segment(fd, path);
   unlock_attach();
 }
 
 SharedSegment::~SharedSegment() {
+  forget_segment(impl_->slot);  // detached here, not by the signal handler
+  impl_->slot = -1;
   const int fd = impl_->fd;
   // Detaching waits briefly for a process attaching right now; after 2 s it leaves the name
   // to the next one (a segment nobody holds is made afresh anyway).
@@ -266,6 +277,38 @@ SharedSegment::~SharedSegment() {
     }
   } catch (const Error&) {
   }
+}
+
+size_t sweep_shared_segments() {
+  // Emulated machines' segments are named for their process (os/device_owner.cpp:
+  // hcq.emu.p<pid>-...): once it is gone nobody attaches to them again. Each is removed as
+  // the last one out would remove it: under the attach lock, when no one holds presence.
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return 0;
+  size_t removed = 0;
+  const std::string prefix = "hcq.emu.p";
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.compare(0, prefix.size(), prefix) != 0) continue;
+    const int pid = std::atoi(n.c_str() + prefix.size());
+    if (pid <= 0 || SharedSegment::process_start_time(pid) != 0) continue;  // it may live
+    const std::string path = "/dev/shm/" + n;
+    const int fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat mine {}, named {};
+    try {
+      if (::fstat(fd, &mine) == 0 && S_ISREG(mine.st_mode) && mine.st_uid == ::geteuid() &&
+          set_lock(fd, F_WRLCK, kAttachByte, false) &&
+          set_lock(fd, F_WRLCK, kPresenceByte, false) && ::stat(path.c_str(), &named) == 0 &&
+          mine.st_ino == named.st_ino && mine.st_dev == named.st_dev &&
+          ::unlink(path.c_str()) == 0)
+        removed++;
+    } catch (const Error&) {
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "amd/fault_log.hpp"
 #include "amd/ib_positions.hpp"
 #include "core/error.hpp"
+#include "os/cleanup.hpp"
 
 namespace hcq::amd::emu {
 
@@ -81,21 +82,13 @@ AmEmulatedGpu::AmEmulatedGpu(AmGpuWiring wiring)
 
   if (wiring.registers) wiring.registers->gpu_ = gpu_.get();
 
-  std::string tmpl = (std::filesystem::temp_directory_path() / "hcq-am-firmware-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw OsError("emulated AM GPU: mkdtemp for the firmware", errno);
-  firmware_dir_ = tmpl;
-  try {
-    write_gfx1100_firmware(firmware_dir_, wiring.firmware);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove_all(firmware_dir_, ec);
-    throw;
-  }
+  firmware_tree_ = std::make_unique<os::TempTree>("am-firmware");
+  firmware_dir_ = firmware_tree_->path();
+  write_gfx1100_firmware(firmware_dir_, wiring.firmware);
 }
 
 AmEmulatedGpu::~AmEmulatedGpu() {
-  std::error_code ec;
-  std::filesystem::remove_all(firmware_dir_, ec);
+  firmware_tree_.reset();
   // The engines stop first (they read memory through the GMC's MMU and the DMA callback).
   gpu_.reset();
   gfx_.reset();

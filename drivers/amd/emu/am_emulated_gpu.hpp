@@ -98,6 +98,7 @@ class AmEmulatedGpu {
   std::shared_ptr<AmIh> ih_;
   std::unique_ptr<AmAddressSpace> engine_memory_;  // the engines' view: the GC hub's MMU
   std::shared_ptr<AmGfx> gfx_;
+  std::unique_ptr<os::TempTree> firmware_tree_;
   std::string firmware_dir_;
   mutable std::mutex fault_log_mu_;
   std::string fault_log_;
