@@ -207,6 +207,13 @@ size_t RingSource::read_some(void* p, size_t n) {
       continue;
     }
     backoff.reset();
+    // The writer never publishes more than the ring holds past what was read: a head beyond
+    // that (or behind the tail) is a damaged or hostile ring, not records to read for ever.
+    if (head - tail_ > capacity_)
+      throw InvalidInput("dump: shm:" + name_ + ": its head (" + std::to_string(head) +
+                         ") is not within " + std::to_string(capacity_) +
+                         " bytes after what was read (" + std::to_string(tail_) +
+                         "): a damaged ring");
     const uint64_t pos = tail_ % capacity_;
     const size_t k = size_t(std::min<uint64_t>({head - tail_, n - got, capacity_ - pos}));
     std::memcpy(out + got, data_ + pos, k);

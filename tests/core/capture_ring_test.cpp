@@ -344,6 +344,19 @@ TEST(CaptureRing, AHostileRingHeaderIsAnExactErrorNotAFault) {
         << capacity;
   }
   EXPECT_FALSE(exists(name));
+  {
+    // A head further than a ring's capacity past the tail: read as records it never ended
+    // (the follower wrapped around the ring for ever); it is a damaged ring.
+    auto writer = forge(data);
+    ASSERT_TRUE(writer->hold_role(kWriterRole));
+    EXPECT_EQ(error_of([&] {
+                RingSource f(name, 2000ms);
+                char b[64];
+                f.read_some(b, sizeof b);
+              }),
+              "dump: shm:" + name + ": its head (1048576) is not within 4096 bytes after what "
+              "was read (0): a damaged ring");
+  }
   // A segment header giving more than a ring holds (written by hand: making one would
   // reserve that much of /dev/shm) is refused before anything is mapped.
   os::SegmentHeader sh;
