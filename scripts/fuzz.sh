@@ -43,10 +43,28 @@ clang++ "${flags[@]}" fuzz/fuzz_am_firmware.cpp drivers/amd/am/firmware.cpp lib/
 clang++ "${flags[@]}" fuzz/fuzz_usb.cpp drivers/usb/asm2464_protocol.cpp \
   drivers/usb/pcie_transport.cpp drivers/usb/pcie_enumerate.cpp lib/os/usb.cpp lib/os/pci.cpp \
   lib/core/error.cpp -lpci -o "$out/fuzz_usb"
+clang++ "${flags[@]}" -I. fuzz/fuzz_rdma_wire.cpp rdma/local_wire.cpp -o "$out/fuzz_rdma_wire"
+clang++ "${flags[@]}" fuzz/fuzz_capture_ring.cpp lib/core/capture_ring.cpp \
+  lib/core/capture_reader.cpp lib/os/shm.cpp lib/os/cleanup.cpp lib/core/error.cpp -lz \
+  -o "$out/fuzz_capture_ring"
+# The ring corpus: each capture seed's records in an open ring of 4 KiB (RingHeader: magic,
+# version, state, capacity, writer pid, generation, start time, dropped, head at 64, tail at
+# 128), head just past them.
+mkdir -p "$out/corpus_fuzz_capture_ring"
+python3 - "$out/corpus_fuzz_capture" "$out/corpus_fuzz_capture_ring" <<'PY'
+import struct, sys
+from pathlib import Path
+for f in sorted(Path(sys.argv[1]).iterdir())[:16]:
+    records = f.read_bytes()[1 + 16:][:4096]  # the target's first byte, the file header
+    h = b"HCQCAP\0\0" + struct.pack("<IIQiIQQ", 3, 1, 4096, 0, 0, 0, 0)
+    h = h.ljust(64, b"\0") + struct.pack("<Q", len(records))
+    h = h.ljust(128, b"\0") + struct.pack("<Q", 0)
+    (Path(sys.argv[2]) / f.name).write_bytes(h.ljust(192, b"\0") + records)
+PY
 # The USB corpus starts from a few completions, a bridge's sysfs and a bridge with a GPU.
 python3 scripts/fuzz_usb_seeds.py "$out/corpus_fuzz_usb"
 for t in fuzz_decoders fuzz_capture fuzz_cubin fuzz_code_object fuzz_msgpack fuzz_ir3 \
-    fuzz_am_discovery fuzz_am_firmware fuzz_usb; do
+    fuzz_am_discovery fuzz_am_firmware fuzz_usb fuzz_rdma_wire fuzz_capture_ring; do
   mkdir -p "$out/corpus_$t"
   # Seed the ir3 corpus with the demo containers when a build made them.
   if [ "$t" = fuzz_ir3 ]; then cp -n build/kernels/*.ir3 "$out/corpus_$t/" 2>/dev/null || true; fi
