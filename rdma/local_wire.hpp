@@ -36,12 +36,14 @@ struct Ring {
   }
   // Producer: copy at the head (the caller checked free_bytes), publish by storing head.
   void put(uint64_t at, const void* src, uint64_t n) {
+    if (n == 0) return;  // src may be null then (an empty payload)
     uint64_t pos = at % kRingBytes, first = std::min(n, kRingBytes - pos);
     std::memcpy(data + pos, src, first);
     std::memcpy(data, static_cast<const std::byte*>(src) + first, n - first);
   }
   // Consumer: n <= kRingBytes (the checks below guarantee it).
   void get(uint64_t at, void* dst, uint64_t n) const {
+    if (n == 0) return;
     uint64_t pos = at % kRingBytes, first = std::min(n, kRingBytes - pos);
     std::memcpy(dst, data + pos, first);
     std::memcpy(static_cast<std::byte*>(dst) + first, data, n - first);
