@@ -172,12 +172,18 @@ TEST(AmFirmware, PspComponentsByType) {
   expect_part(fw, fw.parts[1], "sys_drv", 2, 0x30002, 0x200, 0x80);
   expect_part(fw, fw.parts[2], "kdb", 3, 0x30003, 0x300, 0x40);
 
-  // 2.1: the components from psp_aux_fw_bin_index on (the aux sOS) are not this part's.
+  // 2.1: a part without aux sOS takes psp_fw_bin[0, count - psp_aux_fw_bin_index), as Linux's
+  // psp_init_sos_microcode counts (here 4 - 1); hcq once took [0, index).
   fw = parse(emu::sos_firmware(1), "psp_13_0_0_sos.bin");
   EXPECT_EQ(fw.header_minor, 1);
   ASSERT_EQ(fw.parts.size(), 3u);
   expect_part(fw, fw.parts[0], "sos", 1, 0x30001, 0x100, 0x100);
   expect_part(fw, fw.parts[2], "kdb", 3, 0x30003, 0x300, 0x40);
+  File three_aux = emu::sos_firmware(1);
+  three_aux.u32(36, 3);
+  fw = parse(three_aux, "psp_13_0_0_sos.bin");
+  ASSERT_EQ(fw.parts.size(), 1u);
+  expect_part(fw, fw.parts[0], "sos", 1, 0x30001, 0x100, 0x100);
 
   fw = parse(emu::ta_firmware(), "psp_13_0_0_ta.bin");
   ASSERT_EQ(fw.parts.size(), 2u);

@@ -211,8 +211,10 @@ struct Parser {
   }
 
   // PSP sOS 2.x and TA 2.0 (amdgpu_psp.c): psp_fw_bin descriptors, each component at
-  // ucode_array_offset_bytes + offset_bytes. sOS 2.1's components from psp_aux_fw_bin_index
-  // on are the aux sOS, loaded only by MP0 13.0.6-class parts: not kept here.
+  // ucode_array_offset_bytes + offset_bytes. sOS 2.1: a part that loads no aux sOS takes
+  // psp_fw_bin[0, count - psp_aux_fw_bin_index) (psp_init_sos_microcode; MP0 13.0.6-class
+  // parts take [index, count) instead). An index past the count is refused here (Linux's
+  // count would wrap).
   void psp_bins(bool ta, uint16_t minor, const HeaderVersion& layout) {
     const char* count_field = ta ? "ta_fw_bin_count" : "psp_fw_bin_count";
     const char* bin_field = ta ? "ta_fw_bin" : "psp_fw_bin";
@@ -230,7 +232,7 @@ struct Parser {
       if (aux > count)
         r.fail("psp_aux_fw_bin_index", "is " + std::to_string(aux),
                "at most " + std::to_string(count) + " (psp_fw_bin_count)");
-      used = aux;
+      used = count - aux;
     }
     for (uint32_t i = 0; i < used; ++i) {
       uint64_t at = first + i * kPspBinDescBytes;

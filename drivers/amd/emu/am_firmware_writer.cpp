@@ -105,7 +105,7 @@ FirmwareImage sos_firmware(uint16_t minor) {
       {1, 0x30001, 0x0, 0x100}, {2, 0x30002, 0x100, 0x80}, {3, 0x30003, 0x200, 0x40}};
   if (minor == 1) bins.push_back({1, 0x30009, 0x240, 0x40});
   FirmwareImage f = psp_v2(minor, 0x400, 0x300, bins);
-  if (minor == 1) f.u32(36, 3);  // psp_aux_fw_bin_index
+  if (minor == 1) f.u32(36, 1);  // psp_aux_fw_bin_index: the last one is the aux sOS
   return f;
 }
 
