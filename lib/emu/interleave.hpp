@@ -12,7 +12,9 @@
 // emulated device opens. The same seed makes the same choices, but submissions reach the
 // engine when the host's threads make them, so a seed reproduces a failing schedule only as
 // far as the doorbells arrive at the same points (a failure found with a seed usually comes
-// back with it). Tests that turn it on print the seed with any failure.
+// back with it). A pass that ran nothing gives back the numbers it drew (mark and rewind), so
+// how long a queue sat blocked, which the host's timing decides, does not change the choices
+// after it. Tests that turn it on print the seed with any failure.
 //
 // Thread safety: an Interleaver belongs to one engine thread; from_environment() may be called
 // from several threads (it only reads the environment).
@@ -49,6 +51,10 @@ class Interleaver {
   }
   // How many packets the next turn runs: `fixed` when off, 1..kMaxTurnPackets when on.
   int turn(int fixed) { return on_ ? 1 + int(below(kMaxTurnPackets)) : fixed; }
+  // The generator's position before a pass, and going back to it after a pass that ran
+  // nothing: idle passes then leave the sequence as it was.
+  uint64_t mark() const { return state_; }
+  void rewind(uint64_t mark) { state_ = mark; }
   // A number in [0, n), n > 0 (splitmix64: the same sequence on every compiler, unlike the
   // standard distributions).
   uint64_t below(uint64_t n);

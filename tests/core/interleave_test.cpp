@@ -46,6 +46,31 @@ TEST(Interleaver, OneSeedMakesOneSequenceAndEveryOrderComesUp) {
   EXPECT_EQ(turns, (std::set<int>{1, 2, 3, 4}));
 }
 
+// An engine marks the generator before a pass and rewinds after one that ran nothing: however
+// many idle passes come between, the choices after them are those of a run without them.
+TEST(Interleaver, IdlePassesThatRewindLeaveTheSequenceAsItWas) {
+  Interleaver busy(9), waited(9);
+  std::vector<int> want, got;
+  for (int pass = 0; pass < 50; pass++) {
+    std::vector<int> q{0, 1, 2, 3};
+    busy.shuffle(q);
+    want.insert(want.end(), q.begin(), q.end());
+    want.push_back(busy.turn(256));
+    for (int idle = 0; idle < pass % 5; idle++) {  // a queue blocked for a while
+      const uint64_t mark = waited.mark();
+      std::vector<int> unused{0, 1, 2, 3};
+      waited.shuffle(unused);
+      waited.turn(256);
+      waited.rewind(mark);
+    }
+    std::vector<int> r{0, 1, 2, 3};
+    waited.shuffle(r);
+    got.insert(got.end(), r.begin(), r.end());
+    got.push_back(waited.turn(256));
+  }
+  EXPECT_EQ(got, want);
+}
+
 TEST(Interleaver, TheSeedComesFromTheEnvironmentAndABadOneIsAnExactError) {
   EXPECT_EQ(Interleaver::parse_seed("18446744073709551615"), UINT64_MAX);
   EXPECT_EQ(Interleaver::parse_seed("18446744073709551616"), std::nullopt);

@@ -972,12 +972,14 @@ TEST_P(EmulatedDevice, InterleavedQueuesShowAMissingCrossQueueWait) {
     d->copy_out(got.data(), y, 0, n * 4);
     return got == std::vector<uint32_t>(n, 7u);
   };
-  int wrong = 0;
-  for (uint64_t seed = 1; seed <= 8; seed++) {
+  for (uint64_t seed = 1; seed <= 8; seed++)
     EXPECT_TRUE(run(seed, true)) << "with the wait, HCQ_EMU_INTERLEAVE_SEED=" << seed;
-    wrong += !run(seed, false);
-  }
-  EXPECT_GT(wrong, 0) << "no seed of 1..8 ran the copy before the kernel without the wait";
+  // Without it, how many seeds run the copy first depends on how many method headers each
+  // launch takes (on NVIDIA with QMDs by address, 1 to 4 of 8): look until one does. CI once
+  // saw none of 1..8 do so.
+  uint64_t seed = 1;
+  while (seed <= 64 && run(seed, false)) seed++;
+  EXPECT_LE(seed, 64u) << "no seed of 1..64 ran the copy before the kernel without the wait";
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, EmulatedDevice,

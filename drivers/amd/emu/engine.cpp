@@ -330,16 +330,24 @@ bool Engine::pass() {
   uint64_t gen = list_gen_.load(std::memory_order_acquire);
   if (gen != seen_gen_) {
     std::lock_guard lk(mu_);
-    active_.clear();
-    for (auto& q : queues_) active_.push_back(q.get());
+    listed_.clear();
+    for (auto& q : queues_) listed_.push_back(q.get());
+    active_ = listed_;
     seen_gen_ = list_gen_.load(std::memory_order_relaxed);
   }
-  interleave_.shuffle(active_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
+  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass, drawn from the list's own order so an
+  // idle pass, which gives its numbers back, leaves the next one as it would have been.
+  const uint64_t mark = interleave_.mark();
+  if (interleave_.on()) {
+    active_ = listed_;
+    interleave_.shuffle(active_);
+  }
   bool progress = false;
   for (size_t i = 0; i < active_.size(); i++) {
     Queue& q = *active_[i];
     if (!q.removed && !q.dead) progress |= step(q);
   }
+  if (!progress) interleave_.rewind(mark);
   return progress;
 }
 

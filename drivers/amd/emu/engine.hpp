@@ -101,6 +101,7 @@ class Engine {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<uint64_t> list_gen_{0};   // bumped when queues_ changes
   uint64_t seen_gen_ = ~uint64_t{0};    // engine thread only
+  std::vector<Queue*> listed_;          // engine thread only: the queues, in the list's order
   std::vector<Queue*> active_;          // engine thread only: the queues of this pass
   std::vector<std::unique_ptr<Queue>> graveyard_;  // removed from inside a pass; freed after it
   std::unique_ptr<KernelCache> kernels_;

@@ -196,10 +196,12 @@ bool Engine::pass() {
   }
   order_.clear();
   for (auto& c : channels_) order_.push_back(c.get());
+  const uint64_t mark = interleave_.mark();
   interleave_.shuffle(order_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
   bool progress = false;
   for (Channel* c : order_)
     if (!c->dead && c->rung) progress |= step(*c);
+  if (!progress) interleave_.rewind(mark);  // an idle pass draws nothing
   return progress;
 }
 

@@ -150,12 +150,14 @@ void Engine::run() {
     bool progress = false, waiting = false;
     order_.clear();
     for (auto& entry : contexts_) order_.push_back(entry.second.get());
+    const uint64_t mark = interleave_.mark();
     interleave_.shuffle(order_);  // HCQ_EMU_INTERLEAVE_SEED: a random order each pass
     for (Context* c : order_) {
       if (c->dead || c->pending.empty()) continue;
       waiting = true;
       progress |= step(*c);
     }
+    if (!progress) interleave_.rewind(mark);  // an idle pass draws nothing
     if (progress) {
       last_activity = std::chrono::steady_clock::now();
       continue;
