@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "amd/am/am_driver.hpp"
-#include "amd/am/gfx1100.hpp"
 #include "amd/am/page_tables.hpp"
 #include "amd/emu/am_system.hpp"
 #include "amd/code_object.hpp"
@@ -412,7 +411,7 @@ void BM_AmBootEmulated(benchmark::State& state) {
     state.ResumeTiming();
     auto drv = std::make_unique<amd::am::AmDriver>(kernel, amd::emu::AmEmulatedSystem::kAddress,
                                                    sys->firmware_dir(), "emu:gfx1100_am",
-                                                   amd::am::gfx1100_hooks());
+                                                   amd::am::AmDriverOptions{});
     state.PauseTiming();
     for (auto& p : drv->boot_report().phases) phase_ms[p.name] += p.ms;
     drv.reset();  // the shutdown is not timed

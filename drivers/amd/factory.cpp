@@ -12,7 +12,6 @@
 #include <iterator>
 
 #include "amd/am/am_driver.hpp"
-#include "amd/am/gfx1100.hpp"
 #include "amd/am/usb_function.hpp"
 #include "usb/emu/usb_system.hpp"
 #include "amd/emu/am_system.hpp"
@@ -44,22 +43,22 @@ std::unique_ptr<am::AmDriver> boot_over_usb(std::shared_ptr<os::Kernel> kernel,
   // Claimed before the bridge is touched (os/device_owner.hpp).
   auto owner = std::make_unique<os::DeviceOwner>(*kernel, usb_owner_key(port), name);
   std::unique_ptr<am::UsbFunction> function = am::open_usb_function(kernel, port, name);
-  am::AmDriverHooks hooks = am::gfx1100_hooks();
-  hooks.boot_options.force_reset = force_reset;
+  am::AmDriverOptions options;
+  options.boot.force_reset = force_reset;
   return std::make_unique<am::AmDriver>(std::move(kernel), std::move(function), firmware_dir,
-                                        name, std::move(hooks), std::move(owner));
+                                        name, std::move(options), std::move(owner));
 }
 }  // namespace
 
 std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force_reset) {
-  am::AmDriverHooks hooks = am::gfx1100_hooks();
-  hooks.boot_options.force_reset = force_reset;
+  am::AmDriverOptions options;
+  options.boot.force_reset = force_reset;
   if (name.rfind("am:", 0) == 0) {
     if (!am::is_pci_address(name.substr(3)))
       throw InvalidInput("bad device name '" + name +
                          "': expected am:<domain:bus:device.function>, e.g. am:0000:03:00.0");
     return std::make_unique<am::AmDriver>(os::real_kernel(), name.substr(3), "", name,
-                                          std::move(hooks));
+                                          std::move(options));
   }
   if (name == std::string("emu:gfx1100") + kUsbSuffix) {
     // The same GPU behind the emulated ASM2464 bridge (usb/emu/usb_system.hpp), booted by the
@@ -78,7 +77,7 @@ std::unique_ptr<am::AmDriver> open_am_driver(const std::string& name, bool force
     std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
     const std::string address = emu::AmEmulatedSystem::kAddress, dir = system->firmware_dir();
     return std::make_unique<am::AmDriver>(std::move(kernel), address, dir, name,
-                                          std::move(hooks));
+                                          std::move(options));
   }
   return nullptr;
 }

@@ -595,12 +595,21 @@ class AmBootTest : public testing::Test {
   std::vector<bool> bus_master_;
 };
 
+// The boot's own blocks (soc, smu) only: the register model here has no GMC, IH, PSP or GFX.
+std::unique_ptr<IpBlockDriver> own_blocks_only(const BlockSpec& spec, AmAsic& asic) {
+  if (spec.kind == BlockKind::Soc || spec.kind == BlockKind::Smu)
+    return AmAsic::standard_block(spec, asic);
+  return nullptr;
+}
+
 TEST_F(AmBootTest, ColdBootRunsItsOwnPhasesAndSkipsTheMissingOnes) {
   AmBoot boot(window_, vram_.span(), options_);
   EXPECT_EQ(boot.vram_size(), kVram);
   EXPECT_EQ(boot.fb_base(), 0x8000000000u);
   EXPECT_EQ(boot.allocatable_vram(), kVram - 96 * kMiB);
-  const BootReport& r = boot.run(BootPhases{}, 0x1234001);
+  EXPECT_EQ(&boot.asic(), &gfx1100_asic());
+  AmAsic asic(boot.asic(), own_blocks_only);
+  const BootReport& r = boot.run(asic, 0x1234001);
   EXPECT_FALSE(r.reset);
   EXPECT_EQ(r.previous.describe(), "cold (sOS not running, no boot marker), SMU answering");
   EXPECT_TRUE(bus_master_.empty());
@@ -630,32 +639,58 @@ TEST_F(AmBootTest, ColdBootRunsItsOwnPhasesAndSkipsTheMissingOnes) {
   EXPECT_NE(text.find(", gmc not run, ih not run, psp not run, smu "), std::string::npos) << text;
 }
 
-TEST_F(AmBootTest, PhasesRunInOrderWithTheirContext) {
+// A block that records its init and fini and checks the context it is given.
+class RecordingBlock final : public IpBlockDriver {
+ public:
+  RecordingBlock(std::string name, std::vector<std::string>& order) : name_(std::move(name)), order_(order) {}
+  void init(BootContext& c) override {
+    order_.push_back(name_);
+    EXPECT_EQ(c.page_table_base, 0x1234001u);
+    EXPECT_EQ(c.fb_base, 0x8000000000u);
+    EXPECT_EQ(c.vram_size, kMiB * 256);
+    EXPECT_EQ(c.discovery.version(hw_id::MP0).to_string(), "13.0.0");
+    EXPECT_TRUE(c.firmware.empty());
+  }
+  void fini(BootContext&) override {
+    order_.push_back("fini " + name_);
+    if (name_ == "psp") throw Error("the PSP did not answer");  // the others still run
+  }
+  std::string status() override { return name_ + ": recorded"; }
+
+ private:
+  std::string name_;
+  std::vector<std::string>& order_;
+};
+
+// The boot walks the ASIC's blocks in its order, the shutdown in the reverse one; a fini that
+// throws does not stop the others, and its error comes after the last.
+TEST_F(AmBootTest, BlocksInitInBootOrderAndFiniInReverse) {
   AmBoot boot(window_, vram_.span(), options_);
   std::vector<std::string> order;
-  auto phase = [&](const char* name) {
-    return [&order, name](BootContext& c) {
-      order.push_back(name);
-      EXPECT_EQ(c.page_table_base, 0x1234001u);
-      EXPECT_EQ(c.fb_base, 0x8000000000u);
-      EXPECT_EQ(c.vram_size, kVram);
-      EXPECT_EQ(c.discovery.version(hw_id::MP0).to_string(), "13.0.0");
-      EXPECT_TRUE(c.firmware.empty());
-    };
-  };
-  BootPhases phases{phase("gmc"), phase("ih"), phase("psp"), phase("gfx"), phase("sdma"),
-                    phase("shutdown")};
-  const BootReport& r = boot.run(phases, 0x1234001);
+  AmAsic asic(boot.asic(), [&](const BlockSpec& spec, AmAsic& a) -> std::unique_ptr<IpBlockDriver> {
+    if (spec.kind == BlockKind::Soc || spec.kind == BlockKind::Smu)
+      return AmAsic::standard_block(spec, a);
+    return std::make_unique<RecordingBlock>(block_kind_name(spec.kind), order);
+  });
+  const BootReport& r = boot.run(asic, 0x1234001);
   EXPECT_EQ(order, (std::vector<std::string>{"gmc", "ih", "psp", "gfx", "sdma"}));
-  for (const char* name : {"gmc", "ih", "psp", "gfx", "sdma"}) EXPECT_TRUE(r.phase(name)->run);
-  boot.shutdown(phases);
-  EXPECT_EQ(order.back(), "shutdown");
+  std::vector<std::string> phases;
+  for (auto& p : r.phases) phases.push_back(p.name);
+  EXPECT_EQ(phases, (std::vector<std::string>{"discovery", "firmware", "reset", "soc", "gmc", "ih",
+                                              "psp", "smu", "gfx", "sdma"}));
+  for (const char* name : {"soc", "gmc", "ih", "psp", "smu", "gfx", "sdma"}) EXPECT_TRUE(r.phase(name)->run);
+  EXPECT_EQ(asic.status(), "gmc: recorded\nih: recorded\npsp: recorded\ngfx: recorded\nsdma: recorded");
+  order.clear();
+  EXPECT_EQ(error_of<Error>([&] { boot.shutdown(asic); }),
+            "AM gfx1100 shutdown: the PSP did not answer");
+  EXPECT_EQ(order, (std::vector<std::string>{"fini sdma", "fini gfx", "fini psp", "fini ih", "fini gmc"}));
 }
 
 TEST_F(AmBootTest, AGpuBootedBeforeIsResetThroughTheSmu) {
   regs_.reg(mp_13_0_0::MP0_SMN_C2PMSG_81) = 0x1;  // sOS running (amdgpu left it)
   AmBoot boot(window_, vram_.span(), options_);
-  const BootReport& r = boot.run(BootPhases{}, 0);
+  AmAsic asic(boot.asic(), own_blocks_only);
+  const BootReport& r = boot.run(asic, 0);
   EXPECT_EQ(r.previous.describe(), "booted by another driver (sOS running), SMU answering");
   EXPECT_TRUE(r.reset);
   EXPECT_TRUE(r.phase("reset")->run);
@@ -665,7 +700,8 @@ TEST_F(AmBootTest, AGpuBootedBeforeIsResetThroughTheSmu) {
   // The next boot finds hcq's marker and resets again.
   AmBoot again(window_, vram_.span(), options_);
   EXPECT_EQ(again.inspect().describe(), "booted by hcq (SCRATCH_REG7 0x68637101), SMU answering");
-  EXPECT_TRUE(again.run(BootPhases{}, 0).reset);
+  AmAsic asic_again(again.asic(), own_blocks_only);
+  EXPECT_TRUE(again.run(asic_again, 0).reset);
   EXPECT_EQ(regs_.smu().mode1_resets(), 2u);
 
   regs_.reg(gc_11_0_0::SCRATCH_REG7) = 0xa0000008;  // tinygrad's AMDev.Version
@@ -677,7 +713,8 @@ TEST_F(AmBootTest, AResetThatLeavesTheSosRunningTimesOutNamingTheRegister) {
   regs_.reg(mp_13_0_0::MP0_SMN_C2PMSG_81) = 0x1;
   regs_.reset_takes = false;
   AmBoot boot(window_, vram_.span(), options_);
-  EXPECT_EQ(error_of<TimeoutError>([&] { boot.run(BootPhases{}, 0); }),
+  AmAsic asic(boot.asic(), own_blocks_only);
+  EXPECT_EQ(error_of<TimeoutError>([&] { boot.run(asic, 0); }),
             "MP0_SMN_C2PMSG_81: waited 20 ms for 0x0 (mask 0xffffffff), last read 0x1");
 }
 
@@ -715,6 +752,55 @@ TEST_F(AmBootTest, MissingFirmwareNamesTheFile) {
   const std::string first = gfx1100_firmware_names().front();
   EXPECT_EQ(error_of<Error>([&] { AmBoot(window_, vram_.span(), options_); }),
             error_of<Error>([&] { load_firmware(first, "/nonexistent/amdgpu"); }));
+}
+
+// ---- the ASIC table ----------------------------------------------------------------------
+
+// gfx1100's discovery table with `edit` applied to each IP entry; an entry it sets to hw_id 0
+// is dropped.
+template <class Edit>
+Discovery discovery_with(Edit edit) {
+  emu::DiscoveryTableSpec spec = emu::gfx1100_discovery_spec();
+  for (auto& die : spec.dies) {
+    for (emu::DiscoveryIpEntry& ip : die) edit(ip);
+    std::erase_if(die, [](const emu::DiscoveryIpEntry& ip) { return ip.hw_id == 0; });
+  }
+  return parse_discovery(emu::write_discovery_table(spec));
+}
+
+TEST(AmAsicTable, Gfx1100IsFoundByItsIpVersionsAndOthersAreExactErrors) {
+  const AsicDescription& gfx1100 = gfx1100_asic();
+  EXPECT_EQ(&find_asic(discovery_with([](auto&) {})), &gfx1100);
+  std::vector<std::string> blocks;
+  for (const BlockSpec& b : gfx1100.blocks)
+    blocks.push_back(std::string(block_kind_name(b.kind)) + " " + hw_id_name(b.hw_id) + " " +
+                     b.version.to_string());
+  EXPECT_EQ(blocks, (std::vector<std::string>{"soc NBIF 4.3.0", "gmc MMHUB 3.0.0", "ih OSSSYS 6.0.0",
+                                              "psp MP0 13.0.0", "smu MP1 13.0.0", "gfx GC 11.0.0",
+                                              "sdma SDMA0 6.0.0"}));
+  EXPECT_EQ(gfx1100.firmware, gfx1100_firmware_names());
+
+  EXPECT_EQ(error_of<InvalidInput>([] {
+              find_asic(discovery_with([](emu::DiscoveryIpEntry& ip) {
+                if (ip.hw_id == hw_id::GC) ip.major = 10, ip.minor = 3;
+              }));
+            }),
+            "IP discovery table: GC 10.3.0: hcq's AM boot knows GC 11.0.0 (gfx1100) only");
+  EXPECT_EQ(error_of<InvalidInput>([] {
+              find_asic(discovery_with([](emu::DiscoveryIpEntry& ip) {
+                if (ip.hw_id == hw_id::MMHUB) ip.revision = 1;
+              }));
+            }),
+            "IP discovery table: MMHUB 3.0.1 where hcq's gfx1100 has MMHUB 3.0.0");
+  EXPECT_EQ(error_of<InvalidInput>([] {
+              find_asic(discovery_with([](emu::DiscoveryIpEntry& ip) {
+                if (ip.hw_id == hw_id::SDMA0) ip.hw_id = 0;
+              }));
+            }),
+            "IP discovery table: SDMA0 missing where hcq's gfx1100 has SDMA0 6.0.0");
+  // No description at all.
+  EXPECT_EQ(error_of<InvalidInput>([] { find_asic(discovery_with([](auto&) {}), {}); }),
+            "IP discovery table: GC 11.0.0: hcq's AM boot knows no ASIC");
 }
 
 // ---- the device name --------------------------------------------------------------------

@@ -21,7 +21,7 @@
 
 #include "amd/am/am_driver.hpp"
 #include "amd/am/am_function.hpp"
-#include "amd/am/gfx1100.hpp"
+#include "amd/am/am_driver.hpp"
 #include "amd/am/vfio_function.hpp"
 #include "amd/emu/am_system.hpp"
 #include "common/error_of.hpp"
@@ -142,14 +142,13 @@ struct Hidden {
   HiddenFunction* function = nullptr;
   std::unique_ptr<AmDriver> drv;
   Hidden() {
-    AmDriverHooks hooks = gfx1100_hooks();
     std::shared_ptr<os::Kernel> kernel(sys, sys->kernel().get());
     auto vfio = std::make_unique<VfioFunction>(
-        kernel, os::pci_function(*kernel, AmEmulatedSystem::kAddress), hooks.register_window);
+        kernel, os::pci_function(*kernel, AmEmulatedSystem::kAddress), nullptr);
     auto hidden = std::make_unique<HiddenFunction>(std::move(vfio), log);
     function = hidden.get();
     drv = std::make_unique<AmDriver>(kernel, std::move(hidden), sys->firmware_dir(),
-                                     "emu:gfx1100_am", std::move(hooks));
+                                     "emu:gfx1100_am");
   }
   uint64_t read64(uint64_t va) {
     uint64_t v = 0;
@@ -341,6 +340,11 @@ TEST(AmPort, AHangReportReadsThroughThePort) {
   EXPECT_NE(report.find("    indirect buffer " + hex(ib.va)), std::string::npos) << report;
   EXPECT_NE(report.find("WAIT_REG_MEM"), std::string::npos) << report;
   EXPECT_EQ(report.find("not mapped for the CPU"), std::string::npos) << report;
+  // After the queues, the ASIC's blocks, one line each.
+  const std::string blocks =
+      "\ngmc: MM hub up, GC hub up\nih: 0 ring overflows, entries none waiting\n"
+      "gfx: 1 compute queue on ME 1\nsdma: copy queues on no engine";
+  EXPECT_EQ(report.substr(report.size() - std::min(report.size(), blocks.size())), blocks) << report;
 
   const uint64_t one = 1;
   drv.write_memory(signals.va, std::as_bytes(std::span(&one, 1)));

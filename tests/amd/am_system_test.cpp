@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "amd/am/am_driver.hpp"
-#include "amd/am/gfx1100.hpp"
+#include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_gpu.hpp"
 #include "amd/emu/am_system.hpp"
 #include "common/error_of.hpp"
@@ -31,11 +31,11 @@ using testing_support::error_of;
 // One emulated system several drivers open in turn, as processes would one after another.
 struct System {
   std::shared_ptr<AmEmulatedSystem> sys = emu::make_am_emulated_system();
-  std::unique_ptr<AmDriver> open(AmDriverHooks hooks = gfx1100_hooks()) {
-    hooks.boot_options.reset_settle = std::chrono::milliseconds(1);
+  std::unique_ptr<AmDriver> open(AmDriverOptions options = {}) {
+    options.boot.reset_settle = std::chrono::milliseconds(1);
     std::shared_ptr<os::Kernel> kernel(sys, sys->kernel().get());
     return std::make_unique<AmDriver>(kernel, AmEmulatedSystem::kAddress, sys->firmware_dir(),
-                                      "emu:gfx1100_am", std::move(hooks));
+                                      "emu:gfx1100_am", std::move(options));
   }
 };
 
@@ -70,7 +70,7 @@ TEST(AmSystem, ColdBootRunsEveryPhaseAndTheGpuWorks) {
   EXPECT_EQ(r.previous.describe(), "cold (sOS not running, no boot marker), SMU answering");
   EXPECT_FALSE(r.reset);
   EXPECT_EQ(phases_run(r), (std::vector<std::string>{"discovery", "firmware", "soc", "gmc", "ih",
-                                                      "psp", "smu", "gfx"}));
+                                                      "psp", "smu", "gfx", "sdma"}));
   EXPECT_EQ(r.vram_size, 24ull << 30);
   EXPECT_TRUE(s.sys->psp().sos_alive());
   EXPECT_TRUE(s.sys->psp().rlc_autoload_done());
@@ -97,22 +97,78 @@ TEST(AmSystem, TheHdpIsFlushedAfterPageTablesAndMqdsAndBeforeEveryDoorbell) {
   EXPECT_EQ(gpu.hdp_mem_flushes(), booted + 7);  // before the doorbell
 }
 
-// A PSP phase that does not flush: the emulated PSP takes the second bootloader component
-// (the soc phase's flush covered the first) as stale, and the boot fails naming it.
-TEST(AmSystem, APspPhaseWithoutHdpFlushesFails) {
-  System s;
-  AmDriverHooks hooks = gfx1100_hooks();
-  hooks.boot.psp = [psp = hooks.boot.psp](BootContext& c) {
+// gfx1100's PSP block booting without the HDP: it never flushes.
+class PspWithoutHdpFlushes final : public IpBlockDriver {
+ public:
+  explicit PspWithoutHdpFlushes(std::unique_ptr<IpBlockDriver> psp) : psp_(std::move(psp)) {}
+  void init(BootContext& c) override {
     BootContext no_flush = c;
     no_flush.hdp = nullptr;
-    psp(no_flush);
+    psp_->init(no_flush);
+  }
+  void fini(BootContext& c) override { psp_->fini(c); }
+
+ private:
+  std::unique_ptr<IpBlockDriver> psp_;
+};
+
+// A PSP block that does not flush: the emulated PSP takes the second bootloader component
+// (the soc block's flush covered the first) as stale, and the boot fails naming it.
+TEST(AmSystem, APspPhaseWithoutHdpFlushesFails) {
+  System s;
+  AmDriverOptions options;
+  options.make_block = [](const BlockSpec& spec, AmAsic& asic) {
+    std::unique_ptr<IpBlockDriver> b = AmAsic::standard_block(spec, asic);
+    if (spec.kind == BlockKind::Psp) return std::unique_ptr<IpBlockDriver>(new PspWithoutHdpFlushes(std::move(b)));
+    return b;
   };
-  EXPECT_EQ(error_of<Error>([&] { s.open(hooks); }),
+  EXPECT_EQ(error_of<Error>([&] { s.open(options); }),
             "PSP bootloader LOAD_TOS_SPL_TABLE (0x10000000) with psp_13_0_0_sos.bin part 'kdb': "
             "MP0_SMN_C2PMSG_35 reads 0x80000004, error 0x4 in bits 7:0");
   EXPECT_EQ(s.sys->psp().last_error(),
             "bootloader: LOAD_TOS_SPL_TABLE: no HDP flush since the last command (the component "
             "may still sit in the HDP)");
+}
+
+// gfx1100's discovery table with OSSSYS (the IH) and MP1 (the SMU) in other versions.
+std::vector<std::byte> table_with_other_versions() {
+  emu::DiscoveryTableSpec spec = emu::gfx1100_discovery_spec();
+  for (auto& die : spec.dies)
+    for (emu::DiscoveryIpEntry& ip : die) {
+      if (ip.hw_id == hw_id::OSSSYS) ip.revision = 3;  // 6.0.3
+      if (ip.hw_id == hw_id::MP1) ip.minor = 0, ip.revision = 7;  // 13.0.7
+    }
+  return emu::write_discovery_table(spec);
+}
+
+// A second ASIC is a table (asic.hpp): a GPU whose discovery table reports other IP versions
+// is refused by the known descriptions, naming the first that differs, and boots and works
+// with a description that lists those versions and nothing else new.
+TEST(AmSystem, ASecondAsicThatIsOnlyATableBootsAndWorks) {
+  System s;
+  emu::AmSystemOptions options;
+  options.discovery = table_with_other_versions();
+  s.sys = emu::make_am_emulated_system(std::move(options));
+  EXPECT_EQ(error_of<InvalidInput>([&] { s.open(); }),
+            "IP discovery table: OSSSYS 6.0.3 where hcq's gfx1100 has OSSSYS 6.0.0");
+
+  AsicDescription other = gfx1100_asic();
+  for (BlockSpec& b : other.blocks) {
+    if (b.kind == BlockKind::Ih) b.version = {6, 0, 3};
+    if (b.kind == BlockKind::Smu) b.version = {13, 0, 7};
+  }
+  AmDriverOptions with_it;
+  with_it.asics = {&gfx1100_asic(), &other};  // GC 11.0.0 both: the first whose blocks all match
+  auto drv = s.open(with_it);
+  const BootReport& r = drv->boot_report();
+  EXPECT_EQ(&drv->asic().description(), &other);
+  std::string versions;
+  for (auto& [name, v] : r.ip_versions) versions += name + " " + v.to_string() + ", ";
+  EXPECT_EQ(versions, "NBIF 4.3.0, MMHUB 3.0.0, OSSSYS 6.0.3, MP0 13.0.0, MP1 13.0.7, GC 11.0.0, "
+                      "SDMA0 6.0.0, HDP 6.0.0, ");
+  EXPECT_EQ(phases_run(r), (std::vector<std::string>{"discovery", "firmware", "soc", "gmc", "ih",
+                                                      "psp", "smu", "gfx", "sdma"}));
+  expect_working(std::move(drv));
 }
 
 TEST(AmSystem, ABootOverAPreviousBootResetsTheGpuFirst) {
@@ -130,8 +186,14 @@ TEST(AmSystem, AProcessThatDiedMidBootLeavesAGpuTheNextOpenRecovers) {
   System s;
   // The first boot dies after the PSP has started the sOS and loaded the firmware, before the
   // GFX phase: what a process killed there leaves (nothing of it shuts down).
-  AmDriverHooks dying = gfx1100_hooks();
-  dying.boot.gfx = [](BootContext&) { throw Error("killed"); };
+  struct Killed final : IpBlockDriver {
+    void init(BootContext&) override { throw Error("killed"); }
+  };
+  AmDriverOptions dying;
+  dying.make_block = [](const BlockSpec& spec, AmAsic& asic) -> std::unique_ptr<IpBlockDriver> {
+    if (spec.kind == BlockKind::Gfx) return std::make_unique<Killed>();
+    return AmAsic::standard_block(spec, asic);
+  };
   EXPECT_EQ(error_of<Error>([&] { s.open(std::move(dying)); }), "killed");
   EXPECT_TRUE(s.sys->psp().sos_alive());
   auto drv = s.open();
@@ -141,7 +203,7 @@ TEST(AmSystem, AProcessThatDiedMidBootLeavesAGpuTheNextOpenRecovers) {
   expect_working(std::move(drv));
 }
 
-// Copy queue i is queue 0 of SDMA engine i (gfx1100.hpp): two copy queues, one on each engine,
+// Copy queue i is queue 0 of SDMA engine i (asic.hpp): two copy queues, one on each engine,
 // a third refused; a closed one's engine is the next one's again.
 TEST(AmSystem, CopyQueuesAreQueue0OfSdma0AndSdma1AndAThirdIsRefused) {
   System s;
@@ -200,10 +262,9 @@ class CountingMmio final : public os::Mmio {
   std::shared_ptr<AccessCount> count_;
 };
 
-// gfx1100's hooks over a counting register window; the hooks share their state with the
-// driver's copy, so the test can call them too.
-AmDriverHooks counted_hooks(std::shared_ptr<AccessCount> count) {
-  AmDriverHooks h = gfx1100_hooks();
+// The driver over a counting register window.
+AmDriverOptions counted_window(std::shared_ptr<AccessCount> count) {
+  AmDriverOptions h;
   h.register_window = [count](os::VfioDevice& d, int bar) -> std::unique_ptr<os::Mmio> {
     return std::make_unique<CountingMmio>(os::open_register_window(d, bar), count);
   };
@@ -223,15 +284,15 @@ void fault_at(AmEmulatedSystem& sys, uint64_t va) {
 TEST(AmSystem, PollingTheIhRingReadsNoRegisterUntilItsWritePointerMoves) {
   System s;
   auto count = std::make_shared<AccessCount>();
-  AmDriverHooks hooks = counted_hooks(count);
-  auto drv = s.open(hooks);
+  auto drv = s.open(counted_window(count));
+  AmAsic& asic = drv->asic();
   count->reads = count->writes = 0;
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(hooks.poll_fault(), std::nullopt);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(asic.poll_fault(), std::nullopt);
   EXPECT_EQ(count->reads, 0u);
   EXPECT_EQ(count->writes, 0u);
 
   fault_at(*s.sys, 0xdead0000);
-  const std::optional<std::string> fault = hooks.poll_fault();
+  const std::optional<std::string> fault = asic.poll_fault();
   ASSERT_TRUE(fault);
   EXPECT_EQ(fault->rfind("gfxhub page fault at 0xdead0000 by CPC (client 0x5), write", 0), 0u)
       << *fault;
@@ -239,7 +300,7 @@ TEST(AmSystem, PollingTheIhRingReadsNoRegisterUntilItsWritePointerMoves) {
             std::string::npos)
       << *fault;
   EXPECT_GT(count->reads, 0u);  // the hub's status and address, the IH overflow check none
-  EXPECT_EQ(hooks.poll_fault(), std::nullopt);  // drained and cleared
+  EXPECT_EQ(asic.poll_fault(), std::nullopt);  // drained and cleared
 }
 
 // A fault entry that appears in the IH ring while a wait sleeps is reported by that wait, as a
@@ -286,7 +347,7 @@ TEST(AmSystem, SeveralWaitersAllSeeTheFault) {
 TEST(AmSystem, AQuietWaitSleepsUntilItsTimeoutThenReadsTheFaultRegisters) {
   System s;
   auto count = std::make_shared<AccessCount>();
-  auto drv = s.open(counted_hooks(count));
+  auto drv = s.open(counted_window(count));
   count->reads = 0;
   const auto t0 = std::chrono::steady_clock::now();
   drv->wait_interrupt(std::chrono::milliseconds(30));

@@ -12,7 +12,7 @@
 #include <numeric>
 
 #include "amd/am/am_driver.hpp"
-#include "amd/am/gfx1100.hpp"
+#include "amd/am/am_driver.hpp"
 #include "amd/am/gpu_memory.hpp"
 #include "amd/am/regs.hpp"
 #include "amd/emu/am_system.hpp"
@@ -307,7 +307,6 @@ std::vector<std::string> phases_run(const BootReport& r) {
 TEST(AmUsbBoot, BootsTheGpuBehindTheEmulatedBridgeAsOverVfio) {
   std::unique_ptr<usb::emu::UsbEmulatedSystem> system = usb::emu::make_usb_emulated_system();
   auto f = open_usb_function(system->kernel(), "2-1", "usb:2-1", fast(), enumerate_options());
-  AmDriverHooks hooks = gfx1100_hooks();
   BootOptions options;
   options.firmware_dir = system->firmware_dir();
   options.bus_master = [&](bool on) { f->set_bus_master(on); };
@@ -315,12 +314,13 @@ TEST(AmUsbBoot, BootsTheGpuBehindTheEmulatedBridgeAsOverVfio) {
   VramAllocator allocator(0, boot.allocatable_vram());
   NoWindows windows;
   GpuMemory memory(system->kernel(), windows, f->vram(), allocator, 1ull << 30, "usb:2-1");
-  memory.set_invalidate(hooks.invalidate);
-  const BootReport& r = boot.run(hooks.boot, memory.page_table_base());
+  AmAsic asic(boot.asic());
+  memory.set_invalidate([&](VmHub hub, std::span<const VaRange>) { asic.invalidate(hub); });
+  const BootReport& r = boot.run(asic, memory.page_table_base());
   EXPECT_EQ(r.previous.describe(), "cold (sOS not running, no boot marker), SMU answering");
   EXPECT_FALSE(r.reset);
   EXPECT_EQ(phases_run(r), (std::vector<std::string>{"discovery", "firmware", "soc", "gmc", "ih",
-                                                      "psp", "smu", "gfx"}));
+                                                      "psp", "smu", "gfx", "sdma"}));
   EXPECT_EQ(r.vram_size, 24ull << 30);
   EXPECT_NE(r.smu_version, 0u);
   EXPECT_EQ(boot.io().read(gc_11_0_0::SCRATCH_REG7), kHcqBootMarker);
@@ -336,7 +336,7 @@ TEST(AmUsbBoot, BootsTheGpuBehindTheEmulatedBridgeAsOverVfio) {
     EXPECT_EQ(r.firmware[i].ucode_version, expected.firmware[i].ucode_version);
   }
   EXPECT_EQ(r.smu_version, expected.smu_version);
-  boot.shutdown(hooks.boot);
+  boot.shutdown(asic);
 }
 
 // A bridge unplugged in the middle of a copy: that copy fails with the disconnect, what

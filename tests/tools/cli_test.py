@@ -212,7 +212,7 @@ expect("hcq boot emu:gfx1100_am", [l.split(":")[0] for l in out],
 expect("hcq boot: VRAM and state", out[:2], ["VRAM: 24576 MiB, frame buffer at MC 0x8000000000",
                                              "found: cold (sOS not running, no boot marker), SMU answering"])
 expect("hcq boot: phases run", [p.split()[0] for p in out[-1][len("phases: "):].split(", ") if "not run" not in p],
-       ["discovery", "firmware", "soc", "gmc", "ih", "psp", "smu", "gfx"])
+       ["discovery", "firmware", "soc", "gmc", "ih", "psp", "smu", "gfx", "sdma"])
 expect("hcq boot --reset", run(["boot", "emu:gfx1100_am", "--reset"]).stdout.splitlines()[1],
        "found: cold (sOS not running, no boot marker), SMU answering: mode-1 reset")
 p = run(["boot", "emu:gfx1100"], status=2)

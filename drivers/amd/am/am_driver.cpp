@@ -68,12 +68,12 @@ class AmDriver::FunctionWindows final : public DeviceWindows {
 // ---- queues -----------------------------------------------------------------------------
 
 // A compute (MEC HQD) or copy (SDMA) queue: ring and pointers in host memory, the EOP buffer
-// in VRAM, programmed by the hooks; the ring logic is RingQueue's. Where the CPU maps no
+// in VRAM, programmed by the ASIC's block for its kind; the ring logic is RingQueue's. Where the CPU maps no
 // device memory, ring and pointers are in VRAM too and the ring is published from a host copy
 // through the port (RingMemory::published).
 class AmDriver::Queue final : public RingQueue {
  public:
-  Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks);
+  Queue(AmDriver& drv, QueueKind kind, uint32_t index, QueueProgrammer& programmer);
   ~Queue() override;
   uint32_t index() const { return setup_.index; }
 
@@ -117,7 +117,7 @@ class AmDriver::Queue final : public RingQueue {
   void release() noexcept;
 
   AmDriver& drv_;
-  const AmQueueHooks& hooks_;
+  QueueProgrammer& programmer_;
   AmQueueSetup setup_;
   bool created_ = false;
   uint32_t doorbell_ = 0;
@@ -125,19 +125,19 @@ class AmDriver::Queue final : public RingQueue {
   std::vector<Allocation> memory_;
 };
 
-// Where the engine is inside an indirect buffer: from the queue's registers where the hooks
-// read them (compute: CP_HQD_IB_*, on a GPU and on the emulated one alike); else the position
+// Where the engine is inside an indirect buffer: from the queue's registers where its block
+// reads them (compute: CP_HQD_IB_*, on a GPU and on the emulated one alike); else the position
 // the emulated GPU publishes per hardware queue (amd/ib_positions.hpp), unknown on a GPU.
 std::optional<IbPosition> AmDriver::Queue::ib_position() {
-  if (hooks_.ib_position) return hooks_.ib_position(setup_);
-  if (!hooks_.hardware_name) return std::nullopt;
+  const std::string hardware_name = programmer_.hardware_name(setup_);
+  if (hardware_name.empty()) return programmer_.ib_position(setup_);
   auto lines = drv_.kernel_->read_file(kAmEmulatorIbPositions);
   if (!lines) return std::nullopt;
-  return find_ib_position(*lines, hooks_.hardware_name(setup_));
+  return find_ib_position(*lines, hardware_name);
 }
 
-AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQueueHooks& hooks)
-    : RingQueue(kind, drv.props_.name), drv_(drv), hooks_(hooks) {
+AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, QueueProgrammer& programmer)
+    : RingQueue(kind, drv.props_.name), drv_(drv), programmer_(programmer) {
   const std::string name = std::string(to_string(kind)) + " queue " + std::to_string(index);
   try {
     // Host memory the CPU writes directly, else VRAM through the port (the bridge's small
@@ -173,7 +173,7 @@ AmDriver::Queue::Queue(AmDriver& drv, QueueKind kind, uint32_t index, const AmQu
       m.wptr = m.rptr + 8;
       *m.rptr = *m.wptr = 0;
     }
-    const uint32_t doorbell = hooks_.create(setup_);
+    const uint32_t doorbell = programmer_.create(setup_);
     created_ = true;
     doorbell_ = doorbell;
     const uint64_t doorbell_bytes = drv.function_->doorbell_bytes();
@@ -199,7 +199,7 @@ AmDriver::Queue::~Queue() {
 
 void AmDriver::Queue::release() noexcept {
   try {
-    if (created_ && hooks_.destroy) hooks_.destroy(setup_);
+    if (created_) programmer_.destroy(setup_);
   } catch (...) {
     // Destroying: the memory goes anyway (the GPU was told to stop; nothing better to do).
   }
@@ -220,47 +220,50 @@ namespace {
 std::unique_ptr<AmFunction> open_vfio_function(const std::shared_ptr<os::Kernel>& kernel,
                                                const std::string& pci_address,
                                                const std::string& device_name,
-                                               const AmDriverHooks& hooks) {
+                                               const AmDriverOptions& options) {
   const os::PciFunction fn = os::pci_function(*kernel, pci_address);
   if (fn.vendor != kAmdVendor)
     throw InvalidInput(device_name + ": " + fn.address + " is not an AMD device (vendor " +
                        hex(fn.vendor) + ")");
-  return std::make_unique<VfioFunction>(kernel, fn, hooks.register_window);
+  return std::make_unique<VfioFunction>(kernel, fn, options.register_window);
 }
 
 }  // namespace
 
 AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
                    const std::string& firmware_dir, const std::string& device_name,
-                   AmDriverHooks hooks)
+                   AmDriverOptions options)
     : AmDriver(kernel, std::make_unique<os::DeviceOwner>(*kernel, pci_address, device_name),
-               pci_address, firmware_dir, device_name, std::move(hooks)) {}
+               pci_address, firmware_dir, device_name, std::move(options)) {}
 
 // The claim first (its own delegation step: arguments of one call are unordered), then VFIO.
 AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<os::DeviceOwner> owner,
                    const std::string& pci_address, const std::string& firmware_dir,
-                   const std::string& device_name, AmDriverHooks hooks)
-    : AmDriver(kernel, open_vfio_function(kernel, pci_address, device_name, hooks),
-               firmware_dir, device_name, hooks,  // copied: the function reads it first
+                   const std::string& device_name, AmDriverOptions options)
+    : AmDriver(kernel, open_vfio_function(kernel, pci_address, device_name, options),
+               firmware_dir, device_name, options,  // copied: the function reads it first
                std::move(owner)) {}
 
 AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
                    const std::string& firmware_dir, const std::string& device_name,
-                   AmDriverHooks hooks, std::unique_ptr<os::DeviceOwner> owner)
+                   AmDriverOptions options, std::unique_ptr<os::DeviceOwner> owner)
     : kernel_(std::move(kernel)),
       owner_(std::move(owner)),
-      hooks_(std::move(hooks)),
+      options_(std::move(options)),
       function_(std::move(function)) {
   props_.name = device_name;
-  BootOptions options = hooks_.boot_options;
+  BootOptions boot_options = options_.boot;
   if (owner_) {
-    options.smu_mailbox = &owner_->smu_mailbox();
-    options.psp_mailbox = &owner_->psp_mailbox();
+    boot_options.smu_mailbox = &owner_->smu_mailbox();
+    boot_options.psp_mailbox = &owner_->psp_mailbox();
   }
-  options.firmware_dir = am_firmware_dir(firmware_dir);
-  options.bus_master = [this](bool on) { function_->set_bus_master(on); };
+  boot_options.firmware_dir = am_firmware_dir(firmware_dir);
+  boot_options.bus_master = [this](bool on) { function_->set_bus_master(on); };
   VramPort& vram = function_->vram();
-  boot_ = std::make_unique<AmBoot>(function_->registers(), vram, options);
+  boot_ = std::make_unique<AmBoot>(
+      function_->registers(), vram, boot_options,
+      options_.asics.empty() ? known_asics() : std::span<const AsicDescription* const>(options_.asics));
+  asic_ = std::make_unique<AmAsic>(boot_->asic(), options_.make_block);
 
   // VMID 0's page tables exist before the GMC phase points the hubs at their root.
   allocator_ = std::make_unique<VramAllocator>(0, boot_->allocatable_vram());
@@ -277,8 +280,10 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   through_port_ = !reach.cpu_maps_vram || !function_->maps_host_memory();
   memory_ = std::make_unique<GpuMemory>(kernel_, *windows_, vram, *allocator_, kHeapBytes,
                                         device_name, reach);
-  memory_->set_invalidate(hooks_.invalidate);
-  boot_->run(hooks_.boot, memory_->page_table_base());
+  memory_->set_invalidate([asic = asic_.get()](VmHub hub, std::span<const VaRange>) {
+    asic->invalidate(hub);
+  });
+  boot_->run(*asic_, memory_->page_table_base());
   // From now on every page-table write is flushed (the soc phase flushed what came before).
   memory_->set_flush_tables([this] { boot_->hdp().flush(); });
   // Host memory the CPU reads directly, else VRAM through the port (zeroed there).
@@ -295,7 +300,9 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   }
   if (msi_fd_ < 0) kernel_->close(fd);
 
-  const Target* target = find_target("gfx1100");
+  const Target* target = find_target(boot_->asic().name);
+  if (!target) throw Error(device_name + ": no target " + boot_->asic().name);
+  gen_ = target->gen;
   props_.vendor = "AMD";
   props_.arch = target->name;
   props_.emulated = kernel_->emulated();
@@ -308,7 +315,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   props_.wave_size = target->wave_size;
   props_.device_memory_bytes = boot_->vram_size();
   props_.caps = Capabilities{};
-  props_.caps.max_copy_queues = 2;  // queue 0 of SDMA0 and of SDMA1 (gfx1100.hpp)
+  props_.caps.max_copy_queues = uint32_t(boot_->asic().sdma_doorbells.size());  // ring 0 of each engine
   // Behind a USB bridge: every CPU access through the port, host memory only the window.
   props_.caps.cpu_maps_memory = !through_port_;
   props_.caps.host_window_bytes = reach.window_bytes;
@@ -317,7 +324,7 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
 
 AmDriver::~AmDriver() {
   try {
-    boot_->shutdown(hooks_.boot);
+    boot_->shutdown(*asic_);
   } catch (...) {
     // Closing: the memory and the BARs go whatever the GPU answered.
   }
@@ -369,24 +376,24 @@ void AmDriver::read_memory(uint64_t va, std::span<std::byte> out) {
 }
 
 std::unique_ptr<HwQueue> AmDriver::create_queue(QueueKind kind) {
-  const AmQueueHooks& hooks = kind == QueueKind::Compute ? hooks_.compute : hooks_.copy;
-  if (!hooks.create)
-    throw Error(props_.name + ": " + to_string(kind) +
-                " queues: this AM driver has no queue set-up for them");
+  QueueProgrammer* programmer = asic_->queues(kind);
+  if (!programmer)
+    throw Error(props_.name + ": " + to_string(kind) + " queues: no block of this " +
+                boot_->asic().name + " programs them");
   std::lock_guard lk(queues_mu_);
   uint32_t index = 0;
   while (std::any_of(queues_.begin(), queues_.end(),
                      [&](Queue* q) { return q->kind() == kind && q->index() == index; }))
     index++;
-  auto q = std::make_unique<Queue>(*this, kind, index, hooks);
+  auto q = std::make_unique<Queue>(*this, kind, index, *programmer);
   queues_.push_back(q.get());
   return q;
 }
 
 std::unique_ptr<Encoder> AmDriver::encoder(QueueKind kind) {
   const InterruptTarget irq{mailbox_.va, event_id_};
-  if (kind == QueueKind::Compute) return std::make_unique<Pm4Encoder>(Gen::Gfx11, irq);
-  return std::make_unique<SdmaEncoder>(Gen::Gfx11, irq);
+  if (kind == QueueKind::Compute) return std::make_unique<Pm4Encoder>(gen_, irq);
+  return std::make_unique<SdmaEncoder>(gen_, irq);
 }
 
 ProgramLayout AmDriver::program_layout(std::span<const std::byte> image) {
@@ -405,8 +412,7 @@ void AmDriver::check_faults() {
 
 void AmDriver::read_faults() {
   fault_.check_in_flight();
-  if (!hooks_.read_fault) return;
-  if (const std::optional<std::string> fault = hooks_.read_fault()) raise_fault(*fault);
+  if (const std::optional<std::string> fault = asic_->read_fault()) raise_fault(*fault);
 }
 
 void AmDriver::wait_msi(std::chrono::steady_clock::duration left) {
@@ -443,12 +449,8 @@ void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
   std::chrono::microseconds step{10};
   fault_.check();  // a fault before this wait began; one that comes during it is its own
   for (;;) {
-    if (hooks_.poll_fault) {
-      fault_.check_in_flight();
-      if (const std::optional<std::string> fault = hooks_.poll_fault()) raise_fault(*fault);
-    } else {
-      read_faults();
-    }
+    fault_.check_in_flight();
+    if (const std::optional<std::string> fault = asic_->poll_fault()) raise_fault(*fault);
     if (take_mailbox()) return;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
@@ -466,12 +468,18 @@ void AmDriver::wait_interrupt(std::chrono::milliseconds timeout) {
 }
 
 std::string AmDriver::hang_report() {
-  std::lock_guard lk(queues_mu_);
   std::string out;
-  for (Queue* q : queues_) {
-    std::string r = q->report(Gen::Gfx11);
-    if (!r.empty()) out += (out.empty() ? "" : "\n") + r;
+  {
+    std::lock_guard lk(queues_mu_);
+    for (Queue* q : queues_) {
+      std::string r = q->report(gen_);
+      if (!r.empty()) out += (out.empty() ? "" : "\n") + r;
+    }
   }
+  // With a queue stuck, the blocks' state after the queues' (asic.hpp status): what a queue
+  // report cannot say. Idle stays empty.
+  if (!out.empty())
+    if (std::string blocks = asic_->status(); !blocks.empty()) out += "\n" + blocks;
   return out;
 }
 

@@ -10,9 +10,10 @@
 // their root). Closing: the queues the caller still holds must be gone; the boot's shutdown
 // hook, the memory, then the function (its BARs, then the VFIO device).
 //
-// What other parts of the driver supply comes in as AmDriverHooks (the GMC's invalidation and
-// fault registers, the PSP/GMC/IH/GFX/SDMA boot phases, the HQD and SDMA queue programming);
-// an empty hook leaves that part out (a queue of a kind without hooks cannot be created).
+// The GPU is an ASIC of IP blocks (asic.hpp), found from its discovery table: the boot and the
+// shutdown walk its block list, its GFX and SDMA blocks program the hardware queues, its GMC
+// invalidates TLBs and reads faults, its IH brings interrupts, and hang reports end with each
+// block's status line. A queue kind no block programs cannot be created.
 //
 // Interrupts: the GPU's MSI (the IH ring's ENABLE_INTR) reaches the driver as an eventfd
 // VFIO signals (VFIO_DEVICE_SET_IRQS, as a VFIO user receives any device interrupt); the
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "amd/am/am_function.hpp"
+#include "amd/am/asic.hpp"
 #include "amd/am/boot.hpp"
 #include "amd/am/gpu_memory.hpp"
 #include "amd/ring_queue.hpp"
@@ -53,48 +55,15 @@
 
 namespace hcq::amd::am {
 
-// A queue as the driver laid it out, for the hook that programs the hardware queue. Addresses
-// are GPU virtual addresses in VMID 0 (the same as the CPU's).
-struct AmQueueSetup {
-  QueueKind kind = QueueKind::Compute;
-  uint32_t index = 0;  // its number among the open queues of its kind, lowest free first
-  uint64_t ring_va = 0, ring_bytes = 0;
-  uint64_t rptr_va = 0, wptr_va = 0;   // 64-bit each, host memory
-  uint64_t eop_va = 0, eop_bytes = 0;  // compute only: the end-of-pipe buffer (VRAM)
-};
-
-struct AmQueueHooks {
-  // Programs and activates the hardware queue (HQD registers / SDMA ring registers) and
-  // returns its doorbell's index among BAR2's 64-bit doorbells (tinygrad: the MEC's
-  // AMDGPU_NAVI10_DOORBELL_MEC_RING0, SDMA's sDMA_ENGINE0).
-  std::function<uint32_t(const AmQueueSetup&)> create;
-  // Stops it (dequeue, ring disabled).
-  std::function<void(const AmQueueSetup&)> destroy;
-  // Where the hardware queue is inside an indirect buffer, from its registers (a compute
-  // queue's CP_HQD_IB_*), for hang reports; nothing when it is not in one.
-  std::function<std::optional<IbPosition>(const AmQueueSetup&)> ib_position;
-  // The hardware queue's name ("SDMA0 queue 0") where no ib_position hook reads registers:
-  // the emulated GPU names its queues so in the indirect-buffer positions it publishes
-  // (amd/ib_positions.hpp), which a real GPU lacks.
-  std::function<std::string(const AmQueueSetup&)> hardware_name;
-};
-
-struct AmDriverHooks {
-  BootPhases boot;
-  AmQueueHooks compute, copy;
-  // Both hubs' TLB invalidation after an unmap (the GMC's ENG17 request/acknowledge).
-  GpuMemory::Invalidate invalidate;
-  // The fault the hubs latched since the last call, as GpuFaultError's text (address,
-  // client, kind), or nothing.
-  std::function<std::optional<std::string>()> read_fault;
-  // The same, but only when the interrupt ring's write pointer (its write-back slot in memory)
-  // moved: no register is read otherwise, so a waiter calls it on every wake-up. Empty:
-  // waits call read_fault instead.
-  std::function<std::optional<std::string>()> poll_fault;
+struct AmDriverOptions {
+  // Boot settings (timeouts, forced reset); firmware_dir comes from the driver's argument.
+  BootOptions boot;
   // The register window of BAR5; empty: mapped through VFIO (os::VfioRegionMmio).
   std::function<std::unique_ptr<os::Mmio>(os::VfioDevice&, int bar)> register_window;
-  // Boot settings (timeouts, forced reset); firmware_dir comes from the driver's argument.
-  BootOptions boot_options;
+  // The ASICs the discovery table is matched against (find_asic); empty: known_asics().
+  std::vector<const AsicDescription*> asics;
+  // The maker of the ASIC's blocks; empty: AmAsic::standard_block.
+  BlockFactory make_block;
 };
 
 // `dir` when not empty, else $HCQ_AM_FIRMWARE_DIR when set and not empty, else
@@ -115,13 +84,13 @@ class AmDriver final : public DeviceDriver {
   // boot or the memory set-up throws.
   AmDriver(std::shared_ptr<os::Kernel> kernel, const std::string& pci_address,
            const std::string& firmware_dir, const std::string& device_name,
-           AmDriverHooks hooks = {});
-  // Boots the GPU behind `function` (hooks.register_window is not used: the function has its
+           AmDriverOptions options = {});
+  // Boots the GPU behind `function` (options.register_window is not used: the function has its
   // registers). `owner`: the claim the caller made before opening the function (its mailbox
   // locks are used, and it is released last); null: none (the mailboxes are this process's).
   AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunction> function,
            const std::string& firmware_dir, const std::string& device_name,
-           AmDriverHooks hooks = {}, std::unique_ptr<os::DeviceOwner> owner = {});
+           AmDriverOptions options = {}, std::unique_ptr<os::DeviceOwner> owner = {});
   ~AmDriver() override;
 
   const DeviceProperties& properties() const override { return props_; }
@@ -150,6 +119,8 @@ class AmDriver final : public DeviceDriver {
   std::string hang_report() override;
 
   const BootReport& boot_report() const { return boot_->report(); }
+  // The ASIC's blocks as booted (its faults, its status).
+  AmAsic& asic() { return *asic_; }
 
   class Queue;
 
@@ -158,7 +129,7 @@ class AmDriver final : public DeviceDriver {
   class FunctionWindows;
   AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<os::DeviceOwner> owner,
            const std::string& pci_address, const std::string& firmware_dir,
-           const std::string& device_name, AmDriverHooks hooks);
+           const std::string& device_name, AmDriverOptions options);
   [[noreturn]] void raise_fault(const std::string& fault);
   // A fault recorded or latched in the hubs' registers, as a wait under way hears of it.
   void read_faults();
@@ -169,10 +140,12 @@ class AmDriver final : public DeviceDriver {
 
   std::shared_ptr<os::Kernel> kernel_;
   std::unique_ptr<os::DeviceOwner> owner_;  // first in, last out: the device is ours until then
-  AmDriverHooks hooks_;
+  AmDriverOptions options_;
   DeviceProperties props_;
   std::unique_ptr<AmFunction> function_;
   std::unique_ptr<AmBoot> boot_;
+  std::unique_ptr<AmAsic> asic_;
+  Gen gen_ = Gen::Gfx11;  // the ASIC's target's: its packets and hang reports
   std::unique_ptr<VramAllocator> allocator_;
   std::unique_ptr<FunctionWindows> windows_;
   std::unique_ptr<GpuMemory> memory_;

@@ -190,20 +190,22 @@ void AmBoot::timed(const std::string& name, bool run, Fn&& fn) {
   report_.phases.push_back(p);
 }
 
-AmBoot::AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options)
+AmBoot::AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options,
+               std::span<const AsicDescription* const> asics)
     : regs_(regs), vram_(vram), options_(std::move(options)) {
-  discover_and_read_firmware();
+  discover_and_read_firmware(asics);
 }
 
-AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options)
+AmBoot::AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options,
+               std::span<const AsicDescription* const> asics)
     : regs_(regs),
       owned_vram_(std::make_unique<MappedVram>(vram.data(), vram.size())),
       vram_(*owned_vram_),
       options_(std::move(options)) {
-  discover_and_read_firmware();
+  discover_and_read_firmware(asics);
 }
 
-void AmBoot::discover_and_read_firmware() {
+void AmBoot::discover_and_read_firmware(std::span<const AsicDescription* const> asics) {
   timed("discovery", true, [&] {
     // RCC_CONFIG_MEMSIZE sits at a fixed dword: readable before any segment base is known.
     vram_size_ = read_vram_size(regs_);
@@ -219,10 +221,7 @@ void AmBoot::discover_and_read_firmware() {
     std::vector<std::byte> table(kDiscoveryTmrSize);
     vram_.read(at, table);
     discovery_ = parse_discovery(table);
-    const IpVersion gc = discovery_.version(hw_id::GC);
-    if (!(gc == IpVersion{11, 0, 0}))
-      throw InvalidInput("IP discovery table: GC " + gc.to_string() +
-                         ": hcq's AM boot knows GC 11.0.0 (gfx1100) only");
+    asic_ = &find_asic(discovery_, asics);
     const IpSegmentBases bases = segment_bases(discovery_);
     io_ = std::make_unique<RegisterIo>(regs_, bases);
     // NBIO's SMN index/data pair (segment 1) for registers past the window's end (tinygrad
@@ -245,7 +244,7 @@ void AmBoot::discover_and_read_firmware() {
       if (discovery_.has(id)) report_.ip_versions.emplace_back(hw_id_name(id), discovery_.version(id));
   });
   timed("firmware", !options_.firmware_dir.empty(), [&] {
-    for (const std::string& name : gfx1100_firmware_names()) {
+    for (const std::string& name : asic_->firmware) {
       firmware_.push_back(load_firmware(name, options_.firmware_dir));
       report_.firmware.push_back(
           {name, firmware_.back().ucode_version, firmware_.back().feature_version});
@@ -254,7 +253,7 @@ void AmBoot::discover_and_read_firmware() {
 }
 
 BootContext AmBoot::context(uint64_t page_table_base) {
-  return BootContext{*io_,      *memory_,   *smu_,    discovery_,      firmware_,
+  return BootContext{*this,     *io_,       *memory_, *smu_,    discovery_,      firmware_,
                      vram_size_, fb_base_, page_table_base, options_.timeout, hdp_.get(),
                      options_.psp_mailbox};
 }
@@ -326,31 +325,22 @@ void AmBoot::smu_init() {
   smu_->enable_all_features();
 }
 
-const BootReport& AmBoot::run(const BootPhases& phases, uint64_t page_table_base) {
+const BootReport& AmBoot::run(AmAsic& asic, uint64_t page_table_base) {
   page_table_base_ = page_table_base;
   report_.previous = inspect();
   report_.reset =
       report_.previous.smu_alive && (report_.previous.booted() || options_.force_reset);
   timed("reset", report_.reset, [&] { mode1_reset(); });
   BootContext ctx = context(page_table_base);
-  auto phase = [&](const char* name, const std::function<void(BootContext&)>& fn) {
-    timed(name, bool(fn), [&] { fn(ctx); });
-  };
-  timed("soc", true, [&] { soc_init(); });
-  phase("gmc", phases.gmc);
-  phase("ih", phases.ih);
-  phase("psp", phases.psp);
-  timed("smu", true, [&] { smu_init(); });
-  phase("gfx", phases.gfx);
-  phase("sdma", phases.sdma);
+  for (AmAsic::Block& b : asic.blocks())
+    timed(block_kind_name(b.spec.kind), b.driver != nullptr, [&] { b.driver->init(ctx); });
   io_->write(gc_11_0_0::SCRATCH_REG7, kHcqBootMarker);
   return report_;
 }
 
-void AmBoot::shutdown(const BootPhases& phases) {
-  if (!phases.shutdown) return;
+void AmBoot::shutdown(AmAsic& asic) {
   BootContext ctx = context(page_table_base_);
-  phases.shutdown(ctx);
+  asic.shutdown(ctx);
 }
 
 }  // namespace hcq::amd::am

@@ -9,12 +9,12 @@
 //      before (sOS running or a marker) whose SMU answers gets a mode-1 reset: bus mastering
 //      off, DEBUGSMC_MSG_Mode1Reset, tinygrad's 500 ms, then RCC_CONFIG_MEMSIZE readable again
 //      (Linux amdgpu_device_mode1_reset waits for that) and the sOS gone, bus mastering on.
-//   3. The phases: soc (NBIO: function 2's no-soft-reset strap cleared, the doorbell aperture
+//   3. The ASIC's IP blocks (asic.hpp), each one's init in the description's boot order, a
+//      phase each: soc (NBIO: function 2's no-soft-reset strap cleared, the doorbell aperture
 //      on; tinygrad AM_SOC.init_hw, Linux nbio_v4_3.c; the HDP flush registers remapped into
-//      the register BAR, Linux soc21_common_hw_init), gmc, ih, psp, smu (driver table
-//      address, all features; tinygrad AM_SMU.init_hw), gfx, sdma. The GMC, IH, PSP, GFX and
-//      SDMA phases belong to other parts of the driver and come in as BootPhases; an empty one
-//      is skipped and reported as not run.
+//      the register BAR, Linux soc21_common_hw_init: soc_init here), gmc, ih, psp, smu (driver
+//      table address, all features; tinygrad AM_SMU.init_hw: smu_init here), gfx, sdma. A
+//      block the ASIC leaves out is reported as not run.
 //   4. SCRATCH_REG7 = kHcqBootMarker, so that the next boot recognises the GPU as booted.
 // Each step is timed into a BootReport. Every wait has a timeout whose error names the
 // register, the value waited for and the value read (RegisterIo).
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "amd/am/am_function.hpp"
+#include "amd/am/asic.hpp"
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/discovery.hpp"
 #include "amd/am/firmware.hpp"
@@ -85,13 +86,16 @@ class VramBootMemory final : public BootMemory {
 // The firmware file of `kind` among those loaded; InvalidInput when none was.
 const Firmware& find_firmware(const std::vector<Firmware>& firmware, FirmwareKind kind);
 
-// What a phase works with.
+class AmBoot;
+
+// What a block's init and fini work with.
 struct BootContext {
+  AmBoot& boot;  // soc_init and smu_init, the boot's own platform steps
   RegisterIo& io;
   BootMemory& memory;
   Smu& smu;
   const Discovery& discovery;
-  const std::vector<Firmware>& firmware;  // in gfx1100_firmware_names() order; empty: none read
+  const std::vector<Firmware>& firmware;  // in the ASIC's firmware order; empty: none read
   uint64_t vram_size = 0;
   uint64_t fb_base = 0;          // MC address of VRAM byte 0
   uint64_t page_table_base = 0;  // VMID 0's root as VM_CONTEXT0_PAGE_TABLE_BASE_ADDR holds it
@@ -101,13 +105,6 @@ struct BootContext {
   Hdp* hdp = nullptr;
   // The device's PSP mailbox lock (BootOptions::psp_mailbox) for the Psp the phase makes.
   os::SharedMailbox* psp_mailbox = nullptr;
-};
-
-// The phases other parts of the driver own; empty ones are skipped.
-struct BootPhases {
-  std::function<void(BootContext&)> gmc, ih, psp, gfx, sdma;
-  // On close, before the memory goes: dequeue compute queues, stop SDMA.
-  std::function<void(BootContext&)> shutdown;
 };
 
 struct BootOptions {
@@ -162,18 +159,22 @@ struct BootReport {
 class AmBoot {
  public:
   // Step 1: reads the VRAM size, the discovery table (through the port) and the frame buffer
-  // base, and the firmware files. The window and VRAM must outlive this object. Throws
-  // hcq::Error when the VRAM BAR is smaller than VRAM (hcq needs the whole VRAM reachable:
-  // resizable BAR), InvalidInput for a corrupt discovery table or a GC other than 11.0.0.
-  AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options);
+  // base, finds the ASIC among `asics` (find_asic) and reads its firmware files. The window
+  // and VRAM must outlive this object. Throws hcq::Error when the VRAM BAR is smaller than
+  // VRAM (hcq needs the whole VRAM reachable: resizable BAR), InvalidInput for a corrupt
+  // discovery table or an ASIC hcq does not know.
+  AmBoot(os::Mmio& regs, VramPort& vram, BootOptions options,
+         std::span<const AsicDescription* const> asics = known_asics());
   // VRAM mapped at `vram` (the VRAM BAR).
-  AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options);
+  AmBoot(os::Mmio& regs, std::span<std::byte> vram, BootOptions options,
+         std::span<const AsicDescription* const> asics = known_asics());
   AmBoot(const AmBoot&) = delete;
   AmBoot& operator=(const AmBoot&) = delete;
 
   uint64_t vram_size() const { return vram_size_; }
   uint64_t fb_base() const { return fb_base_; }
   const Discovery& discovery() const { return discovery_; }
+  const AsicDescription& asic() const { return *asic_; }
   const std::vector<Firmware>& firmware() const { return firmware_; }
   RegisterIo& io() { return *io_; }
   Smu& smu() { return *smu_; }
@@ -182,13 +183,15 @@ class AmBoot {
   // VRAM [0, allocatable_vram()) is the driver's to allocate (below the boot memory).
   uint64_t allocatable_vram() const { return memory_->begin(); }
 
-  // Steps 2 to 4. `page_table_base` is VMID 0's root for the GMC phases.
-  const BootReport& run(const BootPhases& phases, uint64_t page_table_base);
-  // phases.shutdown, when set. The marker stays: the next boot resets the GPU.
-  void shutdown(const BootPhases& phases);
+  // Steps 2 to 4 over `asic`'s blocks (built from asic()). `page_table_base` is VMID 0's root
+  // for the GMC's hubs.
+  const BootReport& run(AmAsic& asic, uint64_t page_table_base);
+  // The blocks' fini in reverse order (AmAsic::shutdown). The marker stays: the next boot
+  // resets the GPU.
+  void shutdown(AmAsic& asic);
   const BootReport& report() const { return report_; }
 
-  // The steps of run(), for tests.
+  // The steps of run(); soc_init and smu_init are the soc and smu blocks' init.
   PreviousState inspect();
   void mode1_reset();
   void soc_init();
@@ -202,7 +205,7 @@ class AmBoot {
   uint32_t read_any(const RegDesc& r);
   void write_any(const RegDesc& r, uint32_t value);
 
-  void discover_and_read_firmware();
+  void discover_and_read_firmware(std::span<const AsicDescription* const> asics);
 
   os::Mmio& regs_;
   std::unique_ptr<VramPort> owned_vram_;  // the span constructor's
@@ -210,6 +213,7 @@ class AmBoot {
   BootOptions options_;
   uint64_t vram_size_ = 0, fb_base_ = 0;
   Discovery discovery_;
+  const AsicDescription* asic_ = nullptr;
   std::unique_ptr<RegisterIo> io_;
   std::unique_ptr<Smu> smu_;
   std::unique_ptr<Hdp> hdp_;

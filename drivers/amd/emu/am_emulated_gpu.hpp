@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -66,6 +67,7 @@ struct AmGpuWiring {
   // An IH entry was written with the ring's interrupt enabled (the GPU's MSI). May be empty.
   std::function<void()> msi;
   FirmwareCompression firmware = FirmwareCompression::None;
+  std::vector<std::byte> discovery;  // the IP discovery table; empty: gfx1100's
 };
 
 class AmEmulatedGpu {

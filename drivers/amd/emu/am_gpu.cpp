@@ -27,7 +27,10 @@ uint64_t byte_offset(const am::Reg& r, const am::IpSegmentBases& bases) {
 }  // namespace
 
 AmGpu::AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
-             std::function<void*(uint64_t, uint64_t)> dma, uint64_t fb_base) {
+             std::function<void*(uint64_t, uint64_t)> dma, uint64_t fb_base,
+             std::vector<std::byte> discovery_table)
+    : discovery_table_(discovery_table.empty() ? gfx1100_discovery_table()
+                                               : std::move(discovery_table)) {
   if (vram.size() < (1u << 20) || vram.size() % (1u << 20))
     throw InvalidInput("AM GPU model: VRAM of " + hex(vram.size()) +
                        " bytes is not a whole number of MiB (at least 1)");
@@ -45,7 +48,7 @@ AmGpu::AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
     if (to) to(entry);
   };
 
-  const std::vector<std::byte> table = gfx1100_discovery_table();
+  const std::vector<std::byte>& table = discovery_table_;
   std::memcpy(vram.data() + discovery_offset(), table.data(), table.size());
   bases_ = am::segment_bases(am::parse_discovery(table));
   memsize_offset_ = byte_offset(nbio::RCC_CONFIG_MEMSIZE, bases_);
@@ -164,7 +167,7 @@ void AmGpu::write_register(uint64_t offset, uint32_t value) {
 
 void AmGpu::reset_all() {
   for (const auto& b : blocks_) b->reset();
-  const std::vector<std::byte> table = gfx1100_discovery_table();
+  const std::vector<std::byte>& table = discovery_table_;
   hdp_mem_at_.store(kNotRemapped);
   hdp_reg_at_.store(kNotRemapped);
   std::lock_guard lock(mu_);

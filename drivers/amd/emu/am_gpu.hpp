@@ -72,8 +72,11 @@ class AmGpu final : public os::MmioHandler {
   // outlive this object); `dma` reaches host memory at an IOVA (AmBus::dma). VRAM must be a
   // whole number of MiB, at least 1 MiB (RCC_CONFIG_MEMSIZE counts MiB): InvalidInput
   // "AM GPU model: VRAM of 0x1234 bytes is not a whole number of MiB (at least 1)".
+  // `discovery_table`: the IP discovery table its firmware leaves in VRAM (empty: gfx1100's,
+  // gfx1100_discovery_table()); its register bases place every block's registers.
   AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
-        std::function<void*(uint64_t iova, uint64_t size)> dma, uint64_t fb_base = kFbBase);
+        std::function<void*(uint64_t iova, uint64_t size)> dma, uint64_t fb_base = kFbBase,
+        std::vector<std::byte> discovery_table = {});
 
   // The register BAR's handler: byte offsets in BAR5 (or beyond it, through MM_INDEX).
   uint32_t read32(uint64_t offset) override;
@@ -110,6 +113,7 @@ class AmGpu final : public os::MmioHandler {
 
   AmBus bus_;
   am::IpSegmentBases bases_;
+  std::vector<std::byte> discovery_table_;  // written back into VRAM by every reset
   std::map<uint64_t, uint32_t> reset_values_;
   uint64_t memsize_offset_ = 0;
   uint64_t remap_mem_offset_ = 0, remap_reg_offset_ = 0;  // the REMAP_HDP_* registers

@@ -61,6 +61,7 @@ AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
   // VFIO turns the MSI into the driver's eventfd signal.
   wiring.msi = [vfio] { vfio->interrupt(kAddress); };
   wiring.firmware = options.firmware;
+  wiring.discovery = std::move(options.discovery);
   model_ = std::make_unique<AmEmulatedGpu>(std::move(wiring));
   model_->publish(*bus_->kernel());
   undo.s = nullptr;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "amd/emu/am_emulated_gpu.hpp"
@@ -32,6 +33,9 @@ namespace hcq::amd::emu {
 struct AmSystemOptions {
   uint64_t vram_bytes = AmGpu::kDefaultVramBytes;  // sparse: costs only what is touched
   FirmwareCompression firmware = FirmwareCompression::None;
+  // The IP discovery table the GPU's firmware leaves (write_discovery_table); empty: the RX
+  // 7900 XTX's. Tests give another ASIC's IP versions so.
+  std::vector<std::byte> discovery;
 };
 
 class AmEmulatedSystem {
