@@ -1,7 +1,6 @@
 #include "amd/am/asic.hpp"
 
 #include <map>
-#include <ranges>
 
 #include "amd/am/boot.hpp"
 #include "amd/am/firmware.hpp"
@@ -402,10 +401,11 @@ QueueProgrammer* AmAsic::queues(QueueKind kind) {
 }
 
 void AmAsic::shutdown(BootContext& c) {
+  std::vector<IpBlockDriver*> reversed;  // (std::views::reverse: clang 14's ranges cannot)
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it)
+    if (it->driver) reversed.push_back(it->driver.get());
   try {
-    stop_each(std::views::reverse(blocks_), [&](Block& b) {
-      if (b.driver) b.driver->fini(c);
-    });
+    stop_each(reversed, [&](IpBlockDriver* b) { b->fini(c); });
   } catch (const Error& e) {
     throw Error(std::string("AM ") + description_.name + " shutdown: " + e.what());
   }
