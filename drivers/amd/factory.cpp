@@ -16,7 +16,7 @@
 #include "usb/emu/usb_system.hpp"
 #include "amd/emu/am_system.hpp"
 #include "amd/emu/kfd.hpp"
-#include "amd/kfd_driver.hpp"
+#include "amd/kfd/kfd_driver.hpp"
 #include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"

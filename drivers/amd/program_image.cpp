@@ -1,11 +1,10 @@
-// How an AMDHSA code object lays out in a KFD device's memory (drivers/amd side of Program;
-// lib/core's load_program allocates and copies).
+#include "amd/program_image.hpp"
+
 #include <algorithm>
 #include <memory>
 
 #include "amd/code_object.hpp"
 #include "amd/encoders.hpp"
-#include "amd/kfd_driver.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
 

@@ -156,6 +156,13 @@ DeviceOwner::~DeviceOwner() {
   r.owner_lock.unlock();
 }
 
+SharedMailbox& DeviceOwner::mailbox(size_t i) {
+  if (i >= DeviceRecord::kMailboxes)
+    throw InvalidInput(segment_.name() + ": mailbox " + std::to_string(i) + " of " +
+                       std::to_string(DeviceRecord::kMailboxes));
+  return record_->mailboxes[i];
+}
+
 std::optional<DeviceHolder> device_holder(const Kernel& kernel, const std::string& key) {
   const std::string name = device_segment_name(kernel, key);
   struct stat st {};

@@ -1,7 +1,8 @@
 #pragma once
 // Device ownership between processes (issue 19 part 2): a device hcq drives itself (its BARs
 // through VFIO or sysfs, or through a USB bridge) is claimed by one process at a time, and the
-// device's firmware mailboxes (SMU, PSP) have a lock every process that reaches them takes.
+// device's firmware mailboxes (numbered by the driver: AMD's SMU and PSP) have a lock every
+// process that reaches them takes.
 //
 // Each device has a SharedSegment (os/shm.hpp) named after its hardware identity, holding a
 // DeviceRecord: who owns it (pid, start time, command line, since when) and one SharedMailbox
@@ -65,6 +66,7 @@ class MailboxSection {
 struct DeviceRecord {
   static constexpr uint32_t kLayoutVersion = 1;
   static constexpr size_t kCommandBytes = 256, kDeviceBytes = 64;
+  static constexpr size_t kMailboxes = 2;
   RobustLock owner_lock;  // guards the owner fields
   int32_t owner_pid = 0;  // 0: nobody
   uint32_t reserved = 0;
@@ -72,7 +74,7 @@ struct DeviceRecord {
   int64_t since_unix_ms = 0;
   char command[kCommandBytes] = {};  // /proc/<pid>/cmdline, arguments joined by spaces, cut
   char device[kDeviceBytes] = {};    // the name it was opened by ("am:0000:03:00.0")
-  SharedMailbox smu, psp;
+  SharedMailbox mailboxes[kMailboxes];  // by the driver's numbering
 };
 
 // Who holds a device.
@@ -110,8 +112,9 @@ class DeviceOwner {
   DeviceOwner(const DeviceOwner&) = delete;
   DeviceOwner& operator=(const DeviceOwner&) = delete;
 
-  SharedMailbox& smu_mailbox() { return record_->smu; }
-  SharedMailbox& psp_mailbox() { return record_->psp; }
+  // Firmware mailbox `i`'s lock, as the device's driver numbers its mailboxes. InvalidInput
+  // for i >= DeviceRecord::kMailboxes.
+  SharedMailbox& mailbox(size_t i);
   const std::string& segment_name() const { return segment_.name(); }
   // What the claim replaced: "" or a stale owner ("pid 99 (hcq run ...), since ..., gone").
   const std::string& reclaimed() const { return reclaimed_; }

@@ -75,41 +75,6 @@ std::unique_ptr<Mmio> open_register_window(VfioDevice& device, int bar) {
   return std::make_unique<VfioRegionRwMmio>(device, bar);
 }
 
-IndexDataLayout mm_index_layout() {
-  IndexDataLayout l;
-  l.name = "MM_INDEX/MM_DATA";
-  l.index = 0x0 * 4;
-  l.data = 0x1 * 4;
-  l.address_limit = uint64_t(1) << 31;  // bit 31 of MM_INDEX selects VRAM
-  l.vram_index_hi = 0x6 * 4;
-  l.reaches_vram = true;
-  return l;
-}
-
-IndexDataLayout pcie_index2_layout_nbio_4_3_0(uint64_t nbio_segment0) {
-  IndexDataLayout l;
-  l.name = "PCIE_INDEX2/PCIE_DATA2";
-  l.index = (nbio_segment0 + 0xe) * 4;
-  l.data = (nbio_segment0 + 0xf) * 4;
-  // PCIE_INDEX2_HI holds address bits 32..39 (nbio_4_3_0_sh_mask.h PCIE_INDEX2_HI mask 0xff;
-  // Linux amdgpu_device_indirect_rreg_ext writes (reg_addr >> 32) & 0xff).
-  l.index_hi = (nbio_segment0 + 0x11) * 4;
-  l.address_limit = uint64_t(1) << 40;
-  l.read_back_index = true;
-  l.read_back_data = true;
-  return l;
-}
-
-IndexDataLayout rsmu_layout_nbio_4_3_0(uint64_t nbio_segment1) {
-  IndexDataLayout l;
-  l.name = "BIF_BX_PF0_RSMU_INDEX/BIF_BX_PF0_RSMU_DATA";
-  l.index = (nbio_segment1 + 0x0) * 4;
-  l.data = (nbio_segment1 + 0x1) * 4;
-  l.read_back_index = true;
-  l.read_back_data = true;
-  return l;
-}
-
 IndexDataRegs::IndexDataRegs(Mmio& mmio, IndexDataLayout layout) : mmio_(mmio), layout_(std::move(layout)) {
   auto in_window = [&](uint64_t reg) {
     if (reg % 4 || reg >= mmio_.size() || mmio_.size() - reg < 4)
@@ -119,7 +84,13 @@ IndexDataRegs::IndexDataRegs(Mmio& mmio, IndexDataLayout layout) : mmio_(mmio), 
   in_window(layout_.index);
   in_window(layout_.data);
   if (layout_.index_hi) in_window(layout_.index_hi);
-  if (layout_.reaches_vram) in_window(layout_.vram_index_hi);
+  if (layout_.reaches_vram) {
+    in_window(layout_.vram_index_hi);
+    const uint64_t select = layout_.address_limit;
+    if (select == 0 || (select & (select - 1)) || select > (uint64_t(1) << 31))
+      throw InvalidInput(layout_.name + ": address limit " + hex(select) +
+                         " cannot select VRAM (a power of two up to 0x80000000)");
+  }
 }
 
 void IndexDataRegs::select(uint64_t address) {
@@ -162,26 +133,31 @@ void IndexDataRegs::write32(uint64_t address, uint32_t value) {
 namespace {
 
 void check_vram_access(const IndexDataLayout& l, uint64_t address) {
-  if (!l.reaches_vram) throw InvalidInput(l.name + " does not reach VRAM (MM_INDEX/MM_DATA does)");
+  if (!l.reaches_vram) throw InvalidInput(l.name + " does not reach VRAM");
   if (address % 4) throw InvalidInput(l.name + ": VRAM address " + hex(address) + " is not 4-byte aligned");
 }
 
 }  // namespace
 
+// The index: the address's bits below the select bit (address_limit), and that bit; the high
+// index: the address from the select bit up.
+void IndexDataRegs::select_vram(uint64_t address) {
+  const uint64_t select = layout_.address_limit;
+  mmio_.write32(layout_.index, uint32_t((address & (select - 1)) | select));
+  mmio_.write32(layout_.vram_index_hi, uint32_t(address / select));
+}
+
 uint32_t IndexDataRegs::read_vram32(uint64_t address) {
   check_vram_access(layout_, address);
   std::lock_guard lock(mutex_);
-  // Linux amdgpu_device_mm_access: MM_INDEX = address | 0x80000000, MM_INDEX_HI = address >> 31.
-  mmio_.write32(layout_.index, uint32_t(address) | 0x80000000u);
-  mmio_.write32(layout_.vram_index_hi, uint32_t(address >> 31));
+  select_vram(address);
   return mmio_.read32(layout_.data);
 }
 
 void IndexDataRegs::write_vram32(uint64_t address, uint32_t value) {
   check_vram_access(layout_, address);
   std::lock_guard lock(mutex_);
-  mmio_.write32(layout_.index, uint32_t(address) | 0x80000000u);
-  mmio_.write32(layout_.vram_index_hi, uint32_t(address >> 31));
+  select_vram(address);
   mmio_.write32(layout_.data, value);
 }
 

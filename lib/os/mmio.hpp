@@ -9,9 +9,8 @@
 // the region cannot be mapped); EmulatedMmio, which hands each access to a device model's
 // MmioHandler as it happens.
 //
-// On top of any window, IndexDataRegs reaches registers through an index/data pair:
-// MM_INDEX/MM_INDEX_HI/MM_DATA (registers beyond the BAR and VRAM), PCIE_INDEX2/PCIE_DATA2
-// and BIF_BX_PF0_RSMU_INDEX/_DATA (the SMN space).
+// On top of any window, IndexDataRegs reaches registers through an index/data pair, as a
+// layout describes it (a vendor's pairs are in its driver: amd/am/index_pairs.hpp).
 //
 // Threads: read32/write32/read/write of a window may be called from several threads at once;
 // each access is one 32-bit access (MappedMmio) or one handler call (EmulatedMmio, whose
@@ -165,45 +164,25 @@ struct IndexDataLayout {
   bool read_back_index = false;
   // Read the data register back after a data write (Linux amdgpu_device_indirect_wreg).
   bool read_back_data = false;
-  // MM_INDEX only: bit 31 of the index selects VRAM, MM_INDEX_HI (vram_index_hi) takes the
-  // address from bit 31 up (read_vram32/write_vram32).
+  // A pair that also reaches VRAM (read_vram32/write_vram32): the index takes the address's
+  // bits below address_limit (a power of two) with the address_limit bit set, which selects
+  // VRAM, and vram_index_hi takes the address from that bit up.
   uint64_t vram_index_hi = 0;
   bool reaches_vram = false;
 };
 
-// MM_INDEX 0x0, MM_DATA 0x1, MM_INDEX_HI 0x6 (dwords; byte 0x0, 0x4, 0x18): fixed in the BIF
-// register space of amdgpu ASICs: Linux amdgpu_discovery.c defines them as absolute dwords
-// (mmMM_INDEX, mmMM_DATA, mmMM_INDEX_HI) to read the discovery table before discovery.
-// amdgpu_device_mm_access writes MM_INDEX = address | 0x80000000 (bit 31 selects VRAM) and
-// MM_INDEX_HI = address >> 31; with bit 31 clear MM_INDEX selects a register byte address (the
-// pre-SOC15 amdgpu_mm_rreg path for registers beyond the BAR).
-IndexDataLayout mm_index_layout();
-// PCIE_INDEX2 0xe, PCIE_DATA2 0xf, PCIE_INDEX2_HI 0x11 (dwords in NBIO segment 0, Linux
-// nbio_4_3_0_offset.h regBIF_BX0_PCIE_INDEX2/_DATA2/_INDEX2_HI, BASE_IDX 0): an SMN byte
-// address in the index, the index read back, then the data (Linux amdgpu_device_indirect_rreg
-// and _wreg; the high index for addresses above 4 GiB as amdgpu_device_indirect_rreg_ext
-// writes it; tinygrad's amdev.py indirect_wreg_pcie). `nbio_segment0` is NBIO's segment-0 base
-// in dwords from IP discovery (0 on Navi 31).
-IndexDataLayout pcie_index2_layout_nbio_4_3_0(uint64_t nbio_segment0);
-// BIF_BX_PF0_RSMU_INDEX 0x0, BIF_BX_PF0_RSMU_DATA 0x1 (dwords in NBIO segment 1,
-// nbio_4_3_0_offset.h, BASE_IDX 1): the pair Linux nbio_v4_3.c get_pcie_index_offset and
-// get_pcie_data_offset return today, so what soc21.c's adev->pcie_rreg
-// (amdgpu_device_indirect_rreg) goes through, and what tinygrad's amdev.py indirect_rreg uses
-// for registers beyond the BAR. No high index (nbio_v4_3 has no get_pcie_index_hi_offset), so
-// addresses below 4 GiB. `nbio_segment1` is NBIO's segment-1 base in dwords (0x14 on Navi 31).
-IndexDataLayout rsmu_layout_nbio_4_3_0(uint64_t nbio_segment1);
-
 class IndexDataRegs {
  public:
-  // Checks that the three registers are inside the window.
+  // Checks that the registers are inside the window, and that a pair reaching VRAM selects it
+  // with one bit of a 32-bit index (address_limit a power of two up to 2^31).
   IndexDataRegs(Mmio& mmio, IndexDataLayout layout);
   // One address through the pair, under the pair's lock. InvalidInput for an address at or
   // above the layout's limit: "MM_INDEX/MM_DATA: address 0x80000000 is beyond the index's
   // reach (below 0x80000000)".
   uint32_t read32(uint64_t address);
   void write32(uint64_t address, uint32_t value);
-  // MM_INDEX only: VRAM at `address` (bit 31 of MM_INDEX set, the rest in MM_INDEX_HI), as
-  // amdgpu_device_mm_access does. InvalidInput for another pair or an unaligned address.
+  // VRAM at `address`, for a pair that reaches it (IndexDataLayout::reaches_vram).
+  // InvalidInput for another pair or an unaligned address.
   uint32_t read_vram32(uint64_t address);
   void write_vram32(uint64_t address, uint32_t value);
   const IndexDataLayout& layout() const { return layout_; }
@@ -211,6 +190,7 @@ class IndexDataRegs {
  private:
   void select(uint64_t index_value);
   void unselect_hi(uint64_t index_value);
+  void select_vram(uint64_t address);  // mutex_ held
   Mmio& mmio_;
   IndexDataLayout layout_;
   std::mutex mutex_;

@@ -17,6 +17,7 @@
 #include "amd/am/boot.hpp"
 #include "amd/am/discovery.hpp"
 #include "amd/am/gpu_memory.hpp"
+#include "amd/am/index_pairs.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_mmu.hpp"
 #include "amd/emu/am_smu.hpp"
@@ -536,7 +537,7 @@ TEST(AmBootMemory, HandsOutZeroedAlignedVramWithMcAddresses) {
 class Registers final : public os::MmioHandler {
  public:
   explicit Registers(const IpSegmentBases& bases)
-      : bases_(bases), smu_(bases), smn_pair_(os::rsmu_layout_nbio_4_3_0(bases[Ip::NBIO][1])) {}
+      : bases_(bases), smu_(bases), smn_pair_(rsmu_layout_nbio_4_3_0(bases[Ip::NBIO][1])) {}
   uint64_t at(const Reg& r) const { return absolute_dword(describe(r), bases_) * 4; }
   uint32_t& reg(const Reg& r) { return regs_[at(r)]; }
   uint32_t& smn(const Reg& r) { return smn_[at(r)]; }
@@ -752,6 +753,30 @@ TEST_F(AmBootTest, MissingFirmwareNamesTheFile) {
   const std::string first = gfx1100_firmware_names().front();
   EXPECT_EQ(error_of<Error>([&] { AmBoot(window_, vram_.span(), options_); }),
             error_of<Error>([&] { load_firmware(first, "/nonexistent/amdgpu"); }));
+}
+
+// ---- index/data pairs -------------------------------------------------------------------
+
+TEST(AmIndexPairs, LayoutsCarryTheLinuxOffsets) {
+  os::IndexDataLayout mm = mm_index_layout();
+  EXPECT_EQ(mm.index, 0x0u);
+  EXPECT_EQ(mm.data, 0x4u);
+  EXPECT_EQ(mm.vram_index_hi, 0x18u);
+  EXPECT_EQ(mm.address_limit, 0x80000000u);
+  os::IndexDataLayout p = pcie_index2_layout_nbio_4_3_0(0);
+  EXPECT_EQ(p.index, 0x38u);     // regBIF_BX0_PCIE_INDEX2 0x000e
+  EXPECT_EQ(p.data, 0x3cu);      // regBIF_BX0_PCIE_DATA2 0x000f
+  EXPECT_EQ(p.index_hi, 0x44u);  // regBIF_BX0_PCIE_INDEX2_HI 0x0011
+  os::IndexDataLayout moved = pcie_index2_layout_nbio_4_3_0(0x100);
+  EXPECT_EQ(moved.index, 0x438u);
+  EXPECT_EQ(moved.data, 0x43cu);
+  EXPECT_EQ(moved.index_hi, 0x444u);
+  // regBIF_BX_PF0_RSMU_INDEX 0x0 / _DATA 0x1 in NBIO segment 1 (0x14 dwords on Navi 31).
+  os::IndexDataLayout rsmu = rsmu_layout_nbio_4_3_0(0x14);
+  EXPECT_EQ(rsmu.index, 0x50u);
+  EXPECT_EQ(rsmu.data, 0x54u);
+  EXPECT_EQ(rsmu.index_hi, 0u);
+  EXPECT_EQ(rsmu.address_limit, 0x100000000u);
 }
 
 // ---- the ASIC table ----------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "amd/am/discovery.hpp"
+#include "amd/am/index_pairs.hpp"
 #include "amd/am/page_tables.hpp"
 #include "amd/am/register_io.hpp"
 #include "amd/am/smu.hpp"
@@ -128,7 +129,7 @@ TEST(AmGpu, TheDiscoveryTableIsReadThroughTheVramBar) {
   EXPECT_EQ(b.dwords, o.sys->gpu().bases().dwords);
 
   // And through MM_INDEX/MM_DATA (bit 31: VRAM), as amdgpu_device_mm_access reads it.
-  os::IndexDataRegs mm(*o.regs, os::mm_index_layout());
+  os::IndexDataRegs mm(*o.regs, am::mm_index_layout());
   EXPECT_EQ(mm.read_vram32(64 * MiB - 64 * 1024), am::kBinarySignature);
   mm.write_vram32(0x123400, 0xfeedf00d);
   EXPECT_EQ(o.vram.read32(0x123400), 0xfeedf00du);

@@ -5,10 +5,10 @@
 
 #include <cerrno>
 
-#include "amd/kfd_dmabuf.hpp"
+#include "amd/kfd/kfd_dmabuf.hpp"
 
 #include "amd/emu/kfd.hpp"
-#include "amd/kfd_driver.hpp"
+#include "amd/kfd/kfd_driver.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
 

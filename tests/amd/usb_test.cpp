@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "amd/emu/kfd.hpp"
-#include "amd/kfd_driver.hpp"
+#include "amd/kfd/kfd_driver.hpp"
 #include "amd/targets.hpp"
 #include "core/hcq.hpp"
 #include "os/emulated_kernel.hpp"

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "amd/am/index_pairs.hpp"
 #include "core/error.hpp"
 #include "emulated_pci.hpp"
 #include "os/emulated_kernel.hpp"
@@ -29,6 +30,10 @@ namespace hcq::os {
 namespace {
 
 using testing_support::error_of;
+// amdgpu's pairs, the ones hcq uses (their offsets: tests/amd/am_driver_test.cpp).
+using amd::am::mm_index_layout;
+using amd::am::pcie_index2_layout_nbio_4_3_0;
+using amd::am::rsmu_layout_nbio_4_3_0;
 
 // Records every access; reads return 0x1000 + offset.
 class Recorder final : public MmioHandler {
@@ -126,26 +131,24 @@ class IndexedModel final : public MmioHandler {
   std::map<uint64_t, uint32_t> space_, regs_;
 };
 
-TEST(IndexDataRegs, LayoutsCarryTheLinuxOffsets) {
-  IndexDataLayout mm = mm_index_layout();
-  EXPECT_EQ(mm.index, 0x0u);
-  EXPECT_EQ(mm.data, 0x4u);
-  EXPECT_EQ(mm.vram_index_hi, 0x18u);
-  EXPECT_EQ(mm.address_limit, 0x80000000u);
-  IndexDataLayout p = pcie_index2_layout_nbio_4_3_0(0);
-  EXPECT_EQ(p.index, 0x38u);     // regBIF_BX0_PCIE_INDEX2 0x000e
-  EXPECT_EQ(p.data, 0x3cu);      // regBIF_BX0_PCIE_DATA2 0x000f
-  EXPECT_EQ(p.index_hi, 0x44u);  // regBIF_BX0_PCIE_INDEX2_HI 0x0011
-  IndexDataLayout moved = pcie_index2_layout_nbio_4_3_0(0x100);
-  EXPECT_EQ(moved.index, 0x438u);
-  EXPECT_EQ(moved.data, 0x43cu);
-  EXPECT_EQ(moved.index_hi, 0x444u);
-  // regBIF_BX_PF0_RSMU_INDEX 0x0 / _DATA 0x1 in NBIO segment 1 (0x14 dwords on Navi 31).
-  IndexDataLayout rsmu = rsmu_layout_nbio_4_3_0(0x14);
-  EXPECT_EQ(rsmu.index, 0x50u);
-  EXPECT_EQ(rsmu.data, 0x54u);
-  EXPECT_EQ(rsmu.index_hi, 0u);
-  EXPECT_EQ(rsmu.address_limit, 0x100000000u);
+// A pair that reaches VRAM selects it with one index bit (address_limit).
+TEST(IndexDataRegs, APairReachingVramNeedsOneSelectBit) {
+  Recorder h;
+  EmulatedMmio m("BAR5 of 0000:03:00.0", 0x1000, h);
+  IndexDataLayout l = mm_index_layout();
+  l.address_limit = 0x300;
+  EXPECT_EQ(error_of<InvalidInput>([&] { IndexDataRegs(m, l); }),
+            "MM_INDEX/MM_DATA: address limit 0x300 cannot select VRAM (a power of two up to "
+            "0x80000000)");
+  l.address_limit = uint64_t(1) << 32;
+  EXPECT_EQ(error_of<InvalidInput>([&] { IndexDataRegs(m, l); }),
+            "MM_INDEX/MM_DATA: address limit 0x100000000 cannot select VRAM (a power of two up "
+            "to 0x80000000)");
+  // A pair selecting VRAM with bit 20: the index takes the low 20 bits, the high index the rest.
+  l.address_limit = uint64_t(1) << 20;
+  IndexDataRegs low(m, l);
+  low.write_vram32(0x345678, 9);
+  EXPECT_EQ(h.log, (Log{"w 0x0 0x145678", "w 0x18 0x3", "w 0x4 0x9"}));
 }
 
 TEST(IndexDataRegs, RsmuPairReachesFourGiB) {
@@ -181,7 +184,7 @@ TEST(IndexDataRegs, PcieIndex2WritesLinuxsSequence) {
             "PCIE_INDEX2/PCIE_DATA2: address 0x10000000000 is beyond the index's reach (below "
             "0x10000000000)");
   EXPECT_EQ(error_of<InvalidInput>([&] { smn.read_vram32(0); }),
-            "PCIE_INDEX2/PCIE_DATA2 does not reach VRAM (MM_INDEX/MM_DATA does)");
+            "PCIE_INDEX2/PCIE_DATA2 does not reach VRAM");
   EXPECT_TRUE(model.log.empty());
 }
 

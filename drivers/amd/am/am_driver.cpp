@@ -17,7 +17,7 @@
 #include "amd/fault_log.hpp"
 #include "amd/am/vfio_function.hpp"
 #include "amd/ib_positions.hpp"
-#include "amd/kfd_driver.hpp"
+#include "amd/program_image.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
@@ -31,6 +31,8 @@ constexpr uint64_t kEopBytes = 4096;
 // lib/core's heap, as large as the KFD driver's.
 constexpr uint64_t kHeapBytes = 256ull << 30;
 constexpr uint16_t kAmdVendor = 0x1002;
+// The device record's firmware mailboxes (os/device_owner.hpp), as the AM driver numbers them.
+constexpr size_t kSmuMailbox = 0, kPspMailbox = 1;
 
 }  // namespace
 
@@ -254,8 +256,8 @@ AmDriver::AmDriver(std::shared_ptr<os::Kernel> kernel, std::unique_ptr<AmFunctio
   props_.name = device_name;
   BootOptions boot_options = options_.boot;
   if (owner_) {
-    boot_options.smu_mailbox = &owner_->smu_mailbox();
-    boot_options.psp_mailbox = &owner_->psp_mailbox();
+    boot_options.smu_mailbox = &owner_->mailbox(kSmuMailbox);
+    boot_options.psp_mailbox = &owner_->mailbox(kPspMailbox);
   }
   boot_options.firmware_dir = am_firmware_dir(firmware_dir);
   boot_options.bus_master = [this](bool on) { function_->set_bus_master(on); };

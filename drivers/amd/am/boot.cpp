@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "amd/am/gpu_memory.hpp"
+#include "amd/am/index_pairs.hpp"
 #include "amd/am/regs.hpp"
 #include "core/error.hpp"
 
@@ -228,7 +229,7 @@ void AmBoot::discover_and_read_firmware(std::span<const AsicDescription* const> 
     // amdev.py indirect_rreg).
     if (bases[Ip::NBIO].size() > 1)
       smn_ = std::make_unique<os::IndexDataRegs>(regs_,
-                                                 os::rsmu_layout_nbio_4_3_0(bases[Ip::NBIO][1]));
+                                                 rsmu_layout_nbio_4_3_0(bases[Ip::NBIO][1]));
     // FB_BASE is in 16 MiB units (tinygrad AM_GMC.init_sw mc_base; Linux
     // mmhub_v3_0_get_fb_location).
     const RegDesc& fb = describe(mmhub_3_0_0::MMMC_VM_FB_LOCATION_BASE);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "amd/am/index_pairs.hpp"
 #include "os/mmio.hpp"
 
 namespace hcq::amd::am {
@@ -395,7 +396,7 @@ Discovery read_discovery(os::Mmio& regs, os::Mmio* vram, bool may_use_mm_index) 
                 (vram ? vram->name() + " (" + hex(vram->size()) + " bytes)" : "the VRAM BAR") +
                 ", and MM_INDEX/MM_DATA belong to the kernel driver bound to the GPU");
   } else {
-    os::IndexDataRegs mm(regs, os::mm_index_layout());
+    os::IndexDataRegs mm(regs, mm_index_layout());
     for (size_t i = 0; i < words.size(); i++) words[i] = mm.read_vram32(at + 4 * i);
   }
   return parse_discovery(std::as_bytes(std::span<const uint32_t>(words)));

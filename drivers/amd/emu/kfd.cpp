@@ -18,7 +18,7 @@
 #include <mutex>
 
 #include "amd/emu/engine.hpp"
-#include "amd/kfd_dmabuf.hpp"
+#include "amd/kfd/kfd_dmabuf.hpp"
 #include "amd/ib_positions.hpp"
 #include "os/emulated_kernel.hpp"
 

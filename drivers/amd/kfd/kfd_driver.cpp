@@ -1,4 +1,5 @@
-#include "amd/kfd_driver.hpp"
+#include "amd/kfd/kfd_driver.hpp"
+#include "amd/program_image.hpp"
 #include "os/address_window.hpp"
 
 #include <fcntl.h>
@@ -22,7 +23,7 @@
 #include "amd/decode.hpp"
 #include "amd/encoders.hpp"
 #include "amd/fault_log.hpp"
-#include "amd/kfd_dmabuf.hpp"
+#include "amd/kfd/kfd_dmabuf.hpp"
 #include "amd/ib_positions.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"

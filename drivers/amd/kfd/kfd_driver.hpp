@@ -28,8 +28,4 @@ struct KfdNode {
 };
 std::vector<KfdNode> kfd_gpu_nodes(os::Kernel& kernel);
 
-// Parse and check an AMDHSA code object for the device `props` describes, and lay it out
-// (program_image.cpp).
-ProgramLayout amd_program_layout(const DeviceProperties& props, std::span<const std::byte> image);
-
 }  // namespace hcq::amd
