@@ -4,6 +4,7 @@
 // queues to the emulated engine over a hcq::emu::Memory (GPU addresses are host addresses
 // here); doorbells are a host array; IH entries are collected from AmBus::interrupt.
 #include "amd/am/gfx.hpp"
+#include "amd/am/mqd.hpp"
 
 #include <gtest/gtest.h>
 
@@ -337,6 +338,23 @@ TEST_F(AmGfxTest, ComputeQueueRunsReleaseMemAfterDoorbell) {
   // << 4 = 0x25; context id in dword 4.
   EXPECT_EQ(ih[0][0], 0x0025b514u);
   EXPECT_EQ(ih[0][4], 0x42u);
+}
+
+// The MQD description (mqd_v11.def) against struct v11_compute_mqd's "offset:" comments.
+TEST(MqdDescription, DwordsSitWhereV11StructsPutsThem) {
+  namespace mqd = mqd_v11;
+  EXPECT_EQ(mqd::kBytes, 2048u);
+  EXPECT_EQ(mqd::COMPUTE_PIPELINESTAT_ENABLE, 11u);
+  EXPECT_EQ(mqd::COMPUTE_STATIC_THREAD_MGMT_SE2, 26u);
+  EXPECT_EQ(mqd::COMPUTE_MISC_RESERVED, 32u);
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_MQD_BASE_ADDR), 128u);   // cp_mqd_base_addr_lo
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_HQD_ACTIVE), 130u);      // cp_hqd_active
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_HQD_PQ_CONTROL), 145u);  // cp_hqd_pq_control
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_MQD_CONTROL), 162u);     // cp_mqd_control
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_HQD_EOP_CONTROL), 167u);  // cp_hqd_eop_control
+  EXPECT_EQ(mqd::hqd_dword(gc::CP_HQD_PQ_WPTR_HI), 183u);  // cp_hqd_pq_wptr_hi
+  EXPECT_EQ(error_of<InvalidInput>([] { mqd::hqd_dword(gc::SCRATCH_REG7); }),
+            "SCRATCH_REG7 is not in the gfx11 MQD's HQD image (dwords 128..511)");
 }
 
 TEST_F(AmGfxTest, DequeueStopsTheQueue) {

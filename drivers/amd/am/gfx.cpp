@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "amd/am/mqd.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd::am {
@@ -177,17 +178,18 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
     throw InvalidInput(name + ": doorbell dword " + hex(c.doorbell_dword) +
                        " is odd (gfx11 doorbells are 64-bit)");
 
-  mqd_ = memory.alloc(kGfx11MqdBytes, 4096, "compute MQD");
+  namespace mqd = mqd_v11;
+  mqd_ = memory.alloc(mqd::kBytes, 4096, "compute MQD");
 
   // The MQD as gfx_v11_0_compute_mqd_init fills it (values from Linux unless noted).
-  std::array<uint32_t, kGfx11MqdBytes / 4> m{};
-  m[0] = 0xC0310800;                   // header
-  m[11] = 1;                           // compute_pipelinestat_enable
-  m[23] = m[24] = m[26] = m[27] = ~0u;  // compute_static_thread_mgmt_se0..3
-  m[32] = 7;                           // compute_misc_reserved
-  auto hqd = [&m](const Reg& r) -> uint32_t& {
-    return m[kMqdHqdFirstDword + (r.offset - gc::CP_MQD_BASE_ADDR.offset)];
-  };
+  std::array<uint32_t, mqd::kDwords> m{};
+  m[mqd::HEADER] = 0xC0310800;
+  m[mqd::COMPUTE_PIPELINESTAT_ENABLE] = 1;
+  for (uint32_t se : {mqd::COMPUTE_STATIC_THREAD_MGMT_SE0, mqd::COMPUTE_STATIC_THREAD_MGMT_SE1,
+                      mqd::COMPUTE_STATIC_THREAD_MGMT_SE2, mqd::COMPUTE_STATIC_THREAD_MGMT_SE3})
+    m[se] = ~0u;
+  m[mqd::COMPUTE_MISC_RESERVED] = 7;
+  auto hqd = [&m](const Reg& r) -> uint32_t& { return m[mqd::hqd_dword(r)]; };
   hqd(gc::CP_HQD_EOP_BASE_ADDR) = lo32(c.eop_va >> 8);
   hqd(gc::CP_HQD_EOP_BASE_ADDR_HI) = hi32(c.eop_va >> 8);
   // EOP_SIZE: the buffer holds 2^(EOP_SIZE+1) dwords.

@@ -42,10 +42,6 @@ namespace hcq::amd::am {
 
 // GFX11_MEC_HPD_SIZE (gfx_v11_0.c): each compute queue's EOP buffer.
 inline constexpr uint64_t kGfx11MecHpdSize = 2048;
-// The MQD (struct v11_compute_mqd, Linux include/v11_structs.h): 512 dwords; the HQD register
-// image starts at dword 128 (cp_mqd_base_addr_lo) in register order, CP_MQD_BASE_ADDR first.
-inline constexpr uint64_t kGfx11MqdBytes = 2048;
-inline constexpr uint32_t kMqdHqdFirstDword = 128;
 
 class Gfx {
  public:

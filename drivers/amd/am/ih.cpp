@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "amd/am/ih_entry.hpp"
 #include "amd/am/ih_ids.hpp"
 #include "core/error.hpp"
 
@@ -35,15 +36,18 @@ const RegDesc& ring_reg(int ring, const std::string& name) {
 }  // namespace
 
 IhEntry IhEntry::decode(const std::array<uint32_t, 8>& dw) {
+  namespace f = ih_entry;
   IhEntry e;
-  e.client_id = dw[0] & 0xff;
-  e.source_id = (dw[0] >> 8) & 0xff;
-  e.ring_id = (dw[0] >> 16) & 0xff;
-  e.vmid = (dw[0] >> 24) & 0xf;
-  e.vmid_src = (dw[0] >> 31) != 0;
-  e.timestamp = dw[1] | (uint64_t(dw[2] & 0xffff) << 32);
-  e.pasid = dw[3] & 0xffff;
-  for (int i = 0; i < 4; ++i) e.src_data[i] = dw[4 + i];
+  e.client_id = f::get(dw, f::CLIENT_ID);
+  e.source_id = f::get(dw, f::SOURCE_ID);
+  e.ring_id = f::get(dw, f::RING_ID);
+  e.vmid = f::get(dw, f::VMID);
+  e.vmid_src = f::get(dw, f::VMID_SRC) != 0;
+  e.timestamp = f::get(dw, f::TIMESTAMP_LO) | uint64_t(f::get(dw, f::TIMESTAMP_HI)) << 32;
+  e.pasid = f::get(dw, f::PASID);
+  e.node_id = f::get(dw, f::NODE_ID);
+  e.src_data = {f::get(dw, f::SRC_DATA0), f::get(dw, f::SRC_DATA1), f::get(dw, f::SRC_DATA2),
+                f::get(dw, f::SRC_DATA3)};
   e.raw = dw;
   return e;
 }

@@ -31,6 +31,7 @@
 #include "amd/am/am_function.hpp"
 #include "amd/am/boot_memory.hpp"
 #include "amd/am/gmc.hpp"
+#include "amd/am/ih_entry.hpp"
 #include "amd/am/register_io.hpp"
 
 namespace hcq::amd::am {
@@ -44,6 +45,7 @@ struct IhEntry {
   bool vmid_src = false;               // dw0 31: the VMID is the MM hub's
   uint64_t timestamp = 0;              // dw1, dw2 15:0
   uint32_t pasid = 0;                  // dw3 15:0
+  uint32_t node_id = 0;                // dw3 23:16
   std::array<uint32_t, 4> src_data{};  // dw4..dw7
   std::array<uint32_t, 8> raw{};
 
@@ -81,7 +83,7 @@ class Ih {
  public:
   // Linux's IH ring 0 size (amdgpu_ih.c: 256 KiB for ih_v6_0 dGPUs; tinygrad's too).
   static constexpr uint64_t kDefaultRingBytes = 256 << 10;
-  static constexpr uint32_t kEntryBytes = 32;
+  static constexpr uint32_t kEntryBytes = ih_entry::kBytes;
 
   // Takes each ring (`ring_bytes`: a power of two, at least 4 KiB, at most 256 KiB: RB_SIZE
   // and the 18-bit pointers) and a write-back page per ring from `memory`; `vram` reads what

@@ -1,7 +1,7 @@
 // Interrupt identities of a SOC21 GPU (gfx11) as its IH ring reports them: the client ids and
 // source ids an 8-dword IH entry carries, and the bits of a VM fault entry's source data.
 // Shared by the driver's IH decoder (am/ih.hpp) and the emulated GPU's blocks that raise
-// interrupts; the entry layout itself is written separately on each side.
+// interrupts; the entry layout is ih_entry.def.
 //
 // Sources: Linux drivers/gpu/drm/amd/include/soc15_ih_clientid.h (enum soc21_ih_clientid),
 // include/ivsrcid/gfx/irqsrcs_gfx_11_0_0.h (GFX_11_0_0__SRCID__*),

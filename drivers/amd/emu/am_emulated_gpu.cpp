@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "amd/am/ih_entry.hpp"
 #include "amd/am/psp_gfx_if.hpp"
 #include "amd/fault_log.hpp"
 #include "amd/ib_positions.hpp"
@@ -69,7 +70,9 @@ AmEmulatedGpu::AmEmulatedGpu(AmGpuWiring wiring)
       fault_log_ += what + "\n";  // the engine's message names the queue
     }
     if (memory_fault || !bus->interrupt) return;
-    bus->interrupt({am::ih::kClientGrbmCp | am::ih::kSrcCpBadOpcode << 8, 0, 0, 0, 0, 0, 0, 0});
+    namespace f = am::ih_entry;
+    bus->interrupt(f::make({{f::CLIENT_ID, am::ih::kClientGrbmCp},
+                            {f::SOURCE_ID, am::ih::kSrcCpBadOpcode}}));
   };
   gfx_ = std::make_shared<AmGfx>(g.bases(), g.bus(), *engine_memory_, hooks);
   for (std::shared_ptr<AmBlock> b : {std::shared_ptr<AmBlock>(psp_), std::shared_ptr<AmBlock>(gmc_),

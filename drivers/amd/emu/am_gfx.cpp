@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "amd/am/ih_entry.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd::emu {
@@ -459,7 +460,6 @@ void AmGfx::queue_interrupt(uint32_t queue_id, uint32_t context_id) {
   // The IH entry (Linux amdgpu_ih.h / soc15 decode, tinygrad's SOC15_*_FROM_IH_ENTRY): dword 0
   // client id [7:0], source id [15:8], ring id [23:16], VMID [27:24]; dwords 1-2 the
   // timestamp (48 bits); dword 4 src_data[0], the context id.
-  std::array<uint32_t, 8> e{};
   uint32_t client, source, ring_id;
   if (queue_id >= kSdmaQueueId) {
     // sdma_v6_0_process_trap_irq: ring_id = instance << 4 | queue (queue 0).
@@ -471,11 +471,13 @@ void AmGfx::queue_interrupt(uint32_t queue_id, uint32_t context_id) {
     client = kClientGrbmCp, source = kSrcCpEop, ring_id = queue << 4 | me << 2 | pipe;
   }
   const uint64_t ts = engine_->timestamp();
-  e[0] = client | source << 8 | ring_id << 16;
-  e[1] = uint32_t(ts);
-  e[2] = uint32_t(ts >> 32) & 0xffff;
-  e[4] = context_id;
-  bus_.interrupt(e);
+  namespace f = am::ih_entry;
+  bus_.interrupt(f::make({{f::CLIENT_ID, client},
+                          {f::SOURCE_ID, source},
+                          {f::RING_ID, ring_id},
+                          {f::TIMESTAMP_LO, uint32_t(ts)},
+                          {f::TIMESTAMP_HI, (ts >> 32) & 0xffff},
+                          {f::SRC_DATA0, context_id}}));
 }
 
 void AmGfx::fault(uint32_t queue_id, bool memory_fault, uint64_t address,

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "amd/am/ih_entry.hpp"
 #include "amd/am/ih_ids.hpp"
 #include "amd/am/pte.hpp"
 #include "core/error.hpp"
@@ -221,12 +222,14 @@ void AmGmc::report_fault(Hub which, const MmuFault& fault) {
       const uint32_t client = mm ? am::ih::kClientVmc : am::ih::kClientGfx;
       const uint32_t source = mm ? am::ih::kSrcVmFault : am::ih::kSrcUtcl2Fault;
       const uint32_t vmid = uint32_t(fs::VMID.get(fault.status));
-      std::array<uint32_t, 8> e{};
-      e[0] = client | (source << 8) | (vmid << 24) | (mm ? 1u << 31 : 0);
-      e[4] = uint32_t(fault.address >> 12);
-      e[5] = (uint32_t(fault.address >> 44) & am::ih::kFaultAddrHiMask) |
-             (fault.access == MmuAccess::Write ? am::ih::kFaultWrite : 0);
-      entry = e;
+      namespace f = am::ih_entry;
+      entry = f::make({{f::CLIENT_ID, client},
+                       {f::SOURCE_ID, source},
+                       {f::VMID, vmid},
+                       {f::VMID_SRC, mm ? 1 : 0},
+                       {f::SRC_DATA0, uint32_t(fault.address >> 12)},
+                       {f::SRC_DATA1, (uint32_t(fault.address >> 44) & am::ih::kFaultAddrHiMask) |
+                                          (fault.access == MmuAccess::Write ? am::ih::kFaultWrite : 0)}});
       ++interrupts_;
     }
   }

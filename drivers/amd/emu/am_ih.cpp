@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "amd/am/ih_entry.hpp"
 #include "core/error.hpp"
 
 namespace hcq::amd::emu {
@@ -18,7 +19,7 @@ const am::RegField& field(const am::Reg& r, const char* name) {
   return am::describe(r).field(name);
 }
 
-constexpr uint32_t kEntryBytes = 32;
+constexpr uint32_t kEntryBytes = am::ih_entry::kBytes;
 constexpr uint32_t kMcSpaceVram = 4;  // ih_v6_0_rb_cntl: 4 for an MC address, 2 for a bus address
 
 }  // namespace
