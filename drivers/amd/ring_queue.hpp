@@ -49,7 +49,7 @@ struct IbPosition {
 };
 
 // Where the queue named `queue` ("queue 3", "compute queue ME 1 pipe 0 queue 0") waits inside
-// an indirect buffer, from an emulated GPU's published positions (amd/ib_positions.hpp: lines
+// an indirect buffer, from an emulated GPU's published positions (os::EmulatorReport::IbPositions: lines
 // "<queue>: IB 0x<va> <dwords> dwords, at dword <n>"): the last line for it, or nothing.
 std::optional<IbPosition> find_ib_position(const std::string& lines, const std::string& queue);
 
@@ -92,7 +92,7 @@ class RingQueue : public HwQueue {
   // buffer in a report).
   virtual const void* host_view(uint64_t va, uint64_t bytes) = 0;
   // Where the engine is inside the indirect buffer it runs, when the device says (the
-  // emulated GPUs do; a real one keeps it in CP registers, ib_positions.hpp). Default: unknown.
+  // emulated GPUs do; a real one keeps it in CP registers). Default: unknown.
   virtual std::optional<IbPosition> ib_position() { return std::nullopt; }
   // Runs after the ring and write pointer are stored, before the doorbell (an AM queue
   // flushes the HDP there). Default: nothing.

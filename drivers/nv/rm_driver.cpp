@@ -18,7 +18,6 @@
 #include "core/error.hpp"
 #include "core/fault.hpp"
 #include "nv/encoders.hpp"
-#include "nv/fault_log.hpp"
 #include "nv/rm_abi.hpp"
 #include "nv/rm_channel.hpp"
 #include "nv/rm_device.hpp"
@@ -679,7 +678,7 @@ void RmDriver::check_faults() {
 
 [[noreturn]] void RmDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, props_.name, what, hang_report()); });
 }
 
 std::string RmDriver::hang_report() {

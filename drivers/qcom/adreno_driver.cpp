@@ -379,7 +379,7 @@ void AdrenoDriver::fail(const char* what, int r) {
 
 [[noreturn]] void AdrenoDriver::raise_fault(const std::string& what) {
   fault_.raise([&] {
-    return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what,
+    return fault_message(*kernel_, props_.name, what,
                          queue_ ? queue_->report() : "");
   });
 }
@@ -480,12 +480,12 @@ void AdrenoQueue::submit_indirect(uint64_t va, size_t ndwords) {
 }
 
 std::string AdrenoQueue::bound_ib_text(uint64_t va, std::span<const uint32_t> words) {
-  // The emulated CP says where inside the IB it waits (kgsl_abi.hpp kEmulatorIbPositions); a
-  // real one shows CP_IB1_BASE / CP_IB1_REM_SIZE only in a snapshot, so its IB shows from the
-  // start.
+  // The emulated CP says where inside the IB it waits (os::EmulatorReport::IbPositions: one
+  // line per waiting context, "IB 0x<va> <dwords> dwords, at dword <n>"); a real one shows
+  // CP_IB1_BASE / CP_IB1_REM_SIZE only in a snapshot, so its IB shows from the start.
   uint32_t at = 0;
   bool known = false;
-  if (auto lines = drv_.kernel().read_file(kEmulatorIbPositions)) {
+  if (auto lines = drv_.kernel().emulator_report(os::EmulatorReport::IbPositions)) {
     std::istringstream in(*lines);
     for (std::string l; std::getline(in, l);) {
       unsigned long long ib_va = 0;

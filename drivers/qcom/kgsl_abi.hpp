@@ -897,18 +897,3 @@ constexpr int adreno_family(uint32_t chip_id) {
 static_assert(adreno_family(kChipIdA630) == 6 && adreno_family(kChipIdA740) == 7);
 
 }  // namespace hcq::qcom::kgsl
-
-namespace hcq::qcom {
-
-// The emulated GPU's own words about each context fault: a debugfs-style file only the emulated
-// KGSL has (hcq's, not Linux's). The driver adds them to its fault errors when the file is there;
-// the emulator writes it. Here, beside the ABI both sides share, so that the driver needs no
-// emulator header.
-inline constexpr const char* kEmulatorFaultLog = "/sys/kernel/debug/kgsl/hcq_emulator_faults";
-// Where the emulated CP waits inside an indirect buffer, one line per waiting context:
-// "IB 0x<va> <dwords> dwords, at dword <n>". A real GPU keeps this in CP_IB1_BASE and
-// CP_IB1_REM_SIZE, which user space sees only in a KGSL snapshot or an msm devcoredump after
-// a fault, so on a real GPU the hang report shows a bound IB from its start.
-inline constexpr const char* kEmulatorIbPositions = "/sys/kernel/debug/kgsl/hcq_emulator_ib_positions";
-
-}  // namespace hcq::qcom

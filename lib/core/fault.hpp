@@ -53,13 +53,12 @@ class StickyFault {
   std::atomic<bool> set_{false};
 };
 
-// "<device>: <what>", then the emulated GPU's own words where the kernel has the emulator's
-// debugfs-style `emulator_log` file (a real kernel does not), then the hang report.
-inline std::string fault_message(os::Kernel& kernel, const char* emulator_log,
-                                 const std::string& device, const std::string& what,
-                                 const std::string& report) {
+// "<device>: <what>", then the emulated GPU's own words where the kernel is an emulated one
+// (os::EmulatorReport::FaultLog; a real kernel has none), then the hang report.
+inline std::string fault_message(os::Kernel& kernel, const std::string& device,
+                                 const std::string& what, const std::string& report) {
   std::string out = device + ": " + what;
-  auto detail = kernel.read_file(emulator_log);
+  auto detail = kernel.emulator_report(os::EmulatorReport::FaultLog);
   if (detail) {
     while (!detail->empty() && detail->back() == '\n') detail->pop_back();
     if (!detail->empty()) out += "\nemulated GPU: " + *detail;

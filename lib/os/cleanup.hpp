@@ -52,8 +52,9 @@ size_t sweep_shared_segments();
 // and the segments it alone holds, then lets the signal end the process (default action).
 void cleanup_on_signals();
 
-// For os/shm.cpp: a segment this process is attached to, which the handler detaches from as
-// the last one out would (removing the name when nobody else holds it). Returns a slot for
+// For os/shm.cpp: a segment this process is attached to or attaching (from its shm_open on),
+// which the handler detaches from as the last one out would (removing the name when nobody
+// else holds it). Returns a slot for
 // forget_segment, or -1 when the list is full (the next process's sweep reclaims it then).
 int remember_segment(int fd, const std::string& path);
 void forget_segment(int slot);

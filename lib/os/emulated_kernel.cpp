@@ -249,6 +249,22 @@ void EmulatedKernel::add_generated_file(const std::string& path,
   generated_[path] = std::move(content);
 }
 
+void EmulatedKernel::set_emulator_report(EmulatorReport what, std::function<std::string()> report) {
+  std::lock_guard lk(mu_);
+  reports_[what] = std::move(report);
+}
+
+std::optional<std::string> EmulatedKernel::emulator_report(EmulatorReport what) {
+  std::function<std::string()> report;
+  {
+    std::lock_guard lk(mu_);
+    auto it = reports_.find(what);
+    if (it == reports_.end()) return std::nullopt;
+    report = it->second;
+  }
+  return report();  // outside the lock: the report may take its GPU's locks
+}
+
 std::optional<std::string> EmulatedKernel::read_file(const std::string& path) {
   std::function<std::string()> gen;
   {

@@ -77,8 +77,10 @@ class EmulatedKernel final : public Kernel {
 
   void add_node(const std::string& path, std::shared_ptr<EmulatedNode> node);
   void add_file(const std::string& path, std::string content);
-  // A file whose content is produced when read (debugfs-style state of an emulated driver).
+  // A file whose content is produced when read (sysfs state of an emulated device).
   void add_generated_file(const std::string& path, std::function<std::string()> content);
+  // What emulator_report(what) answers from now on: `report`'s text when asked.
+  void set_emulator_report(EmulatorReport what, std::function<std::string()> report);
   // A sysfs attribute that takes writes: the handler returns 0 or -errno. Writes to other
   // files fail with EACCES, as read-only attributes do, and to missing ones with ENOENT.
   void on_write(const std::string& path, std::function<int(const std::string&)> handler);
@@ -112,6 +114,7 @@ class EmulatedKernel final : public Kernel {
   // An fd no node stands for reports POLLNVAL, as poll(2) does.
   int poll(struct pollfd* fds, nfds_t nfds, int timeout_ms) override;
   std::optional<std::string> read_file(const std::string& path) override;
+  std::optional<std::string> emulator_report(EmulatorReport what) override;
   std::vector<std::string> list_dir(const std::string& path) override;
   int write_file(const std::string& path, const std::string& data) override;
   // The mounted directory; empty when there is none (no PCI bus to enumerate).
@@ -137,6 +140,7 @@ class EmulatedKernel final : public Kernel {
   std::map<std::string, std::shared_ptr<EmulatedNode>> nodes_;
   std::map<std::string, std::string> files_;
   std::map<std::string, std::function<std::string()>> generated_;
+  std::map<EmulatorReport, std::function<std::string()>> reports_;
   std::map<std::string, std::function<int(const std::string&)>> writers_;
   std::map<std::string, int> denied_;
   std::string sysfs_dir_;

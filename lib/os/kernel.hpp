@@ -11,12 +11,19 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace hcq::os {
+
+// What an emulated GPU says of itself beyond its kernel driver's interface (issue 35 item 5):
+// its own words about each fault, and where each waiting queue is inside its indirect buffer
+// (one line a queue; a real GPU keeps that in registers a process cannot read). A real kernel
+// answers neither; drivers add what an emulated one answers to their errors and hang reports.
+enum class EmulatorReport : uint8_t { FaultLog, IbPositions };
 
 class Kernel {
  public:
@@ -58,6 +65,8 @@ class Kernel {
 
   // True for kernels that route to emulated drivers (device names are marked as such).
   virtual bool emulated() const = 0;
+  // The emulated GPU's report of `what`; nothing on a real kernel (the default).
+  virtual std::optional<std::string> emulator_report(EmulatorReport /*what*/) { return std::nullopt; }
 };
 
 // The process-wide real OS.

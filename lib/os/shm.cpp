@@ -156,6 +156,10 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
       if (impl->fd < 0 && errno == ENOENT) continue;  // removed meanwhile
     }
     if (impl->fd < 0) throw OsError(who + "shm_open " + path, errno);
+    // Known to the signal handler from the moment the name may be ours: a SIGINT while this
+    // attaches detaches as the last one out would (a name made here and held by nobody else
+    // goes), where remembering it once attached left a window in which it stayed behind.
+    impl->slot = remember_segment(impl->fd, path);
     if (fresh && ::fchmod(impl->fd, 0600) != 0) {  // whatever the umask
       const int err = errno;
       ::shm_unlink(shm_name.c_str());
@@ -245,7 +249,6 @@ SharedSegment::SharedSegment(const std::string& name, uint32_t layout_version,
     if (created_) ::shm_unlink(shm_name.c_str());
     throw;
   }
-  impl_->slot = remember_segment(fd, path);
   unlock_attach();
 }
 

@@ -29,6 +29,26 @@ class EchoNode : public EmulatedNode {
   void on_close(int) override { closes++; }
 };
 
+// What an emulated GPU says of itself is a typed query only an emulated kernel answers; no
+// file stands for it, and the real kernel answers nothing.
+TEST(EmulatedKernel, AnswersEmulatorReportsAndTheRealKernelNone) {
+  EmulatedKernel k;
+  EXPECT_EQ(k.emulator_report(EmulatorReport::FaultLog), std::nullopt);
+  int asked = 0;
+  k.set_emulator_report(EmulatorReport::FaultLog, [&] {
+    ++asked;
+    return std::string("queue 3: bad opcode\n");
+  });
+  k.set_emulator_report(EmulatorReport::IbPositions, [] { return std::string("queue 3: IB 0x1000 4 dwords, at dword 2\n"); });
+  EXPECT_EQ(k.emulator_report(EmulatorReport::FaultLog), "queue 3: bad opcode\n");
+  EXPECT_EQ(k.emulator_report(EmulatorReport::FaultLog), "queue 3: bad opcode\n");
+  EXPECT_EQ(asked, 2);  // made when asked, each time
+  EXPECT_EQ(k.emulator_report(EmulatorReport::IbPositions), "queue 3: IB 0x1000 4 dwords, at dword 2\n");
+  EXPECT_EQ(k.read_file("/sys/kernel/debug/kfd/hcq_emulator_faults"), std::nullopt);
+  EXPECT_EQ(real_kernel()->emulator_report(EmulatorReport::FaultLog), std::nullopt);
+  EXPECT_EQ(real_kernel()->emulator_report(EmulatorReport::IbPositions), std::nullopt);
+}
+
 TEST(EmulatedKernel, RoutesNodesAndServesSysfs) {
   EmulatedKernel k;
   auto node = std::make_shared<EchoNode>();

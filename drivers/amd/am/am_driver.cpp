@@ -14,9 +14,7 @@
 #include <thread>
 
 #include "amd/encoders.hpp"
-#include "amd/fault_log.hpp"
 #include "amd/am/vfio_function.hpp"
-#include "amd/ib_positions.hpp"
 #include "amd/program_image.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
@@ -129,11 +127,11 @@ class AmDriver::Queue final : public RingQueue {
 
 // Where the engine is inside an indirect buffer: from the queue's registers where its block
 // reads them (compute: CP_HQD_IB_*, on a GPU and on the emulated one alike); else the position
-// the emulated GPU publishes per hardware queue (amd/ib_positions.hpp), unknown on a GPU.
+// the emulated GPU publishes per hardware queue (os::EmulatorReport), unknown on a GPU.
 std::optional<IbPosition> AmDriver::Queue::ib_position() {
   const std::string hardware_name = programmer_.hardware_name(setup_);
   if (hardware_name.empty()) return programmer_.ib_position(setup_);
-  auto lines = drv_.kernel_->read_file(kAmEmulatorIbPositions);
+  auto lines = drv_.kernel_->emulator_report(os::EmulatorReport::IbPositions);
   if (!lines) return std::nullopt;
   return find_ib_position(*lines, hardware_name);
 }
@@ -404,7 +402,7 @@ ProgramLayout AmDriver::program_layout(std::span<const std::byte> image) {
 
 void AmDriver::raise_fault(const std::string& fault) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, kAmEmulatorFaultLog, props_.name, fault, hang_report()); });
+      [&] { return fault_message(*kernel_, props_.name, fault, hang_report()); });
 }
 
 void AmDriver::check_faults() {

@@ -45,7 +45,7 @@ class QueueProgrammer {
   // queue's CP_HQD_IB_*), for hang reports; nothing when the block cannot tell.
   virtual std::optional<IbPosition> ib_position(const AmQueueSetup&) { return std::nullopt; }
   // The hardware queue's name, "SDMA0 queue 0", where no register tells the position: the
-  // emulated GPU publishes positions under it (amd/ib_positions.hpp), which a real GPU lacks.
+  // emulated GPU publishes positions under it (os::EmulatorReport::IbPositions), which a real GPU lacks.
   // Empty where ib_position reads the registers.
   virtual std::string hardware_name(const AmQueueSetup&) { return {}; }
 };

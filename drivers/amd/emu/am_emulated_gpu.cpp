@@ -8,8 +8,6 @@
 
 #include "amd/am/ih_entry.hpp"
 #include "amd/am/psp_gfx_if.hpp"
-#include "amd/fault_log.hpp"
-#include "amd/ib_positions.hpp"
 #include "core/error.hpp"
 #include "os/cleanup.hpp"
 
@@ -108,11 +106,11 @@ std::string AmEmulatedGpu::fault_log() const {
 }
 
 void AmEmulatedGpu::publish(os::EmulatedKernel& kernel) {
-  // The emulated GPU's own words about each fault, in a debugfs-style file only the emulated
-  // kernel has (amd/fault_log.hpp); the driver adds them to its fault errors.
-  kernel.add_generated_file(kAmEmulatorFaultLog, [this] { return fault_log(); });
+  // The emulated GPU's own words about each fault, which only the emulated kernel answers
+  // (os::EmulatorReport::FaultLog); the driver adds them to its fault errors.
+  kernel.set_emulator_report(os::EmulatorReport::FaultLog, [this] { return fault_log(); });
   AmGfx* gfx = gfx_.get();
-  kernel.add_generated_file(kAmEmulatorIbPositions, [gfx] { return gfx->ib_positions(); });
+  kernel.set_emulator_report(os::EmulatorReport::IbPositions, [gfx] { return gfx->ib_positions(); });
 }
 
 }  // namespace hcq::amd::emu

@@ -88,8 +88,8 @@ class AmEmulatedGpu {
   const std::string& firmware_dir() const { return firmware_dir_; }
   // What the engines said about each fault, one line each.
   std::string fault_log() const;
-  // Publishes the fault log and the engines' IB positions as the emulated kernel's debugfs-style
-  // files (amd/fault_log.hpp, amd/ib_positions.hpp), which the driver reads. The kernel must not
+  // Publishes the fault log and the engines' IB positions as the emulated kernel's reports
+  // (os::EmulatorReport), which the driver asks for. The kernel must not
   // read them after this object is gone.
   void publish(os::EmulatedKernel& kernel);
 

@@ -19,7 +19,6 @@
 
 #include "amd/emu/engine.hpp"
 #include "amd/kfd/kfd_dmabuf.hpp"
-#include "amd/ib_positions.hpp"
 #include "os/emulated_kernel.hpp"
 
 namespace hcq::amd::emu {
@@ -73,7 +72,7 @@ class KfdState final : public GpuEvents {
     return MAP_FAILED;
   }
 
-  // What the emulated GPU reported for its faults (debugfs-style; a real KFD has no such file).
+  // What the emulated GPU reported for its faults (os::EmulatorReport::FaultLog; a real KFD has none).
   std::string fault_log() {
     std::lock_guard lk(mu_);
     return fault_log_;
@@ -520,11 +519,11 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
   auto state = std::make_shared<KfdState>(target, options.host_link);
   k->add_node("/dev/kfd", std::make_shared<KfdNode>(state));
   std::weak_ptr<KfdState> weak = state;
-  k->add_generated_file(std::string(kEmulatorFaultLog), [weak] {
+  k->set_emulator_report(os::EmulatorReport::FaultLog, [weak] {
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
   });
-  k->add_generated_file(kEmulatorIbPositions, [weak] {
+  k->set_emulator_report(os::EmulatorReport::IbPositions, [weak] {
     auto s = weak.lock();
     return s ? s->ib_positions() : std::string();
   });

@@ -4,7 +4,6 @@
 
 #include <memory>
 
-#include "amd/fault_log.hpp"  // kEmulatorFaultLog: the file the emulated kernel publishes
 #include "amd/targets.hpp"
 #include "os/kernel.hpp"
 

@@ -22,9 +22,7 @@
 #include "amd/code_object.hpp"
 #include "amd/decode.hpp"
 #include "amd/encoders.hpp"
-#include "amd/fault_log.hpp"
 #include "amd/kfd/kfd_dmabuf.hpp"
-#include "amd/ib_positions.hpp"
 #include "amd/ring_queue.hpp"
 #include "amd/targets.hpp"
 #include "core/device.hpp"
@@ -114,7 +112,7 @@ class KfdQueue final : public RingQueue {
  private:
   void check_faults() override;
   const void* host_view(uint64_t va, uint64_t bytes) override;
-  // The emulated KFD publishes where each queue's engine is inside its IB (ib_positions.hpp).
+  // The emulated KFD publishes where each queue's engine is inside its IB (os::EmulatorReport::IbPositions).
   std::optional<IbPosition> ib_position() override;
   KfdDriver& drv_;
   uint32_t queue_id_ = 0;
@@ -533,7 +531,7 @@ void KfdDriver::wake_waiters() {
 
 [[noreturn]] void KfdDriver::raise_fault(const std::string& what) {
   fault_.raise(
-      [&] { return fault_message(*kernel_, kEmulatorFaultLog, props_.name, what, hang_report()); });
+      [&] { return fault_message(*kernel_, props_.name, what, hang_report()); });
 }
 
 std::string KfdDriver::hang_report() {
@@ -661,8 +659,9 @@ void KfdQueue::check_faults() { drv_.check_faults(); }
 const void* KfdQueue::host_view(uint64_t va, uint64_t bytes) { return drv_.host_view(va, bytes); }
 
 std::optional<IbPosition> KfdQueue::ib_position() {
-  // A real KFD process cannot read where the CP is inside an IB (amd/ib_positions.hpp).
-  auto lines = drv_.kernel().read_file(kEmulatorIbPositions);
+  // A real KFD process cannot read where the CP is inside an IB (a real kernel answers no
+  // os::EmulatorReport::IbPositions).
+  auto lines = drv_.kernel().emulator_report(os::EmulatorReport::IbPositions);
   if (!lines) return std::nullopt;
   return find_ib_position(*lines, "queue " + std::to_string(queue_id_));
 }

@@ -758,7 +758,7 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target,
   k->add_node("/dev/nvidia0", std::make_shared<RmNode>(state, false));
   k->add_node("/dev/nvidia-uvm", std::make_shared<UvmNode>(state));
   std::weak_ptr<RmState> weak = state;
-  k->add_generated_file(kEmulatorFaultLog, [weak] {
+  k->set_emulator_report(os::EmulatorReport::FaultLog, [weak] {
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
   });

@@ -6,7 +6,6 @@
 
 #include <memory>
 
-#include "nv/fault_log.hpp"  // kEmulatorFaultLog: the file the emulated kernel publishes
 #include "nv/targets.hpp"
 #include "os/kernel.hpp"
 

@@ -330,11 +330,11 @@ std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_c
   k->add_node("/dev/kgsl-3d0", std::make_shared<KgslNode>(state));
   k->add_node(kDmaHeapSystem, std::make_shared<DmaHeapNode>());
   std::weak_ptr<KgslState> weak = state;
-  k->add_generated_file(kEmulatorFaultLog, [weak] {
+  k->set_emulator_report(os::EmulatorReport::FaultLog, [weak] {
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
   });
-  k->add_generated_file(kEmulatorIbPositions, [weak] {
+  k->set_emulator_report(os::EmulatorReport::IbPositions, [weak] {
     auto s = weak.lock();
     return s ? s->ib_positions() : std::string();
   });

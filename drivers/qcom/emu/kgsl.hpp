@@ -13,7 +13,7 @@ namespace hcq::qcom::emu {
 // then drops KGSL_MEMFLAGS_IOCOHERENT from allocations, as the real one does.
 std::shared_ptr<os::Kernel> make_emulated_system(const Target& target, bool io_coherent = true);
 
-// It writes the emulated GPU's words about each context fault to qcom::kEmulatorFaultLog
-// (kgsl_abi.hpp).
+// Its kernel answers os::EmulatorReport::FaultLog with the emulated GPU's words about each
+// context fault.
 
 }  // namespace hcq::qcom::emu

@@ -299,11 +299,11 @@ std::shared_ptr<os::Kernel> make_emulated_msm_system(const Target& target, bool 
   auto state = std::make_shared<MsmState>(target, io_coherent);
   k->add_node(kMsmRenderNode, std::make_shared<MsmNode>(state));
   std::weak_ptr<MsmState> weak = state;
-  k->add_generated_file(kEmulatorFaultLog, [weak] {  // the same debugfs-style file as KGSL's
+  k->set_emulator_report(os::EmulatorReport::FaultLog, [weak] {  // as KGSL's
     auto s = weak.lock();
     return s ? s->fault_log() : std::string();
   });
-  k->add_generated_file(kEmulatorIbPositions, [weak] {
+  k->set_emulator_report(os::EmulatorReport::IbPositions, [weak] {
     auto s = weak.lock();
     return s ? s->ib_positions() : std::string();
   });
