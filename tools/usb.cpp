@@ -29,8 +29,7 @@ struct UsbHost {
   std::unique_ptr<usb::emu::UsbEmulatedSystem> emulated;
   std::shared_ptr<os::Kernel> kernel;
   UsbHost() {
-    const char* e = std::getenv("HCQ_EMULATED_USB");
-    if (e && std::string(e) == "1") {
+    if (usb::emu::emulated_usb_requested()) {
       emulated = usb::emu::make_usb_emulated_system();
       kernel = emulated->kernel();
     } else {

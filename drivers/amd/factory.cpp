@@ -122,8 +122,7 @@ std::optional<os::DeviceHolder> device_holder(const std::string& name) {
   if (name.rfind("am:", 0) == 0 && am::is_pci_address(name.substr(3)))
     return os::device_holder(*os::real_kernel(), name.substr(3));
   if (name.rfind("usb:", 0) == 0 && is_usb_port(name.substr(4))) {
-    const char* e = std::getenv("HCQ_EMULATED_USB");
-    if (e && std::string(e) == "1") return emulated_holder(usb_owner_key(name.substr(4)));
+    if (usb::emu::emulated_usb_requested()) return emulated_holder(usb_owner_key(name.substr(4)));
     return os::device_holder(*os::real_kernel(), usb_owner_key(name.substr(4)));
   }
   if (name == std::string("emu:gfx1100") + kAmSuffix)
@@ -180,8 +179,7 @@ DriverFactory factory() {
       // HCQ_EMULATED_USB=1 (as for hcq usb): the emulated machine of usb/emu/usb_system.hpp,
       // its bridge on port 2-1 with the register-level RX 7900 XTX behind it; the driver's
       // kernel keeps the whole system alive.
-      const char* e = std::getenv("HCQ_EMULATED_USB");
-      if (!e || std::string(e) != "1") return open_usb_am_driver(os::real_kernel(), name);
+      if (!usb::emu::emulated_usb_requested()) return open_usb_am_driver(os::real_kernel(), name);
       std::shared_ptr<usb::emu::UsbEmulatedSystem> system = usb::emu::make_usb_emulated_system();
       std::shared_ptr<os::Kernel> kernel(system, system->kernel().get());
       return open_usb_am_driver(std::move(kernel), name, system->firmware_dir());

@@ -8,6 +8,7 @@
 
 #include "amd/am/ih_entry.hpp"
 #include "amd/am/psp_gfx_if.hpp"
+#include "amd/targets.hpp"
 #include "core/error.hpp"
 #include "os/cleanup.hpp"
 
@@ -17,8 +18,8 @@ os::EmulatedPciFunction am_gpu_function(uint64_t vram_bar_bytes,
                                         std::shared_ptr<os::MmioHandler> registers,
                                         std::shared_ptr<os::MmioHandler> doorbells) {
   os::EmulatedPciFunction gpu;
-  gpu.vendor = 0x1002;  // AMD; Navi 31 RX 7900 XTX (pci.ids 744c)
-  gpu.device = 0x744c;
+  gpu.vendor = 0x1002;  // AMD; the RX 7900 XTX's device id is its target's (targets.cpp)
+  gpu.device = uint16_t(find_target("gfx1100")->device_id);
   gpu.subsystem_vendor = 0x1002;
   gpu.subsystem_device = 0x0e3b;
   gpu.class_code = 0x030000;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 
 #include "core/error.hpp"
 
@@ -93,6 +94,11 @@ UsbEmulatedSystem::~UsbEmulatedSystem() {
 
 std::unique_ptr<UsbEmulatedSystem> make_usb_emulated_system(UsbSystemOptions options) {
   return std::make_unique<UsbEmulatedSystem>(options);
+}
+
+bool emulated_usb_requested() {
+  const char* e = std::getenv("HCQ_EMULATED_USB");
+  return e && std::string(e) == "1";
 }
 
 }  // namespace hcq::usb::emu

@@ -74,4 +74,8 @@ class UsbEmulatedSystem {
 
 std::unique_ptr<UsbEmulatedSystem> make_usb_emulated_system(UsbSystemOptions options = {});
 
+// Whether HCQ_EMULATED_USB is "1": usb:<port> names and the hcq usb commands then reach this
+// emulated machine instead of the real USB bus. The one place the variable is read.
+bool emulated_usb_requested();
+
 }  // namespace hcq::usb::emu
