@@ -213,6 +213,20 @@ TEST(AmRegs, LookupByNameAndItsErrors) {
             "CP_HQD_PQ_CONTROL (gc_11_0_0) has no field queue");
 }
 
+// describe(Reg) answers by address from an index: for every register, the first one described
+// at its address, as the search it replaced found.
+TEST(AmRegs, DescribeFindsEveryRegisterByItsAddress) {
+  for (const RegDesc& r : registers()) {
+    const RegDesc* first = nullptr;
+    for (const RegDesc& d : registers())
+      if (d.reg.ip == r.reg.ip && d.reg.base_idx == r.reg.base_idx && d.reg.offset == r.reg.offset) {
+        first = &d;
+        break;
+      }
+    EXPECT_EQ(&describe(r.reg), first) << r.name;
+  }
+}
+
 TEST(AmRegs, EveryRegisterSitsInItsFileAndIpOnce) {
   std::set<std::string_view> names;
   size_t with_fields = 0;

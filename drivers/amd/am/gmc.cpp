@@ -17,6 +17,23 @@ const RegDesc& reg(Hub hub, const std::string& rest) {
   return find_register(std::string(hub == Hub::Gc ? "GC" : "MM") + rest);
 }
 
+// The registers each hub's invalidation and fault handling use after boot, as compile-time
+// constants (a typo is a build error; no name lookup on an unmap or a fault). Indexed by Hub.
+struct HubRuntimeRegs {
+  Reg inv_sem, inv_req, inv_ack, fault_status, fault_addr_lo, fault_addr_hi, fault_cntl;
+};
+static_assert(int(Hub::Mm) == 0 && int(Hub::Gc) == 1);
+constexpr HubRuntimeRegs kHubRegs[2] = {
+    {mmhub_3_0_0::MMVM_INVALIDATE_ENG17_SEM, mmhub_3_0_0::MMVM_INVALIDATE_ENG17_REQ,
+     mmhub_3_0_0::MMVM_INVALIDATE_ENG17_ACK, mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_STATUS,
+     mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_ADDR_LO32,
+     mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_ADDR_HI32, mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_CNTL},
+    {gc_11_0_0::GCVM_INVALIDATE_ENG17_SEM, gc_11_0_0::GCVM_INVALIDATE_ENG17_REQ,
+     gc_11_0_0::GCVM_INVALIDATE_ENG17_ACK, gc_11_0_0::GCVM_L2_PROTECTION_FAULT_STATUS,
+     gc_11_0_0::GCVM_L2_PROTECTION_FAULT_ADDR_LO32, gc_11_0_0::GCVM_L2_PROTECTION_FAULT_ADDR_HI32,
+     gc_11_0_0::GCVM_L2_PROTECTION_FAULT_CNTL}};
+const HubRuntimeRegs& runtime_regs(Hub hub) { return kHubRegs[int(hub)]; }
+
 uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
   for (const auto& [name, v] : fields) value = r.field(name).set(value, v);
   return value;
@@ -239,10 +256,10 @@ void Gmc::invalidate(Hub hub) {
   if (!ready_[int(hub)])
     throw Error(std::string(hub == Hub::Gc ? "GC" : "MM") +
                 " hub invalidation before the hub was initialized");
-  const std::string eng = std::string("VM_INVALIDATE_ENG") + std::to_string(kEngine);
-  const RegDesc& sem = reg(hub, eng + "_SEM");
-  const RegDesc& req = reg(hub, eng + "_REQ");
-  const RegDesc& ack = reg(hub, eng + "_ACK");
+  static_assert(kEngine == 17, "kHubRegs names engine 17's registers");
+  const RegDesc& sem = describe(runtime_regs(hub).inv_sem);
+  const RegDesc& req = describe(runtime_regs(hub).inv_req);
+  const RegDesc& ack = describe(runtime_regs(hub).inv_ack);
   // Linux takes the semaphore on the MM hub only ("TODO: ... GFXHUB as well"); so does
   // tinygrad. A read returning 1 grants it; writing 0 releases it.
   const bool use_semaphore = hub == Hub::Mm;
@@ -270,21 +287,21 @@ void Gmc::invalidate(Hub hub) {
   // The MM hub's private invalidation after the flush, read back to finish it
   // (gmc_v11_0_flush_gpu_tlb: bit 25 RESERVED_CACHE_PRIVATE_INVALIDATION).
   if (hub == Hub::Mm) {
-    const RegDesc& cid2 = find_register("MMVM_L2_BANK_SELECT_RESERVED_CID2");
+    const RegDesc& cid2 = describe(mmhub_3_0_0::MMVM_L2_BANK_SELECT_RESERVED_CID2);
     regs_.write(cid2, with(cid2, regs_.read(cid2), {{"RESERVED_CACHE_PRIVATE_INVALIDATION", 1}}));
     regs_.read(cid2);
   }
 }
 
 std::optional<GpuFaultInfo> Gmc::read_fault(Hub hub) {
-  const RegDesc& status_reg = reg(hub, "VM_L2_PROTECTION_FAULT_STATUS");
+  const RegDesc& status_reg = describe(runtime_regs(hub).fault_status);
   // gmc_v11_0_process_interrupt reads the GC hub's status twice: the first read waits for the
   // status to be updated behind the fast GRBM interface.
   if (hub == Hub::Gc) regs_.read(status_reg);
   const uint32_t status = regs_.read(status_reg);
   if (status == 0) return std::nullopt;
-  const uint64_t lo = regs_.read(reg(hub, "VM_L2_PROTECTION_FAULT_ADDR_LO32"));
-  const RegDesc& hi_reg = reg(hub, "VM_L2_PROTECTION_FAULT_ADDR_HI32");
+  const uint64_t lo = regs_.read(runtime_regs(hub).fault_addr_lo);
+  const RegDesc& hi_reg = describe(runtime_regs(hub).fault_addr_hi);
   const uint64_t hi = hi_reg.field("LOGICAL_PAGE_ADDR_HI4").get(regs_.read(hi_reg));
   GpuFaultInfo f;
   f.hub = hub;
@@ -297,7 +314,7 @@ std::optional<GpuFaultInfo> Gmc::read_fault(Hub hub) {
 
 void Gmc::clear_fault(Hub hub) {
   // WREG32_P(vm_l2_pro_fault_cntl, 1, ~1) in gmc_v11_0_process_interrupt.
-  const RegDesc& cntl = reg(hub, "VM_L2_PROTECTION_FAULT_CNTL");
+  const RegDesc& cntl = describe(runtime_regs(hub).fault_cntl);
   regs_.write(cntl, with(cntl, regs_.read(cntl), {{"CLEAR_PROTECTION_FAULT_STATUS_ADDR", 1}}));
 }
 

@@ -18,8 +18,10 @@ using FieldValues = std::initializer_list<std::pair<const char*, uint32_t>>;
 
 // Linux sets both rings' control through IH_RB_CNTL's field masks (REG_SET_FIELD(tmp,
 // IH_RB_CNTL, ...) on ring 1 too), so the fields come from IH_RB_CNTL whichever ring.
+namespace oss = osssys_6_0_0;
+
 uint32_t with_cntl(uint32_t value, FieldValues fields) {
-  const RegDesc& cntl = find_register("IH_RB_CNTL");
+  const RegDesc& cntl = describe(oss::IH_RB_CNTL);
   for (const auto& [name, v] : fields) value = cntl.field(name).set(value, v);
   return value;
 }
@@ -29,9 +31,15 @@ uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
   return value;
 }
 
-const RegDesc& ring_reg(int ring, const std::string& name) {
-  return find_register(name + (ring == 1 ? "_RING1" : ""));
-}
+// Each ring's registers (ring 1's carry the _RING1 suffix), as compile-time constants.
+struct RingRegs {
+  Reg cntl, base, base_hi, rptr, wptr, doorbell_rptr;
+};
+constexpr RingRegs kRingRegs[2] = {
+    {oss::IH_RB_CNTL, oss::IH_RB_BASE, oss::IH_RB_BASE_HI, oss::IH_RB_RPTR, oss::IH_RB_WPTR,
+     oss::IH_DOORBELL_RPTR},
+    {oss::IH_RB_CNTL_RING1, oss::IH_RB_BASE_RING1, oss::IH_RB_BASE_HI_RING1,
+     oss::IH_RB_RPTR_RING1, oss::IH_RB_WPTR_RING1, oss::IH_DOORBELL_RPTR_RING1}};
 
 }  // namespace
 
@@ -125,12 +133,12 @@ void Ih::init() {
   std::lock_guard lock(mu_);
   // ih_v6_0_toggle_interrupts(false): rings off, pointers 0.
   for (int i = 0; i < 2; ++i) {
-    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    const RegDesc& cntl = describe(kRingRegs[i].cntl);
     uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 0}});
     if (i == 0) v = with_cntl(v, {{"ENABLE_INTR", 0}});  // ring 0 only
     regs_.write(cntl, v);
-    regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
-    regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
+    regs_.write(kRingRegs[i].rptr, 0);
+    regs_.write(kRingRegs[i].wptr, 0);
   }
   // (nbio ih_control and IH_CHICKEN's MC_SPACE_GPA_ENABLE for bus addresses are not the IH's:
   // the first is NBIO's, the second only for rings in host memory.)
@@ -139,9 +147,9 @@ void Ih::init() {
   const uint32_t rb_size = uint32_t(std::countr_zero(ring_bytes_ / 4));
   for (int i = 0; i < 2; ++i) {
     const uint64_t mc = rings_[i].mc;
-    regs_.write(ring_reg(i, "IH_RB_BASE"), uint32_t(mc >> 8));  // bits 39:8
-    regs_.write(ring_reg(i, "IH_RB_BASE_HI"), uint32_t(mc >> 40) & 0xff);
-    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    regs_.write(kRingRegs[i].base, uint32_t(mc >> 8));  // bits 39:8
+    regs_.write(kRingRegs[i].base_hi, uint32_t(mc >> 40) & 0xff);
+    const RegDesc& cntl = describe(kRingRegs[i].cntl);
     // ih_v6_0_rb_cntl: MC_SPACE 4 (an MC address; 2 is a bus address), overflow detection,
     // the ring's size as log2(dwords), write-back of the write pointer, snooped, VMID 0.
     uint32_t v = with_cntl(regs_.read(cntl), {{"MC_SPACE", 4},
@@ -159,28 +167,28 @@ void Ih::init() {
     if (i == 1) v = with_cntl(v, {{"WPTR_OVERFLOW_ENABLE", 0}, {"RB_FULL_DRAIN_ENABLE", 1}});
     regs_.write(cntl, v);
     if (i == 0) {
-      regs_.write(find_register("IH_RB_WPTR_ADDR_LO"), uint32_t(writeback_[0].mc));
-      regs_.write(find_register("IH_RB_WPTR_ADDR_HI"), uint32_t(writeback_[0].mc >> 32) & 0xffff);
+      regs_.write(oss::IH_RB_WPTR_ADDR_LO, uint32_t(writeback_[0].mc));
+      regs_.write(oss::IH_RB_WPTR_ADDR_HI, uint32_t(writeback_[0].mc >> 32) & 0xffff);
     }
-    regs_.write(ring_reg(i, "IH_RB_WPTR"), 0);
-    regs_.write(ring_reg(i, "IH_RB_RPTR"), 0);
-    const RegDesc& doorbell = ring_reg(i, "IH_DOORBELL_RPTR");
+    regs_.write(kRingRegs[i].wptr, 0);
+    regs_.write(kRingRegs[i].rptr, 0);
+    const RegDesc& doorbell = describe(kRingRegs[i].doorbell_rptr);
     // No doorbell: the read pointer goes back through IH_RB_RPTR.
     regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));
   }
   // (nbio ih_doorbell_range: NBIO's.)
 
   // Storm and flood control (ih_v6_0_irq_init; tinygrad AM_IH the same).
-  const RegDesc& storm = find_register("IH_STORM_CLIENT_LIST_CNTL");
+  const RegDesc& storm = describe(oss::IH_STORM_CLIENT_LIST_CNTL);
   regs_.write(storm, with(storm, regs_.read(storm), {{"CLIENT18_IS_STORM_CLIENT", 1}}));
-  const RegDesc& flood = find_register("IH_INT_FLOOD_CNTL");
+  const RegDesc& flood = describe(oss::IH_INT_FLOOD_CNTL);
   regs_.write(flood, with(flood, regs_.read(flood), {{"FLOOD_CNTL_ENABLE", 1}}));
-  const RegDesc& msi_storm = find_register("IH_MSI_STORM_CTRL");
+  const RegDesc& msi_storm = describe(oss::IH_MSI_STORM_CTRL);
   regs_.write(msi_storm, with(msi_storm, regs_.read(msi_storm), {{"DELAY", 3}}));
 
   // ih_v6_0_toggle_interrupts(true): WPTR_OVERFLOW_CLEAR 0 -> 1 -> 0 with the ring on.
   for (int i = 0; i < 2; ++i) {
-    const RegDesc& cntl = ring_reg(i, "IH_RB_CNTL");
+    const RegDesc& cntl = describe(kRingRegs[i].cntl);
     uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 1}, {"WPTR_OVERFLOW_CLEAR", 0}});
     regs_.write(cntl, v);
     v = with_cntl(v, {{"WPTR_OVERFLOW_CLEAR", 1}});
@@ -191,8 +199,8 @@ void Ih::init() {
   }
 
   // force_update_wptr_for_self_int(threshold 0, timeout 8, enabled).
-  const RegDesc& cntl2 = find_register("IH_CNTL2");
-  const RegDesc& cntl1 = find_register("IH_RB_CNTL_RING1");
+  const RegDesc& cntl2 = describe(oss::IH_CNTL2);
+  const RegDesc& cntl1 = describe(oss::IH_RB_CNTL_RING1);
   const uint32_t ih_cntl2 =
       with(cntl2, regs_.read(cntl2),
            {{"SELF_IV_FORCE_WPTR_UPDATE_TIMEOUT", 8}, {"SELF_IV_FORCE_WPTR_UPDATE_ENABLE", 1}});
@@ -219,8 +227,8 @@ std::vector<IhEntry> Ih::drain() {
   std::lock_guard lock(mu_);
   const uint32_t mask = uint32_t(ring_bytes_ - 1);
   // Looked up once: drain runs on every interrupt.
-  static const RegDesc& wptr_reg = find_register("IH_RB_WPTR");
-  static const RegDesc& rptr_reg = find_register("IH_RB_RPTR");
+  static const RegDesc& wptr_reg = describe(oss::IH_RB_WPTR);
+  static const RegDesc& rptr_reg = describe(oss::IH_RB_RPTR);
   static const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
   uint32_t wptr = read_wptr_writeback();
   drained_writeback_ = wptr;
@@ -234,7 +242,7 @@ std::vector<IhEntry> Ih::drain() {
       ++overflows_;
       rptr_ = (wptr + kEntryBytes) & mask;  // the oldest entry not overwritten
       moved = true;
-      const RegDesc& cntl = find_register("IH_RB_CNTL");
+      const RegDesc& cntl = describe(oss::IH_RB_CNTL);
       uint32_t v = with(cntl, regs_.read(cntl), {{"WPTR_OVERFLOW_CLEAR", 1}});
       regs_.write(cntl, v);
       regs_.write(cntl, with(cntl, v, {{"WPTR_OVERFLOW_CLEAR", 0}}));

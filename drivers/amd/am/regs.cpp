@@ -20,10 +20,18 @@ std::string upper(std::string_view s) {
   return out;
 }
 
+// A compile-time Reg as one number: what describe() looks registers up by.
+uint64_t reg_key(const Reg& r) {
+  return uint64_t(r.ip) << 40 | uint64_t(r.base_idx) << 32 | r.offset;
+}
+
 struct Table {
   std::vector<RegField> fields;
   std::vector<RegDesc> regs;
   std::unordered_map<std::string, size_t> by_name;
+  // By register (the first described where two share an address): every RegisterIo access
+  // through a Reg comes here, so no linear search over the ~670 registers.
+  std::unordered_map<uint64_t, size_t> by_reg;
 };
 
 Table build() {
@@ -81,6 +89,7 @@ Table build() {
   for (size_t i = 0; i < t.regs.size(); ++i) {
     const size_t end = i + 1 < t.regs.size() ? first_field[i + 1] : t.fields.size();
     t.regs[i].fields = std::span<const RegField>(t.fields.data() + first_field[i], end - first_field[i]);
+    t.by_reg.emplace(reg_key(t.regs[i].reg), i);
   }
   return t;
 }
@@ -132,8 +141,8 @@ const RegDesc& find_register(std::string_view name) {
 }
 
 const RegDesc& describe(const Reg& r) {
-  for (const RegDesc& d : registers())
-    if (d.reg.ip == r.ip && d.reg.base_idx == r.base_idx && d.reg.offset == r.offset) return d;
+  const Table& t = table();
+  if (auto it = t.by_reg.find(reg_key(r)); it != t.by_reg.end()) return t.regs[it->second];
   throw InvalidInput("no AM register description for " + std::string(ip_name(r.ip)) +
                      " segment " + std::to_string(r.base_idx) + " offset " + hex(r.offset));
 }
