@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "os/shm.hpp"
+#include "os/shm_locks.hpp"
 
 namespace hcq::os {
 
@@ -101,21 +102,14 @@ void remove_tree_now(const char* path) {
   ::rmdir(path);
 }
 
-bool lock_now(int fd, short type, off_t at) {
-  struct flock l {};
-  l.l_type = type;
-  l.l_whence = SEEK_SET;
-  l.l_start = at;
-  l.l_len = 1;
-  return ::fcntl(fd, F_OFD_SETLK, &l) == 0;
-}
-
 // os/shm.cpp's detach, as the last one out: removes the name when nobody else holds it.
 void detach_segment_now(int fd, const char* path) {
-  constexpr off_t kAttachByte = 0, kPresenceByte = 1;  // os/shm.cpp's
-  if (!lock_now(fd, F_WRLCK, kAttachByte)) return;  // another is attaching: it keeps the name
-  lock_now(fd, F_UNLCK, kPresenceByte);
-  if (!lock_now(fd, F_WRLCK, kPresenceByte)) return;  // others are attached
+  using shm_locks::kAttachByte;
+  using shm_locks::kPresenceByte;
+  using shm_locks::lock;
+  if (!lock(fd, F_WRLCK, kAttachByte)) return;  // another is attaching: it keeps the name
+  lock(fd, F_UNLCK, kPresenceByte);
+  if (!lock(fd, F_WRLCK, kPresenceByte)) return;  // others are attached
   struct stat mine {}, named {};
   if (::fstat(fd, &mine) == 0 && ::stat(path, &named) == 0 && mine.st_ino == named.st_ino &&
       mine.st_dev == named.st_dev)
@@ -156,12 +150,6 @@ bool parse_tree_name(const std::string& n, int& pid, uint64_t& start) {
   return pid > 0;
 }
 
-std::string octal(mode_t m) {
-  char b[8];
-  std::snprintf(b, sizeof b, "%04o", unsigned(m & 07777));
-  return b;
-}
-
 }  // namespace
 
 std::string user_temp_directory() {
@@ -177,8 +165,9 @@ std::string user_temp_directory() {
   if (!S_ISDIR(st.st_mode)) throw InvalidInput(who + "not a directory (a symbolic link?)");
   if (st.st_uid != me || (st.st_mode & 077) != 0)
     throw InvalidInput(who + "it belongs to uid " + std::to_string(st.st_uid) + " with mode " +
-                       octal(st.st_mode) + "; hcq uses only a directory of its own user (uid " +
-                       std::to_string(me) + ") that others cannot enter (mode 0700)");
+                       shm_locks::octal_mode(st.st_mode) +
+                       "; hcq uses only a directory of its own user (uid " + std::to_string(me) +
+                       ") that others cannot enter (mode 0700)");
   return dir;
 }
 

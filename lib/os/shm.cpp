@@ -19,22 +19,18 @@
 #include "core/deadline.hpp"
 #include "core/error.hpp"
 #include "os/cleanup.hpp"
+#include "os/shm_locks.hpp"
 
 namespace hcq::os {
 
 namespace {
 
-// Byte 0: held exclusively while attaching or detaching. Byte 1: held shared by every process
-// attached (open-file-description locks, Linux 3.15+: per open file, dropped when it closes).
-constexpr off_t kAttachByte = 0, kPresenceByte = 1;
+using shm_locks::kAttachByte;
+using shm_locks::kPresenceByte;
+using shm_locks::octal_mode;
 
 bool set_lock(int fd, short type, off_t at, bool wait) {
-  struct flock l {};
-  l.l_type = type;
-  l.l_whence = SEEK_SET;
-  l.l_start = at;
-  l.l_len = 1;
-  if (::fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &l) == 0) return true;
+  if (shm_locks::lock(fd, type, at, wait)) return true;
   if (errno == EAGAIN || errno == EACCES) return false;
   throw OsError("shared segment: fcntl(F_OFD_SETLK)", errno);
 }
@@ -66,12 +62,6 @@ struct SharedSegment::Impl {
 };
 
 namespace {
-
-std::string octal_mode(mode_t m) {
-  char b[8];
-  std::snprintf(b, sizeof b, "%04o", unsigned(m & 07777));
-  return b;
-}
 
 // Another local user could create the name first (with mode 0666) and read or forge what
 // hcq puts there: hcq attaches only to objects of its own effective user that nobody else
