@@ -49,6 +49,31 @@ TEST(EmulatedKernel, AnswersEmulatorReportsAndTheRealKernelNone) {
   EXPECT_EQ(real_kernel()->emulator_report(EmulatorReport::IbPositions), std::nullopt);
 }
 
+// Drivers' waiters ask for reports from several threads while the emulated system sets them:
+// every answer is one of the texts set, whole.
+TEST(EmulatedKernel, EmulatorReportsFromSeveralThreadsAtOnce) {
+  EmulatedKernel k;
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0}, answered{0};
+  std::vector<std::thread> askers;
+  for (int t = 0; t < 4; ++t)
+    askers.emplace_back([&] {
+      while (!stop.load()) {
+        const auto r = k.emulator_report(EmulatorReport::FaultLog);
+        if (!r) continue;
+        ++answered;
+        if (*r != "first" && *r != "second") ++torn;
+      }
+    });
+  for (int i = 0; i < 2000; ++i)
+    k.set_emulator_report(EmulatorReport::FaultLog,
+                          [i] { return std::string(i % 2 ? "second" : "first"); });
+  while (answered.load() < 100) std::this_thread::yield();
+  stop = true;
+  for (auto& a : askers) a.join();
+  EXPECT_EQ(torn.load(), 0);
+}
+
 TEST(EmulatedKernel, RoutesNodesAndServesSysfs) {
   EmulatedKernel k;
   auto node = std::make_shared<EchoNode>();
