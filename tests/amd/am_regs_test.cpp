@@ -1,19 +1,20 @@
 // The AM register descriptions (drivers/amd/am/*.def): offsets, segments and fields of a sample
 // checked against the numbers in Linux's include/asic_reg headers (written here from the
 // headers), the resolver's arithmetic with Navi 31's segment bases, and exact lookup errors.
-#include "amd/am/regs.hpp"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "amd/am/discovery.hpp"
+#include "amd/am/regs.hpp"
 #include "amd/am/sdma.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/packets.hpp"
-#include "core/error.hpp"
 #include "common/error_of.hpp"
+#include "core/error.hpp"
 
 namespace hcq::amd::am {
 namespace {
@@ -249,6 +250,53 @@ TEST(AmRegs, EveryRegisterSitsInItsFileAndIpOnce) {
   }
   EXPECT_GT(registers().size(), 500u);
   EXPECT_GT(with_fields, 400u);
+}
+
+// The compile-time field constants the driver uses (regs.hpp's AM_FIELD) are the table's own
+// fields: the same bits as Linux's gc_11_0_0_sh_mask.h, and a register described LIKE its twin
+// (SDMA1 as SDMA0) has the twin's fields under its own name.
+TEST(AmRegs, FieldConstantsAreTheDescribedFields) {
+  namespace gcf = gc_11_0_0::fields;
+  constexpr RegField queue_size = gcf::CP_HQD_PQ_CONTROL::QUEUE_SIZE;
+  static_assert(queue_size.mask() == 0x3f && queue_size.lo == 0);  // CP_HQD_PQ_CONTROL__QUEUE_SIZE
+  static_assert(gcf::GRBM_GFX_CNTL::QUEUEID.mask() == 0x700);      // GRBM_GFX_CNTL__QUEUEID_MASK
+  static_assert(gcf::SDMA1_QUEUE0_RB_CNTL::RB_SIZE.mask() == 0x3e);  // SDMA1 like SDMA0
+  const RegField& described = find_register("CP_HQD_PQ_CONTROL").field("QUEUE_SIZE");
+  EXPECT_EQ(queue_size.name, described.name);
+  EXPECT_EQ(queue_size.mask(), described.mask());
+  EXPECT_EQ(with_fields(0xffffffff, {{gcf::GRBM_GFX_CNTL::MEID, 1}, {gcf::GRBM_GFX_CNTL::VMID, 0}}),
+            0xffffff07u);
+}
+
+// The GMC programs both hubs from one list with the GC hub's fields (gmc.cpp HubRegs): every
+// GC hub register (GCVM_*, GCMC_VM_*) whose MM twin (MMVM_*, MMMC_VM_*) is described must have
+// the same fields at the same bits (mmhub_3_0_0_sh_mask.h and gc_11_0_0_sh_mask.h agree but
+// for one field, which gmc.cpp does not set).
+TEST(AmRegs, BothHubsDescribeTheirFieldsAlike) {
+  int pairs = 0;
+  std::vector<std::string> differ;
+  for (const RegDesc& gc : registers()) {
+    if (gc.file != "gc_11_0_0" ||
+        !(gc.name.starts_with("GCVM_") || gc.name.starts_with("GCMC_VM_")))
+      continue;
+    const std::string mm_name = "MM" + std::string(gc.name.substr(2));
+    const RegDesc* mm = nullptr;
+    for (const RegDesc& r : registers())
+      if (r.name == mm_name) mm = &r;
+    if (!mm) continue;
+    ++pairs;
+    for (const RegField& f : gc.fields) {
+      const RegField* twin = nullptr;
+      for (const RegField& m : mm->fields)
+        if (m.name == f.name) twin = &m;
+      if (!twin || twin->lo != f.lo || twin->width != f.width)
+        differ.push_back(std::string(gc.name.substr(2)) + "." + std::string(f.name));
+    }
+  }
+  EXPECT_GE(pairs, 40);  // every register gmc.cpp's HubRegs lists, and more
+  // The one difference: MMVM_L2_CNTL5 has MM_CLIENT_RET_FGCG_OFF at bit 16, which moves
+  // UTCL2_ATC_REQ_FGCG_OFF to bit 17 (GC: bit 16). gmc.cpp sets neither.
+  EXPECT_EQ(differ, std::vector<std::string>{"VM_L2_CNTL5.UTCL2_ATC_REQ_FGCG_OFF"});
 }
 
 }  // namespace

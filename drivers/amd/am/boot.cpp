@@ -232,8 +232,9 @@ void AmBoot::discover_and_read_firmware(std::span<const AsicDescription* const> 
                                                  rsmu_layout_nbio_4_3_0(bases[Ip::NBIO][1]));
     // FB_BASE is in 16 MiB units (tinygrad AM_GMC.init_sw mc_base; Linux
     // mmhub_v3_0_get_fb_location).
-    const RegDesc& fb = describe(mmhub_3_0_0::MMMC_VM_FB_LOCATION_BASE);
-    fb_base_ = uint64_t(fb.field("FB_BASE").get(io_->read(fb))) << 24;
+    fb_base_ = uint64_t(mmhub_3_0_0::fields::MMMC_VM_FB_LOCATION_BASE::FB_BASE.get(
+                   io_->read(mmhub_3_0_0::MMMC_VM_FB_LOCATION_BASE)))
+               << 24;
     smu_ = std::make_unique<Smu>(*io_, Smu::kDefaultTimeout, options_.smu_mailbox);
     hdp_ = std::make_unique<Hdp>(*io_, regs_);
     const uint64_t boot_end = vram_size_ - kReservedTopBytes;
@@ -308,9 +309,11 @@ void AmBoot::soc_init() {
   // tinygrad AM_SOC.init_hw (NBIO 4.3.0): function 2's no-soft-reset strap cleared, then the
   // doorbell aperture on (Linux nbio_v4_3_enable_doorbell_aperture).
   const RegDesc& strap = describe(nbio_4_3_0::RCC_DEV0_EPF2_STRAP2);
-  write_any(strap, strap.field("STRAP_NO_SOFT_RESET_DEV0_F2").set(read_any(strap), 0));
-  const RegDesc& aper = describe(nbio_4_3_0::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN);
-  io_->write(aper, aper.field("BIF_DOORBELL_APER_EN").set(0, 1));
+  namespace nbiof = nbio_4_3_0::fields;
+  write_any(strap,
+            nbiof::RCC_DEV0_EPF2_STRAP2::STRAP_NO_SOFT_RESET_DEV0_F2.set(read_any(strap), 0));
+  io_->write(nbio_4_3_0::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN,
+             nbiof::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN::BIF_DOORBELL_APER_EN.set(0, 1));
   // Linux soc21_common_hw_init: the HDP flush registers into the register BAR's remap page
   // before anything writes VRAM for the GPU to read.
   hdp_->remap();

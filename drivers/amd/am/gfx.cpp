@@ -12,6 +12,7 @@
 namespace hcq::amd::am {
 
 namespace gc = gc_11_0_0;
+namespace gcf = gc_11_0_0::fields;
 
 namespace {
 
@@ -21,12 +22,6 @@ std::string duration_text(std::chrono::microseconds d) {
   return std::to_string(d.count()) + " us";
 }
 
-const RegField& field(const Reg& r, std::string_view name) { return describe(r).field(name); }
-
-uint32_t set(const Reg& r, uint32_t value, std::string_view name, uint32_t v) {
-  return field(r, name).set(value, v);
-}
-
 uint32_t lo32(uint64_t v) { return uint32_t(v); }
 uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
 
@@ -34,6 +29,14 @@ uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
 // mec.num_mec 1, num_pipe_per_mec 4, num_queue_per_pipe 4 for GC 11.0.0-11.0.4 (8 only in its
 // default branch). GRBM_GFX_CNTL.QUEUEID has room for 8: 4 is the driver's choice, Linux's.
 constexpr uint32_t kMecPipes = 4, kMecQueuesPerPipe = 4;
+
+// CP_MEC_RS64_CNTL's reset and active bit of each pipe.
+constexpr RegField kMecPipeReset[kMecPipes] = {
+    gcf::CP_MEC_RS64_CNTL::MEC_PIPE0_RESET, gcf::CP_MEC_RS64_CNTL::MEC_PIPE1_RESET,
+    gcf::CP_MEC_RS64_CNTL::MEC_PIPE2_RESET, gcf::CP_MEC_RS64_CNTL::MEC_PIPE3_RESET};
+constexpr RegField kMecPipeActive[kMecPipes] = {
+    gcf::CP_MEC_RS64_CNTL::MEC_PIPE0_ACTIVE, gcf::CP_MEC_RS64_CNTL::MEC_PIPE1_ACTIVE,
+    gcf::CP_MEC_RS64_CNTL::MEC_PIPE2_ACTIVE, gcf::CP_MEC_RS64_CNTL::MEC_PIPE3_ACTIVE};
 
 std::string queue_name(const ComputeQueueConfig& c) {
   return "compute queue ME " + std::to_string(c.me) + " pipe " + std::to_string(c.pipe) +
@@ -46,7 +49,7 @@ Gfx::Gfx(RegisterIo& io, std::chrono::microseconds timeout) : io_(io), timeout_(
 
 void Gfx::wait_rlc_autoload() {
   // gfx_v11_0_wait_for_rlc_autoload_complete: both conditions in one poll.
-  const RegField& complete = field(gc::RLC_RLCS_BOOTLOAD_STATUS, "BOOTLOAD_COMPLETE");
+  const RegField& complete = gcf::RLC_RLCS_BOOTLOAD_STATUS::BOOTLOAD_COMPLETE;
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (int polls = 0;; ++polls) {
     const bool late = std::chrono::steady_clock::now() >= deadline;
@@ -68,10 +71,10 @@ void Gfx::wait_rlc_autoload() {
 void Gfx::select(uint32_t me, uint32_t pipe, uint32_t queue, uint32_t vmid) {
   // soc21_grbm_select (soc21.c): MEID, PIPEID, VMID, QUEUEID in one write.
   uint32_t v = 0;
-  v = set(gc::GRBM_GFX_CNTL, v, "MEID", me);
-  v = set(gc::GRBM_GFX_CNTL, v, "PIPEID", pipe);
-  v = set(gc::GRBM_GFX_CNTL, v, "VMID", vmid);
-  v = set(gc::GRBM_GFX_CNTL, v, "QUEUEID", queue);
+  v = gcf::GRBM_GFX_CNTL::MEID.set(v, me);
+  v = gcf::GRBM_GFX_CNTL::PIPEID.set(v, pipe);
+  v = gcf::GRBM_GFX_CNTL::VMID.set(v, vmid);
+  v = gcf::GRBM_GFX_CNTL::QUEUEID.set(v, queue);
   io_.write(gc::GRBM_GFX_CNTL, v);
 }
 
@@ -93,11 +96,9 @@ void Gfx::config_mec(const Firmware& mec) {
   }
   // The pipes take the new start when reset: set the four resets, then clear them.
   uint32_t cntl = io_.read(gc::CP_MEC_RS64_CNTL);
-  for (uint32_t pipe = 0; pipe < kMecPipes; ++pipe)
-    cntl = set(gc::CP_MEC_RS64_CNTL, cntl, "MEC_PIPE" + std::to_string(pipe) + "_RESET", 1);
+  for (uint32_t pipe = 0; pipe < kMecPipes; ++pipe) cntl = kMecPipeReset[pipe].set(cntl, 1);
   io_.write(gc::CP_MEC_RS64_CNTL, cntl);
-  for (uint32_t pipe = 0; pipe < kMecPipes; ++pipe)
-    cntl = set(gc::CP_MEC_RS64_CNTL, cntl, "MEC_PIPE" + std::to_string(pipe) + "_RESET", 0);
+  for (uint32_t pipe = 0; pipe < kMecPipes; ++pipe) cntl = kMecPipeReset[pipe].set(cntl, 0);
   io_.write(gc::CP_MEC_RS64_CNTL, cntl);
 }
 
@@ -106,14 +107,14 @@ void Gfx::init_sh_mem() {
   // DEFAULT_SH_MEM_CONFIG (SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3,
   // INITIAL_INST_PREFETCH 3; soc21 enums).
   uint32_t config = 0;
-  config = set(gc::SH_MEM_CONFIG, config, "ADDRESS_MODE", 0);
-  config = set(gc::SH_MEM_CONFIG, config, "ALIGNMENT_MODE", 3);
-  config = set(gc::SH_MEM_CONFIG, config, "INITIAL_INST_PREFETCH", 3);
+  config = gcf::SH_MEM_CONFIG::ADDRESS_MODE.set(config, 0);
+  config = gcf::SH_MEM_CONFIG::ALIGNMENT_MODE.set(config, 3);
+  config = gcf::SH_MEM_CONFIG::INITIAL_INST_PREFETCH.set(config, 3);
   // Apertures: LDS at 0x1000'0000'0000'0000, scratch at 0x2000'0000'0000'0000 (the base's
   // 16 bits are address bits 48..63).
   uint32_t bases = 0;
-  bases = set(gc::SH_MEM_BASES, bases, "SHARED_BASE", 1);
-  bases = set(gc::SH_MEM_BASES, bases, "PRIVATE_BASE", 2);
+  bases = gcf::SH_MEM_BASES::SHARED_BASE.set(bases, 1);
+  bases = gcf::SH_MEM_BASES::PRIVATE_BASE.set(bases, 2);
   std::lock_guard lock(select_mutex_);
   for (uint32_t vmid = 0; vmid < 16; ++vmid) {
     select(0, 0, 0, vmid);
@@ -124,8 +125,8 @@ void Gfx::init_sh_mem() {
 }
 
 void Gfx::set_mec_doorbell_range(uint32_t first_byte, uint32_t last_byte) {
-  const RegField& lower = field(gc::CP_MEC_DOORBELL_RANGE_LOWER, "DOORBELL_RANGE_LOWER");
-  const RegField& upper = field(gc::CP_MEC_DOORBELL_RANGE_UPPER, "DOORBELL_RANGE_UPPER");
+  const RegField& lower = gcf::CP_MEC_DOORBELL_RANGE_LOWER::DOORBELL_RANGE_LOWER;
+  const RegField& upper = gcf::CP_MEC_DOORBELL_RANGE_UPPER::DOORBELL_RANGE_UPPER;
   // The fields hold the byte offset's dword bits (bits 2..11): 4 KiB of doorbells.
   if (first_byte > last_byte || (first_byte & 3) || (last_byte & 3) ||
       lower.set(0, first_byte >> 2) != first_byte || upper.set(0, last_byte >> 2) != last_byte)
@@ -138,13 +139,12 @@ void Gfx::set_mec_doorbell_range(uint32_t first_byte, uint32_t last_byte) {
 void Gfx::enable_mec(bool enable) {
   // gfx_v11_0_cp_compute_enable (rs64_enable).
   uint32_t cntl = io_.read(gc::CP_MEC_RS64_CNTL);
-  cntl = set(gc::CP_MEC_RS64_CNTL, cntl, "MEC_INVALIDATE_ICACHE", enable ? 0 : 1);
+  cntl = gcf::CP_MEC_RS64_CNTL::MEC_INVALIDATE_ICACHE.set(cntl, enable ? 0 : 1);
   for (uint32_t pipe = 0; pipe < kMecPipes; ++pipe) {
-    const std::string p = "MEC_PIPE" + std::to_string(pipe);
-    cntl = set(gc::CP_MEC_RS64_CNTL, cntl, p + "_RESET", enable ? 0 : 1);
-    cntl = set(gc::CP_MEC_RS64_CNTL, cntl, p + "_ACTIVE", enable ? 1 : 0);
+    cntl = kMecPipeReset[pipe].set(cntl, enable ? 0 : 1);
+    cntl = kMecPipeActive[pipe].set(cntl, enable ? 1 : 0);
   }
-  cntl = set(gc::CP_MEC_RS64_CNTL, cntl, "MEC_HALT", enable ? 0 : 1);
+  cntl = gcf::CP_MEC_RS64_CNTL::MEC_HALT.set(cntl, enable ? 0 : 1);
   io_.write(gc::CP_MEC_RS64_CNTL, cntl);
   // Linux waits 50 us after the write (udelay(50)); tinygrad 50 ms.
   std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -193,24 +193,24 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
   hqd(gc::CP_HQD_EOP_BASE_ADDR) = lo32(c.eop_va >> 8);
   hqd(gc::CP_HQD_EOP_BASE_ADDR_HI) = hi32(c.eop_va >> 8);
   // EOP_SIZE: the buffer holds 2^(EOP_SIZE+1) dwords.
-  hqd(gc::CP_HQD_EOP_CONTROL) = set(gc::CP_HQD_EOP_CONTROL, 0, "EOP_SIZE",
-                                    std::countr_zero(kGfx11MecHpdSize / 4) - 1);
+  hqd(gc::CP_HQD_EOP_CONTROL) =
+      gcf::CP_HQD_EOP_CONTROL::EOP_SIZE.set(0, std::countr_zero(kGfx11MecHpdSize / 4) - 1);
   uint32_t doorbell = 0;
-  doorbell = set(gc::CP_HQD_PQ_DOORBELL_CONTROL, doorbell, "DOORBELL_OFFSET", c.doorbell_dword);
-  doorbell = set(gc::CP_HQD_PQ_DOORBELL_CONTROL, doorbell, "DOORBELL_EN", 1);
+  doorbell = gcf::CP_HQD_PQ_DOORBELL_CONTROL::DOORBELL_OFFSET.set(doorbell, c.doorbell_dword);
+  doorbell = gcf::CP_HQD_PQ_DOORBELL_CONTROL::DOORBELL_EN.set(doorbell, 1);
   hqd(gc::CP_HQD_PQ_DOORBELL_CONTROL) = doorbell;
   hqd(gc::CP_MQD_BASE_ADDR) = lo32(mqd_.mc) & 0xfffffffc;
   hqd(gc::CP_MQD_BASE_ADDR_HI) = hi32(mqd_.mc);
   // VMID 0; PRIV_STATE 1 as tinygrad's setup_ring sets it.
-  hqd(gc::CP_MQD_CONTROL) = set(gc::CP_MQD_CONTROL, 0, "PRIV_STATE", 1);
+  hqd(gc::CP_MQD_CONTROL) = gcf::CP_MQD_CONTROL::PRIV_STATE.set(0, 1);
   hqd(gc::CP_HQD_PQ_BASE) = lo32(c.ring_va >> 8);
   hqd(gc::CP_HQD_PQ_BASE_HI) = hi32(c.ring_va >> 8);
   uint32_t pq = 0;
-  pq = set(gc::CP_HQD_PQ_CONTROL, pq, "QUEUE_SIZE", std::countr_zero(c.ring_bytes / 4) - 1);
-  pq = set(gc::CP_HQD_PQ_CONTROL, pq, "RPTR_BLOCK_SIZE", std::countr_zero(4096u / 4) - 1);
-  pq = set(gc::CP_HQD_PQ_CONTROL, pq, "UNORD_DISPATCH", 1);
-  pq = set(gc::CP_HQD_PQ_CONTROL, pq, "PRIV_STATE", 1);
-  pq = set(gc::CP_HQD_PQ_CONTROL, pq, "KMD_QUEUE", 1);
+  pq = gcf::CP_HQD_PQ_CONTROL::QUEUE_SIZE.set(pq, std::countr_zero(c.ring_bytes / 4) - 1);
+  pq = gcf::CP_HQD_PQ_CONTROL::RPTR_BLOCK_SIZE.set(pq, std::countr_zero(4096u / 4) - 1);
+  pq = gcf::CP_HQD_PQ_CONTROL::UNORD_DISPATCH.set(pq, 1);
+  pq = gcf::CP_HQD_PQ_CONTROL::PRIV_STATE.set(pq, 1);
+  pq = gcf::CP_HQD_PQ_CONTROL::KMD_QUEUE.set(pq, 1);
   hqd(gc::CP_HQD_PQ_CONTROL) = pq;
   hqd(gc::CP_HQD_PQ_RPTR_REPORT_ADDR) = lo32(c.rptr_va) & 0xfffffffc;
   hqd(gc::CP_HQD_PQ_RPTR_REPORT_ADDR_HI) = hi32(c.rptr_va) & 0xffff;
@@ -218,10 +218,10 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
   hqd(gc::CP_HQD_PQ_WPTR_POLL_ADDR_HI) = hi32(c.wptr_va) & 0xffff;
   hqd(gc::CP_HQD_VMID) = 0;
   uint32_t persistent = 0;
-  persistent = set(gc::CP_HQD_PERSISTENT_STATE, persistent, "PRELOAD_SIZE", 0x55);
-  persistent = set(gc::CP_HQD_PERSISTENT_STATE, persistent, "PRELOAD_REQ", 1);  // tinygrad
+  persistent = gcf::CP_HQD_PERSISTENT_STATE::PRELOAD_SIZE.set(persistent, 0x55);
+  persistent = gcf::CP_HQD_PERSISTENT_STATE::PRELOAD_REQ.set(persistent, 1);  // tinygrad
   hqd(gc::CP_HQD_PERSISTENT_STATE) = persistent;
-  hqd(gc::CP_HQD_IB_CONTROL) = set(gc::CP_HQD_IB_CONTROL, 0, "MIN_IB_AVAIL_SIZE", 3);
+  hqd(gc::CP_HQD_IB_CONTROL) = gcf::CP_HQD_IB_CONTROL::MIN_IB_AVAIL_SIZE.set(0, 3);
   // Pipe priority 2, queue priority 15 (tinygrad's setup_ring; Linux takes them from the
   // ring's priority); quantum enabled, scale 1, duration 1 (Linux since 2025, tinygrad 0x111).
   hqd(gc::CP_HQD_PIPE_PRIORITY) = 2;
@@ -268,13 +268,13 @@ ComputeQueue::ComputeQueue(Gfx& gfx, BootMemory& memory, const ComputeQueueConfi
 }
 
 std::optional<IbPosition> decode_hqd_ib(const HqdIbRegisters& r) {
-  if (!field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").get(r.control)) return std::nullopt;
-  const RegField& lo = field(gc::CP_HQD_IB_BASE_ADDR, "IB_BASE_ADDR");
-  const RegField& hi = field(gc::CP_HQD_IB_BASE_ADDR_HI, "IB_BASE_ADDR_HI");
+  if (!gcf::CP_HQD_IB_CONTROL::PROCESSING_IB.get(r.control)) return std::nullopt;
+  const RegField& lo = gcf::CP_HQD_IB_BASE_ADDR::IB_BASE_ADDR;
+  const RegField& hi = gcf::CP_HQD_IB_BASE_ADDR_HI::IB_BASE_ADDR_HI;
   IbPosition p;
   p.va = uint64_t(hi.get(r.base_hi)) << 32 | uint64_t(lo.get(r.base_lo)) << 2;
-  p.dwords = field(gc::CP_HQD_IB_CONTROL, "IB_SIZE").get(r.control);
-  p.at = field(gc::CP_HQD_IB_RPTR, "CONSUMED_OFFSET").get(r.rptr);
+  p.dwords = gcf::CP_HQD_IB_CONTROL::IB_SIZE.get(r.control);
+  p.at = gcf::CP_HQD_IB_RPTR::CONSUMED_OFFSET.get(r.rptr);
   return p;
 }
 

@@ -10,34 +10,83 @@ namespace hcq::amd::am {
 
 namespace {
 
-using FieldValues = std::initializer_list<std::pair<const char*, uint32_t>>;
+// The registers a hub's init, invalidation and fault handling use. Linux gfxhub_v3_0.c and
+// mmhub_v3_0.c program the same list on both hubs, named alike (GCVM_*/MMVM_*,
+// GCMC_VM_*/MMMC_VM_*), so one list names them: compile-time constants, a typo is a build
+// error, nothing is looked up by name. Indexed by Hub.
+// clang-format off
+#define AM_HUB_REGS(X)                               \
+  X(MC_VM_FB_LOCATION_BASE)                          \
+  X(MC_VM_FB_LOCATION_TOP)                           \
+  X(MC_VM_AGP_BASE)                                  \
+  X(MC_VM_AGP_BOT)                                   \
+  X(MC_VM_AGP_TOP)                                   \
+  X(MC_VM_SYSTEM_APERTURE_LOW_ADDR)                  \
+  X(MC_VM_SYSTEM_APERTURE_HIGH_ADDR)                 \
+  X(MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB)          \
+  X(MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB)          \
+  X(MC_VM_MX_L1_TLB_CNTL)                            \
+  X(VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32)           \
+  X(VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32)           \
+  X(VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32)          \
+  X(VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32)          \
+  X(VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32)            \
+  X(VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32)            \
+  X(VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32)        \
+  X(VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32)        \
+  X(VM_L2_PROTECTION_FAULT_CNTL2)                    \
+  X(VM_L2_CNTL)                                      \
+  X(VM_L2_CNTL2)                                     \
+  X(VM_L2_CNTL3)                                     \
+  X(VM_L2_CNTL4)                                     \
+  X(VM_L2_CNTL5)                                     \
+  X(VM_CONTEXT0_CNTL)                                \
+  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32)  \
+  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32)  \
+  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32) \
+  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32) \
+  X(VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32)     \
+  X(VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32)     \
+  X(VM_L2_PROTECTION_FAULT_CNTL)                     \
+  X(VM_L2_PROTECTION_FAULT_STATUS)                   \
+  X(VM_L2_PROTECTION_FAULT_ADDR_LO32)                \
+  X(VM_L2_PROTECTION_FAULT_ADDR_HI32)                \
+  X(VM_INVALIDATE_ENG17_SEM)                         \
+  X(VM_INVALIDATE_ENG17_REQ)                         \
+  X(VM_INVALIDATE_ENG17_ACK)
+// Every invalidation engine's address range (LO32, HI32).
+#define AM_HUB_ENGINES(X) \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17)
+// clang-format on
 
-// The hubs' registers are named alike: GCVM_*/MMVM_* and GCMC_VM_*/MMMC_VM_*.
-const RegDesc& reg(Hub hub, const std::string& rest) {
-  return find_register(std::string(hub == Hub::Gc ? "GC" : "MM") + rest);
-}
-
-// The registers each hub's invalidation and fault handling use after boot, as compile-time
-// constants (a typo is a build error; no name lookup on an unmap or a fault). Indexed by Hub.
-struct HubRuntimeRegs {
-  Reg inv_sem, inv_req, inv_ack, fault_status, fault_addr_lo, fault_addr_hi, fault_cntl;
+struct HubRegs {
+#define AM_MEMBER(name) Reg name;
+  AM_HUB_REGS(AM_MEMBER)
+#undef AM_MEMBER
+  std::array<Reg, 18> range_lo, range_hi;
 };
+#define AM_GC(name) gc_11_0_0::GC##name,
+#define AM_MM(name) mmhub_3_0_0::MM##name,
+#define AM_GC_LO(e) gc_11_0_0::GCVM_INVALIDATE_ENG##e##_ADDR_RANGE_LO32,
+#define AM_GC_HI(e) gc_11_0_0::GCVM_INVALIDATE_ENG##e##_ADDR_RANGE_HI32,
+#define AM_MM_LO(e) mmhub_3_0_0::MMVM_INVALIDATE_ENG##e##_ADDR_RANGE_LO32,
+#define AM_MM_HI(e) mmhub_3_0_0::MMVM_INVALIDATE_ENG##e##_ADDR_RANGE_HI32,
 static_assert(int(Hub::Mm) == 0 && int(Hub::Gc) == 1);
-constexpr HubRuntimeRegs kHubRegs[2] = {
-    {mmhub_3_0_0::MMVM_INVALIDATE_ENG17_SEM, mmhub_3_0_0::MMVM_INVALIDATE_ENG17_REQ,
-     mmhub_3_0_0::MMVM_INVALIDATE_ENG17_ACK, mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_STATUS,
-     mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_ADDR_LO32,
-     mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_ADDR_HI32, mmhub_3_0_0::MMVM_L2_PROTECTION_FAULT_CNTL},
-    {gc_11_0_0::GCVM_INVALIDATE_ENG17_SEM, gc_11_0_0::GCVM_INVALIDATE_ENG17_REQ,
-     gc_11_0_0::GCVM_INVALIDATE_ENG17_ACK, gc_11_0_0::GCVM_L2_PROTECTION_FAULT_STATUS,
-     gc_11_0_0::GCVM_L2_PROTECTION_FAULT_ADDR_LO32, gc_11_0_0::GCVM_L2_PROTECTION_FAULT_ADDR_HI32,
-     gc_11_0_0::GCVM_L2_PROTECTION_FAULT_CNTL}};
-const HubRuntimeRegs& runtime_regs(Hub hub) { return kHubRegs[int(hub)]; }
+constexpr HubRegs kHubRegs[2] = {
+    {AM_HUB_REGS(AM_MM){AM_HUB_ENGINES(AM_MM_LO)}, {AM_HUB_ENGINES(AM_MM_HI)}},
+    {AM_HUB_REGS(AM_GC){AM_HUB_ENGINES(AM_GC_LO)}, {AM_HUB_ENGINES(AM_GC_HI)}}};
+#undef AM_GC
+#undef AM_MM
+#undef AM_GC_LO
+#undef AM_GC_HI
+#undef AM_MM_LO
+#undef AM_MM_HI
+const HubRegs& hub_regs(Hub hub) { return kHubRegs[int(hub)]; }
 
-uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
-  for (const auto& [name, v] : fields) value = r.field(name).set(value, v);
-  return value;
-}
+// The fields, from the GC hub's description: the MM hub's registers have the same fields at
+// the same bits but for VM_L2_CNTL5's FGCG bits, which are not set here (test
+// AmRegs.BothHubsDescribeTheirFieldsAlike).
+namespace hubf = gc_11_0_0::fields;
 
 // Linux soc15 MTYPE_UC (gfxhub_v3_0_init_tlb_regs "UC, uncached"); pte.def's MTYPE UC.
 constexpr uint32_t kMtypeUc = uint32_t(pte::MTYPE_UC);
@@ -127,124 +176,127 @@ bool Gmc::hub_ready(Hub hub) const {
 }
 
 void Gmc::init_hub(Hub hub, const HubContext& ctx) {
-  auto rmw = [&](const std::string& name, FieldValues fields) {
-    const RegDesc& r = reg(hub, name);
-    regs_.write(r, with(r, regs_.read(r), fields));
-  };
-  auto write = [&](const std::string& name, uint32_t v) { regs_.write(reg(hub, name), v); };
-  auto write_fields = [&](const std::string& name, uint32_t base, FieldValues fields) {
-    const RegDesc& r = reg(hub, name);
-    regs_.write(r, with(r, base, fields));
+  const HubRegs& h = hub_regs(hub);
+  auto rmw = [&](const Reg& r, FieldValues fields) {
+    regs_.write(r, with_fields(regs_.read(r), fields));
   };
 
   // The frame buffer as the VBIOS placed it (gfxhub_v3_0_get_fb_location: FB_BASE << 24);
   // its last byte as Linux's gmc.fb_end (fb_start + VRAM size - 1, TOP covering 16 MiB units).
-  const RegDesc& fb_base_reg = reg(hub, "MC_VM_FB_LOCATION_BASE");
-  const RegDesc& fb_top_reg = reg(hub, "MC_VM_FB_LOCATION_TOP");
-  const uint64_t fb_start = uint64_t(fb_base_reg.field("FB_BASE").get(regs_.read(fb_base_reg)))
-                            << 24;
+  const uint64_t fb_start =
+      uint64_t(hubf::GCMC_VM_FB_LOCATION_BASE::FB_BASE.get(regs_.read(h.MC_VM_FB_LOCATION_BASE)))
+      << 24;
   const uint64_t fb_end =
-      (uint64_t(fb_top_reg.field("FB_TOP").get(regs_.read(fb_top_reg))) << 24) | 0xffffff;
+      (uint64_t(hubf::GCMC_VM_FB_LOCATION_TOP::FB_TOP.get(regs_.read(h.MC_VM_FB_LOCATION_TOP)))
+       << 24) |
+      0xffffff;
 
   // init_gart_aperture_regs (setup_vm_pt_regs): context 0's root and VA range (>> 12).
-  write("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", uint32_t(ctx.page_table_base));
-  write("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", uint32_t(ctx.page_table_base >> 32));
-  write("VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", uint32_t(ctx.va_start >> 12));
-  write("VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", uint32_t(ctx.va_start >> 44));
-  write("VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", uint32_t(ctx.va_end >> 12));
-  write("VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", uint32_t(ctx.va_end >> 44));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32, uint32_t(ctx.page_table_base));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32, uint32_t(ctx.page_table_base >> 32));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32, uint32_t(ctx.va_start >> 12));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32, uint32_t(ctx.va_start >> 44));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32, uint32_t(ctx.va_end >> 12));
+  regs_.write(h.VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32, uint32_t(ctx.va_end >> 44));
 
   // init_system_aperture_regs: AGP off (BOT above TOP: amdgpu_gmc's agp_start 0xffffffffffff
   // and agp_end 0 when there is no AGP aperture), the system aperture over the frame buffer,
   // the default page (a VRAM PA) and the protection fault's dummy page.
-  write("MC_VM_AGP_BASE", 0);
-  write("MC_VM_AGP_BOT", uint32_t(0xffffffffffffull >> 24));
-  write("MC_VM_AGP_TOP", 0);
-  write("MC_VM_SYSTEM_APERTURE_LOW_ADDR", uint32_t(fb_start >> 18));
-  write("MC_VM_SYSTEM_APERTURE_HIGH_ADDR", uint32_t(fb_end >> 18));
-  write("MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB", uint32_t(scratch_.pa >> 12));
-  write("MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", uint32_t(scratch_.pa >> 44));
-  write("VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", uint32_t(dummy_.pa >> 12));
-  write("VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", uint32_t(dummy_.pa >> 44));
-  rmw("VM_L2_PROTECTION_FAULT_CNTL2", {{"ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY", 1}});
+  regs_.write(h.MC_VM_AGP_BASE, 0);
+  regs_.write(h.MC_VM_AGP_BOT, uint32_t(0xffffffffffffull >> 24));
+  regs_.write(h.MC_VM_AGP_TOP, 0);
+  regs_.write(h.MC_VM_SYSTEM_APERTURE_LOW_ADDR, uint32_t(fb_start >> 18));
+  regs_.write(h.MC_VM_SYSTEM_APERTURE_HIGH_ADDR, uint32_t(fb_end >> 18));
+  regs_.write(h.MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB, uint32_t(scratch_.pa >> 12));
+  regs_.write(h.MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB, uint32_t(scratch_.pa >> 44));
+  regs_.write(h.VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32, uint32_t(dummy_.pa >> 12));
+  regs_.write(h.VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32, uint32_t(dummy_.pa >> 44));
+  rmw(h.VM_L2_PROTECTION_FAULT_CNTL2,
+      {{hubf::GCVM_L2_PROTECTION_FAULT_CNTL2::ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY, 1}});
 
   // init_tlb_regs.
-  rmw("MC_VM_MX_L1_TLB_CNTL", {{"ENABLE_L1_TLB", 1},
-                               {"SYSTEM_ACCESS_MODE", 3},
-                               {"ENABLE_ADVANCED_DRIVER_MODEL", 1},
-                               {"SYSTEM_APERTURE_UNMAPPED_ACCESS", 0},
-                               {"ECO_BITS", 0},
-                               {"MTYPE", kMtypeUc}});
+  rmw(h.MC_VM_MX_L1_TLB_CNTL, {{hubf::GCMC_VM_MX_L1_TLB_CNTL::ENABLE_L1_TLB, 1},
+                               {hubf::GCMC_VM_MX_L1_TLB_CNTL::SYSTEM_ACCESS_MODE, 3},
+                               {hubf::GCMC_VM_MX_L1_TLB_CNTL::ENABLE_ADVANCED_DRIVER_MODEL, 1},
+                               {hubf::GCMC_VM_MX_L1_TLB_CNTL::SYSTEM_APERTURE_UNMAPPED_ACCESS, 0},
+                               {hubf::GCMC_VM_MX_L1_TLB_CNTL::ECO_BITS, 0},
+                               {hubf::GCMC_VM_MX_L1_TLB_CNTL::MTYPE, kMtypeUc}});
 
   // init_cache_regs (no translate-further on gfx11: BANK_SELECT 9, BIGK fragment 6).
-  rmw("VM_L2_CNTL", {{"ENABLE_L2_CACHE", 1},
-                     {"ENABLE_L2_FRAGMENT_PROCESSING", 0},
-                     {"ENABLE_DEFAULT_PAGE_OUT_TO_SYSTEM_MEMORY", 1},
-                     {"L2_PDE0_CACHE_TAG_GENERATION_MODE", 0},
-                     {"PDE_FAULT_CLASSIFICATION", 0},
-                     {"CONTEXT1_IDENTITY_ACCESS_MODE", 1},
-                     {"IDENTITY_MODE_FRAGMENT_SIZE", 0}});
-  rmw("VM_L2_CNTL2", {{"INVALIDATE_ALL_L1_TLBS", 1}, {"INVALIDATE_L2_CACHE", 1}});
-  write_fields("VM_L2_CNTL3", l2_cntl3_default(hub),
-               {{"BANK_SELECT", 9}, {"L2_CACHE_BIGK_FRAGMENT_SIZE", 6}});
-  write_fields("VM_L2_CNTL4", kL2Cntl4Default,
-               {{"VMC_TAP_PDE_REQUEST_PHYSICAL", 0}, {"VMC_TAP_PTE_REQUEST_PHYSICAL", 0}});
-  write_fields("VM_L2_CNTL5", kL2Cntl5Default, {{"L2_CACHE_SMALLK_FRAGMENT_SIZE", 0}});
+  rmw(h.VM_L2_CNTL, {{hubf::GCVM_L2_CNTL::ENABLE_L2_CACHE, 1},
+                     {hubf::GCVM_L2_CNTL::ENABLE_L2_FRAGMENT_PROCESSING, 0},
+                     {hubf::GCVM_L2_CNTL::ENABLE_DEFAULT_PAGE_OUT_TO_SYSTEM_MEMORY, 1},
+                     {hubf::GCVM_L2_CNTL::L2_PDE0_CACHE_TAG_GENERATION_MODE, 0},
+                     {hubf::GCVM_L2_CNTL::PDE_FAULT_CLASSIFICATION, 0},
+                     {hubf::GCVM_L2_CNTL::CONTEXT1_IDENTITY_ACCESS_MODE, 1},
+                     {hubf::GCVM_L2_CNTL::IDENTITY_MODE_FRAGMENT_SIZE, 0}});
+  rmw(h.VM_L2_CNTL2, {{hubf::GCVM_L2_CNTL2::INVALIDATE_ALL_L1_TLBS, 1},
+                      {hubf::GCVM_L2_CNTL2::INVALIDATE_L2_CACHE, 1}});
+  regs_.write(h.VM_L2_CNTL3, with_fields(l2_cntl3_default(hub),
+                                         {{hubf::GCVM_L2_CNTL3::BANK_SELECT, 9},
+                                          {hubf::GCVM_L2_CNTL3::L2_CACHE_BIGK_FRAGMENT_SIZE, 6}}));
+  regs_.write(h.VM_L2_CNTL4, with_fields(kL2Cntl4Default,
+                                         {{hubf::GCVM_L2_CNTL4::VMC_TAP_PDE_REQUEST_PHYSICAL, 0},
+                                          {hubf::GCVM_L2_CNTL4::VMC_TAP_PTE_REQUEST_PHYSICAL, 0}}));
+  regs_.write(
+      h.VM_L2_CNTL5,
+      with_fields(kL2Cntl5Default, {{hubf::GCVM_L2_CNTL5::L2_CACHE_SMALLK_FRAGMENT_SIZE, 0}}));
 
   // enable_system_domain, with tinygrad's context 0: PAGE_TABLE_DEPTH 3 (PDB2 root, four
   // levels), block size 0 (9 bits), no retry, every fault kind reported (interrupt) and sent
   // to the default page (the fault bits Linux's setup_vmid_config and vm_cntx_cntl_vm_fault
   // give contexts 1-15).
-  rmw("VM_CONTEXT0_CNTL", {{"ENABLE_CONTEXT", 1},
-                           {"PAGE_TABLE_DEPTH", 3},
-                           {"PAGE_TABLE_BLOCK_SIZE", 0},
-                           {"RETRY_PERMISSION_OR_INVALID_PAGE_FAULT", 0},
-                           {"RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"RANGE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"PDE0_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"VALID_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"VALID_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"READ_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"READ_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"WRITE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                           {"EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1},
-                           {"EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT", 1}});
+  rmw(h.VM_CONTEXT0_CNTL,
+      {{hubf::GCVM_CONTEXT0_CNTL::ENABLE_CONTEXT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::PAGE_TABLE_DEPTH, 3},
+       {hubf::GCVM_CONTEXT0_CNTL::PAGE_TABLE_BLOCK_SIZE, 0},
+       {hubf::GCVM_CONTEXT0_CNTL::RETRY_PERMISSION_OR_INVALID_PAGE_FAULT, 0},
+       {hubf::GCVM_CONTEXT0_CNTL::RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::RANGE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::DUMMY_PAGE_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::PDE0_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::VALID_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::VALID_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::READ_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::READ_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::WRITE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT, 1},
+       {hubf::GCVM_CONTEXT0_CNTL::EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT, 1}});
 
   // disable_identity_aperture: LOW above HIGH.
-  write("VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", 0xffffffff);
-  write("VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32", 0x0000000f);
-  write("VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", 0);
-  write("VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32", 0);
-  write("VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", 0);
-  write("VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32", 0);
+  regs_.write(h.VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32, 0xffffffff);
+  regs_.write(h.VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32, 0x0000000f);
+  regs_.write(h.VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32, 0);
+  regs_.write(h.VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32, 0);
+  regs_.write(h.VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32, 0);
+  regs_.write(h.VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32, 0);
 
   // setup_vmid_config (contexts 1-15) is left out: hcq runs everything in context 0.
 
   // program_invalidation: every engine may invalidate the whole range.
   for (int e = 0; e < kEngines; ++e) {
-    const std::string eng = std::string("VM_INVALIDATE_ENG") + std::to_string(e) + "_ADDR_RANGE_";
-    write(eng + "LO32", 0xffffffff);
-    write(eng + "HI32", 0x1f);
+    regs_.write(h.range_lo[e], 0xffffffff);
+    regs_.write(h.range_hi[e], 0x1f);
   }
 
   // set_fault_enable_default(true) (gmc_v11_0_gart_enable with amdgpu_vm_fault_stop off):
   // faults go to the default page rather than stopping the hub. (GC's CP_DEBUG
   // CPG_UTCL1_ERROR_HALT_DISABLE, which Linux sets there too, is the GFX piece's.)
-  rmw("VM_L2_PROTECTION_FAULT_CNTL", {{"RANGE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"PDE0_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"PDE1_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"PDE2_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"TRANSLATE_FURTHER_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"NACK_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"VALID_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"READ_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"WRITE_PROTECTION_FAULT_ENABLE_DEFAULT", 1},
-                                      {"EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT", 1}});
+  rmw(h.VM_L2_PROTECTION_FAULT_CNTL,
+      {{hubf::GCVM_L2_PROTECTION_FAULT_CNTL::RANGE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::PDE0_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::PDE1_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::PDE2_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::TRANSLATE_FURTHER_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::NACK_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::DUMMY_PAGE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::VALID_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::READ_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::WRITE_PROTECTION_FAULT_ENABLE_DEFAULT, 1},
+       {hubf::GCVM_L2_PROTECTION_FAULT_CNTL::EXECUTE_PROTECTION_FAULT_ENABLE_DEFAULT, 1}});
 
   std::lock_guard lock(mu_);
   if (hub == Hub::Mm) fb_base_ = fb_start;
@@ -256,25 +308,26 @@ void Gmc::invalidate(Hub hub) {
   if (!ready_[int(hub)])
     throw Error(std::string(hub == Hub::Gc ? "GC" : "MM") +
                 " hub invalidation before the hub was initialized");
-  static_assert(kEngine == 17, "kHubRegs names engine 17's registers");
-  const RegDesc& sem = describe(runtime_regs(hub).inv_sem);
-  const RegDesc& req = describe(runtime_regs(hub).inv_req);
-  const RegDesc& ack = describe(runtime_regs(hub).inv_ack);
+  static_assert(kEngine == 17, "HubRegs names engine 17's registers");
+  const HubRegs& h = hub_regs(hub);
+  const Reg& sem = h.VM_INVALIDATE_ENG17_SEM;
+  const Reg& req = h.VM_INVALIDATE_ENG17_REQ;
+  const Reg& ack = h.VM_INVALIDATE_ENG17_ACK;
   // Linux takes the semaphore on the MM hub only ("TODO: ... GFXHUB as well"); so does
   // tinygrad. A read returning 1 grants it; writing 0 releases it.
   const bool use_semaphore = hub == Hub::Mm;
   if (use_semaphore) regs_.wait(sem, 0x1, 0x1, timeout_);
 
   // gfxhub/mmhub_v3_0_get_invalidate_req(vmid 0, flush type 0).
-  const uint32_t request = with(req, 0,
-                                {{"PER_VMID_INVALIDATE_REQ", 1u << 0},
-                                 {"FLUSH_TYPE", 0},
-                                 {"INVALIDATE_L2_PTES", 1},
-                                 {"INVALIDATE_L2_PDE0", 1},
-                                 {"INVALIDATE_L2_PDE1", 1},
-                                 {"INVALIDATE_L2_PDE2", 1},
-                                 {"INVALIDATE_L1_PTES", 1},
-                                 {"CLEAR_PROTECTION_FAULT_STATUS_ADDR", 0}});
+  const uint32_t request =
+      with_fields(0, {{hubf::GCVM_INVALIDATE_ENG17_REQ::PER_VMID_INVALIDATE_REQ, 1u << 0},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::FLUSH_TYPE, 0},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::INVALIDATE_L2_PTES, 1},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::INVALIDATE_L2_PDE0, 1},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::INVALIDATE_L2_PDE1, 1},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::INVALIDATE_L2_PDE2, 1},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::INVALIDATE_L1_PTES, 1},
+                      {hubf::GCVM_INVALIDATE_ENG17_REQ::CLEAR_PROTECTION_FAULT_STATUS_ADDR, 0}});
   regs_.write(req, request);
   try {
     regs_.wait(ack, 1u << 0, 1u << 0, timeout_);
@@ -287,22 +340,26 @@ void Gmc::invalidate(Hub hub) {
   // The MM hub's private invalidation after the flush, read back to finish it
   // (gmc_v11_0_flush_gpu_tlb: bit 25 RESERVED_CACHE_PRIVATE_INVALIDATION).
   if (hub == Hub::Mm) {
-    const RegDesc& cid2 = describe(mmhub_3_0_0::MMVM_L2_BANK_SELECT_RESERVED_CID2);
-    regs_.write(cid2, with(cid2, regs_.read(cid2), {{"RESERVED_CACHE_PRIVATE_INVALIDATION", 1}}));
+    const Reg& cid2 = mmhub_3_0_0::MMVM_L2_BANK_SELECT_RESERVED_CID2;
+    regs_.write(cid2, with_fields(regs_.read(cid2),
+                                  {{mmhub_3_0_0::fields::MMVM_L2_BANK_SELECT_RESERVED_CID2::
+                                        RESERVED_CACHE_PRIVATE_INVALIDATION,
+                                    1}}));
     regs_.read(cid2);
   }
 }
 
 std::optional<GpuFaultInfo> Gmc::read_fault(Hub hub) {
-  const RegDesc& status_reg = describe(runtime_regs(hub).fault_status);
+  const HubRegs& h = hub_regs(hub);
+  const Reg& status_reg = h.VM_L2_PROTECTION_FAULT_STATUS;
   // gmc_v11_0_process_interrupt reads the GC hub's status twice: the first read waits for the
   // status to be updated behind the fast GRBM interface.
   if (hub == Hub::Gc) regs_.read(status_reg);
   const uint32_t status = regs_.read(status_reg);
   if (status == 0) return std::nullopt;
-  const uint64_t lo = regs_.read(runtime_regs(hub).fault_addr_lo);
-  const RegDesc& hi_reg = describe(runtime_regs(hub).fault_addr_hi);
-  const uint64_t hi = hi_reg.field("LOGICAL_PAGE_ADDR_HI4").get(regs_.read(hi_reg));
+  const uint64_t lo = regs_.read(h.VM_L2_PROTECTION_FAULT_ADDR_LO32);
+  const uint64_t hi = hubf::GCVM_L2_PROTECTION_FAULT_ADDR_HI32::LOGICAL_PAGE_ADDR_HI4.get(
+      regs_.read(h.VM_L2_PROTECTION_FAULT_ADDR_HI32));
   GpuFaultInfo f;
   f.hub = hub;
   f.address = (lo << 12) | (hi << 44);
@@ -314,8 +371,11 @@ std::optional<GpuFaultInfo> Gmc::read_fault(Hub hub) {
 
 void Gmc::clear_fault(Hub hub) {
   // WREG32_P(vm_l2_pro_fault_cntl, 1, ~1) in gmc_v11_0_process_interrupt.
-  const RegDesc& cntl = describe(runtime_regs(hub).fault_cntl);
-  regs_.write(cntl, with(cntl, regs_.read(cntl), {{"CLEAR_PROTECTION_FAULT_STATUS_ADDR", 1}}));
+  const Reg& cntl = hub_regs(hub).VM_L2_PROTECTION_FAULT_CNTL;
+  regs_.write(
+      cntl,
+      with_fields(regs_.read(cntl),
+                  {{hubf::GCVM_L2_PROTECTION_FAULT_CNTL::CLEAR_PROTECTION_FAULT_STATUS_ADDR, 1}}));
 }
 
 }  // namespace hcq::amd::am

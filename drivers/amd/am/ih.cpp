@@ -14,22 +14,11 @@ namespace hcq::amd::am {
 
 namespace {
 
-using FieldValues = std::initializer_list<std::pair<const char*, uint32_t>>;
-
 // Linux sets both rings' control through IH_RB_CNTL's field masks (REG_SET_FIELD(tmp,
 // IH_RB_CNTL, ...) on ring 1 too), so the fields come from IH_RB_CNTL whichever ring.
 namespace oss = osssys_6_0_0;
-
-uint32_t with_cntl(uint32_t value, FieldValues fields) {
-  const RegDesc& cntl = describe(oss::IH_RB_CNTL);
-  for (const auto& [name, v] : fields) value = cntl.field(name).set(value, v);
-  return value;
-}
-
-uint32_t with(const RegDesc& r, uint32_t value, FieldValues fields) {
-  for (const auto& [name, v] : fields) value = r.field(name).set(value, v);
-  return value;
-}
+namespace ossf = osssys_6_0_0::fields;
+namespace cntl_f = osssys_6_0_0::fields::IH_RB_CNTL;
 
 // Each ring's registers (ring 1's carry the _RING1 suffix), as compile-time constants.
 struct RingRegs {
@@ -134,8 +123,8 @@ void Ih::init() {
   // ih_v6_0_toggle_interrupts(false): rings off, pointers 0.
   for (int i = 0; i < 2; ++i) {
     const RegDesc& cntl = describe(kRingRegs[i].cntl);
-    uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 0}});
-    if (i == 0) v = with_cntl(v, {{"ENABLE_INTR", 0}});  // ring 0 only
+    uint32_t v = with_fields(regs_.read(cntl), {{cntl_f::RB_ENABLE, 0}});
+    if (i == 0) v = with_fields(v, {{cntl_f::ENABLE_INTR, 0}});  // ring 0 only
     regs_.write(cntl, v);
     regs_.write(kRingRegs[i].rptr, 0);
     regs_.write(kRingRegs[i].wptr, 0);
@@ -152,19 +141,20 @@ void Ih::init() {
     const RegDesc& cntl = describe(kRingRegs[i].cntl);
     // ih_v6_0_rb_cntl: MC_SPACE 4 (an MC address; 2 is a bus address), overflow detection,
     // the ring's size as log2(dwords), write-back of the write pointer, snooped, VMID 0.
-    uint32_t v = with_cntl(regs_.read(cntl), {{"MC_SPACE", 4},
-                                              {"WPTR_OVERFLOW_CLEAR", 1},
-                                              {"WPTR_OVERFLOW_ENABLE", 1},
-                                              {"RB_SIZE", rb_size},
-                                              {"WPTR_WRITEBACK_ENABLE", 1},
-                                              {"MC_SNOOP", 1},
-                                              {"MC_RO", 0},
-                                              {"MC_VMID", 0}});
+    uint32_t v = with_fields(regs_.read(cntl), {{cntl_f::MC_SPACE, 4},
+                                                {cntl_f::WPTR_OVERFLOW_CLEAR, 1},
+                                                {cntl_f::WPTR_OVERFLOW_ENABLE, 1},
+                                                {cntl_f::RB_SIZE, rb_size},
+                                                {cntl_f::WPTR_WRITEBACK_ENABLE, 1},
+                                                {cntl_f::MC_SNOOP, 1},
+                                                {cntl_f::MC_RO, 0},
+                                                {cntl_f::MC_VMID, 0}});
     // Ring 0: RPTR_REARM 0. Linux sets it when MSI is on (ih_v6_0_enable_ring); hcq takes the
     // MSI too but leaves it 0, an interrupt per entry (docs/am.md: not verified on hardware).
     // Ring 1 drains when full instead of overflowing.
-    if (i == 0) v = with_cntl(v, {{"RPTR_REARM", 0}});
-    if (i == 1) v = with_cntl(v, {{"WPTR_OVERFLOW_ENABLE", 0}, {"RB_FULL_DRAIN_ENABLE", 1}});
+    if (i == 0) v = with_fields(v, {{cntl_f::RPTR_REARM, 0}});
+    if (i == 1)
+      v = with_fields(v, {{cntl_f::WPTR_OVERFLOW_ENABLE, 0}, {cntl_f::RB_FULL_DRAIN_ENABLE, 1}});
     regs_.write(cntl, v);
     if (i == 0) {
       regs_.write(oss::IH_RB_WPTR_ADDR_LO, uint32_t(writeback_[0].mc));
@@ -174,27 +164,30 @@ void Ih::init() {
     regs_.write(kRingRegs[i].rptr, 0);
     const RegDesc& doorbell = describe(kRingRegs[i].doorbell_rptr);
     // No doorbell: the read pointer goes back through IH_RB_RPTR.
-    regs_.write(doorbell, with(doorbell, 0, {{"ENABLE", 0}}));
+    regs_.write(doorbell, with_fields(0, {{ossf::IH_DOORBELL_RPTR::ENABLE, 0}}));
   }
   // (nbio ih_doorbell_range: NBIO's.)
 
   // Storm and flood control (ih_v6_0_irq_init; tinygrad AM_IH the same).
   const RegDesc& storm = describe(oss::IH_STORM_CLIENT_LIST_CNTL);
-  regs_.write(storm, with(storm, regs_.read(storm), {{"CLIENT18_IS_STORM_CLIENT", 1}}));
+  regs_.write(storm, with_fields(regs_.read(storm),
+                                 {{ossf::IH_STORM_CLIENT_LIST_CNTL::CLIENT18_IS_STORM_CLIENT, 1}}));
   const RegDesc& flood = describe(oss::IH_INT_FLOOD_CNTL);
-  regs_.write(flood, with(flood, regs_.read(flood), {{"FLOOD_CNTL_ENABLE", 1}}));
+  regs_.write(flood,
+              with_fields(regs_.read(flood), {{ossf::IH_INT_FLOOD_CNTL::FLOOD_CNTL_ENABLE, 1}}));
   const RegDesc& msi_storm = describe(oss::IH_MSI_STORM_CTRL);
-  regs_.write(msi_storm, with(msi_storm, regs_.read(msi_storm), {{"DELAY", 3}}));
+  regs_.write(msi_storm, with_fields(regs_.read(msi_storm), {{ossf::IH_MSI_STORM_CTRL::DELAY, 3}}));
 
   // ih_v6_0_toggle_interrupts(true): WPTR_OVERFLOW_CLEAR 0 -> 1 -> 0 with the ring on.
   for (int i = 0; i < 2; ++i) {
     const RegDesc& cntl = describe(kRingRegs[i].cntl);
-    uint32_t v = with_cntl(regs_.read(cntl), {{"RB_ENABLE", 1}, {"WPTR_OVERFLOW_CLEAR", 0}});
+    uint32_t v =
+        with_fields(regs_.read(cntl), {{cntl_f::RB_ENABLE, 1}, {cntl_f::WPTR_OVERFLOW_CLEAR, 0}});
     regs_.write(cntl, v);
-    v = with_cntl(v, {{"WPTR_OVERFLOW_CLEAR", 1}});
+    v = with_fields(v, {{cntl_f::WPTR_OVERFLOW_CLEAR, 1}});
     regs_.write(cntl, v);
-    v = with_cntl(v, {{"WPTR_OVERFLOW_CLEAR", 0}});
-    if (i == 0) v = with_cntl(v, {{"ENABLE_INTR", 1}});
+    v = with_fields(v, {{cntl_f::WPTR_OVERFLOW_CLEAR, 0}});
+    if (i == 0) v = with_fields(v, {{cntl_f::ENABLE_INTR, 1}});
     regs_.write(cntl, v);
   }
 
@@ -202,9 +195,10 @@ void Ih::init() {
   const RegDesc& cntl2 = describe(oss::IH_CNTL2);
   const RegDesc& cntl1 = describe(oss::IH_RB_CNTL_RING1);
   const uint32_t ih_cntl2 =
-      with(cntl2, regs_.read(cntl2),
-           {{"SELF_IV_FORCE_WPTR_UPDATE_TIMEOUT", 8}, {"SELF_IV_FORCE_WPTR_UPDATE_ENABLE", 1}});
-  const uint32_t ring1 = with(cntl1, regs_.read(cntl1), {{"RB_USED_INT_THRESHOLD", 0}});
+      with_fields(regs_.read(cntl2), {{ossf::IH_CNTL2::SELF_IV_FORCE_WPTR_UPDATE_TIMEOUT, 8},
+                                      {ossf::IH_CNTL2::SELF_IV_FORCE_WPTR_UPDATE_ENABLE, 1}});
+  const uint32_t ring1 =
+      with_fields(regs_.read(cntl1), {{ossf::IH_RB_CNTL_RING1::RB_USED_INT_THRESHOLD, 0}});
   regs_.write(cntl1, ring1);
   regs_.write(cntl2, ih_cntl2);
   rptr_ = 0;
@@ -229,7 +223,7 @@ std::vector<IhEntry> Ih::drain() {
   // Looked up once: drain runs on every interrupt.
   static const RegDesc& wptr_reg = describe(oss::IH_RB_WPTR);
   static const RegDesc& rptr_reg = describe(oss::IH_RB_RPTR);
-  static const RegField& overflow = wptr_reg.field("RB_OVERFLOW");
+  constexpr RegField overflow = ossf::IH_RB_WPTR::RB_OVERFLOW;
   uint32_t wptr = read_wptr_writeback();
   drained_writeback_ = wptr;
   const uint32_t rptr_before = rptr_;
@@ -243,9 +237,9 @@ std::vector<IhEntry> Ih::drain() {
       rptr_ = (wptr + kEntryBytes) & mask;  // the oldest entry not overwritten
       moved = true;
       const RegDesc& cntl = describe(oss::IH_RB_CNTL);
-      uint32_t v = with(cntl, regs_.read(cntl), {{"WPTR_OVERFLOW_CLEAR", 1}});
+      uint32_t v = with_fields(regs_.read(cntl), {{ossf::IH_RB_CNTL::WPTR_OVERFLOW_CLEAR, 1}});
       regs_.write(cntl, v);
-      regs_.write(cntl, with(cntl, v, {{"WPTR_OVERFLOW_CLEAR", 0}}));
+      regs_.write(cntl, with_fields(v, {{ossf::IH_RB_CNTL::WPTR_OVERFLOW_CLEAR, 0}}));
     }
   }
   wptr &= mask;

@@ -42,6 +42,13 @@ class RegisterIo {
   // 0x0".
   uint32_t wait_not(const RegDesc& r, uint32_t mask, uint32_t value,
                     std::chrono::microseconds timeout);
+  uint32_t wait(const Reg& r, uint32_t mask, uint32_t value, std::chrono::microseconds timeout) {
+    return wait(describe(r), mask, value, timeout);
+  }
+  uint32_t wait_not(const Reg& r, uint32_t mask, uint32_t value,
+                    std::chrono::microseconds timeout) {
+    return wait_not(describe(r), mask, value, timeout);
+  }
 
   static const RegDesc& describe(const Reg& r);
 

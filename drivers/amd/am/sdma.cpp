@@ -9,13 +9,9 @@
 namespace hcq::amd::am {
 
 namespace gc = gc_11_0_0;
+namespace gcf = gc_11_0_0::fields;  // SDMA1 registers have SDMA0's fields
 
 namespace {
-
-// Field `name` of register `r` set to `v` in `value`.
-uint32_t set(const Reg& r, uint32_t value, std::string_view name, uint32_t v) {
-  return describe(r).field(name).set(value, v);
-}
 
 uint32_t lo32(uint64_t v) { return uint32_t(v); }
 uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
@@ -59,8 +55,8 @@ SdmaQueue::SdmaQueue(RegisterIo& io, const SdmaQueueConfig& c) : io_(io), config
 
   // RB_SIZE: log2 of the ring's dwords; privileged; VMID 0.
   uint32_t rb_cntl = 0;
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_SIZE", std::countr_zero(c.ring_bytes / 4));
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_PRIV", 1);
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::RB_SIZE.set(rb_cntl, std::countr_zero(c.ring_bytes / 4));
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::RB_PRIV.set(rb_cntl, 1);
   io_.write(rb_cntl_reg, rb_cntl);
   io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR), 0);
   io_.write(reg(gc::SDMA0_QUEUE0_RB_RPTR_HI), 0);
@@ -76,23 +72,27 @@ SdmaQueue::SdmaQueue(RegisterIo& io, const SdmaQueueConfig& c) : io_(io), config
   io_.write(reg(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE), 1);
   io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR), 0);
   io_.write(reg(gc::SDMA0_QUEUE0_RB_WPTR_HI), 0);
-  update(gc::SDMA0_QUEUE0_DOORBELL, {{"ENABLE", 1}});
-  update(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, {{"OFFSET", c.doorbell_dword}});
+  update(gc::SDMA0_QUEUE0_DOORBELL, {{gcf::SDMA0_QUEUE0_DOORBELL::ENABLE, 1}});
+  update(gc::SDMA0_QUEUE0_DOORBELL_OFFSET,
+         {{gcf::SDMA0_QUEUE0_DOORBELL_OFFSET::OFFSET, c.doorbell_dword}});
   io_.write(reg(gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE), 0);
   // Hang watchdog: 100 units of 100 ms (tinygrad; Linux max(usec_timeout / 100000, 1)).
-  update(gc::SDMA0_WATCHDOG_CNTL, {{"QUEUE_HANG_COUNT", 100}});
-  update(gc::SDMA0_UTCL1_CNTL, {{"RESP_MODE", 3}, {"REDO_DELAY", 9}});
-  update(gc::SDMA0_UTCL1_PAGE, {{"RD_L2_POLICY", 2}, {"WR_L2_POLICY", 3}, {"LLC_NOALLOC", 1}});
-  update(gc::SDMA0_F32_CNTL, {{"HALT", 0}, {"TH1_RESET", 0}});
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "RPTR_WRITEBACK_ENABLE", 1);
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "RPTR_WRITEBACK_TIMER", 4);
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "F32_WPTR_POLL_ENABLE", 1);
-  rb_cntl = set(rb_cntl_reg, rb_cntl, "RB_ENABLE", 1);
+  update(gc::SDMA0_WATCHDOG_CNTL, {{gcf::SDMA0_WATCHDOG_CNTL::QUEUE_HANG_COUNT, 100}});
+  update(gc::SDMA0_UTCL1_CNTL,
+         {{gcf::SDMA0_UTCL1_CNTL::RESP_MODE, 3}, {gcf::SDMA0_UTCL1_CNTL::REDO_DELAY, 9}});
+  update(gc::SDMA0_UTCL1_PAGE, {{gcf::SDMA0_UTCL1_PAGE::RD_L2_POLICY, 2},
+                                {gcf::SDMA0_UTCL1_PAGE::WR_L2_POLICY, 3},
+                                {gcf::SDMA0_UTCL1_PAGE::LLC_NOALLOC, 1}});
+  update(gc::SDMA0_F32_CNTL, {{gcf::SDMA0_F32_CNTL::HALT, 0}, {gcf::SDMA0_F32_CNTL::TH1_RESET, 0}});
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::RPTR_WRITEBACK_ENABLE.set(rb_cntl, 1);
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::RPTR_WRITEBACK_TIMER.set(rb_cntl, 4);
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::F32_WPTR_POLL_ENABLE.set(rb_cntl, 1);
+  rb_cntl = gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE.set(rb_cntl, 1);
   io_.write(rb_cntl_reg, rb_cntl);
-  update(gc::SDMA0_QUEUE0_IB_CNTL, {{"IB_ENABLE", 1}});
+  update(gc::SDMA0_QUEUE0_IB_CNTL, {{gcf::SDMA0_QUEUE0_IB_CNTL::IB_ENABLE, 1}});
   running_ = true;
   const uint32_t now = io_.read(rb_cntl_reg);
-  if (!describe(rb_cntl_reg).field("RB_ENABLE").get(now)) {
+  if (!gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE.get(now)) {
     stop();
     throw Error(name + ": " + std::string(describe(rb_cntl_reg).name) +
                 ".RB_ENABLE reads 0 after enabling (register " + hex(now) + ")");
@@ -103,19 +103,16 @@ SdmaQueue::~SdmaQueue() {
   ignoring_errors([this] { stop(); });
 }
 
-void SdmaQueue::update(const Reg& sdma0,
-                       std::initializer_list<std::pair<std::string_view, uint32_t>> fields) {
+void SdmaQueue::update(const Reg& sdma0, FieldValues fields) {
   const Reg r = reg(sdma0);
-  uint32_t value = io_.read(r);
-  for (const auto& [field, v] : fields) value = set(r, value, field, v);
-  io_.write(r, value);
+  io_.write(r, with_fields(io_.read(r), fields));
 }
 
 void SdmaQueue::stop() {
   if (!running_) return;
-  update(gc::SDMA0_QUEUE0_RB_CNTL, {{"RB_ENABLE", 0}});
-  update(gc::SDMA0_QUEUE0_IB_CNTL, {{"IB_ENABLE", 0}});
-  update(gc::SDMA0_QUEUE0_DOORBELL, {{"ENABLE", 0}});
+  update(gc::SDMA0_QUEUE0_RB_CNTL, {{gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE, 0}});
+  update(gc::SDMA0_QUEUE0_IB_CNTL, {{gcf::SDMA0_QUEUE0_IB_CNTL::IB_ENABLE, 0}});
+  update(gc::SDMA0_QUEUE0_DOORBELL, {{gcf::SDMA0_QUEUE0_DOORBELL::ENABLE, 0}});
   io_.write(reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET), 0);
   running_ = false;
 }

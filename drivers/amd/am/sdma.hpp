@@ -68,7 +68,7 @@ class SdmaQueue {
  private:
   Reg reg(const Reg& sdma0) const { return sdma_engine_reg(config_.engine, sdma0); }
   // Read, set the fields, write back: this engine's copy of `sdma0`.
-  void update(const Reg& sdma0, std::initializer_list<std::pair<std::string_view, uint32_t>> fields);
+  void update(const Reg& sdma0, FieldValues fields);
 
   RegisterIo& io_;
   SdmaQueueConfig config_;

@@ -13,6 +13,7 @@ namespace hcq::amd::emu {
 namespace {
 
 namespace gc = am::gc_11_0_0;
+namespace gcf = am::gc_11_0_0::fields;
 
 constexpr uint32_t kSdmaQueueId = 0x1000;  // engine queue id of SDMA0 queue 0; SDMA1's is + 1
 
@@ -20,10 +21,6 @@ constexpr uint32_t kSdmaQueueId = 0x1000;  // engine queue id of SDMA0 queue 0; 
 constexpr std::array<am::Reg, 2> kSdmaBlock = {gc::SDMA0_QUEUE0_RB_CNTL,
                                                gc::SDMA1_QUEUE0_RB_CNTL};
 constexpr std::array<am::Reg, 2> kSdmaF32Cntl = {gc::SDMA0_F32_CNTL, gc::SDMA1_F32_CNTL};
-
-const am::RegField& field(const am::Reg& r, std::string_view name) {
-  return am::describe(r).field(name);
-}
 
 uint64_t byte_offset(const am::Reg& r, const am::IpSegmentBases& bases) {
   return am::absolute_dword(am::describe(r), bases) * 4;
@@ -83,11 +80,11 @@ void AmGfx::power_on_state() {
   prgm_start_.fill(0);
   prgm_start_hi_.fill(0);
   // The MEC comes out of reset halted (the driver's cp_compute_enable clears MEC_HALT).
-  mec_cntl_ = field(gc::CP_MEC_RS64_CNTL, "MEC_HALT").set(0, 1);
+  mec_cntl_ = gcf::CP_MEC_RS64_CNTL::MEC_HALT.set(0, 1);
   doorbell_lower_ = doorbell_upper_ = spi_queue_reset_ = 0;
   for (SdmaEngine& e : sdma_) {
     e.regs.fill(0);
-    e.f32_cntl = field(gc::SDMA0_F32_CNTL, "HALT").set(0, 1);  // halted until the driver starts it
+    e.f32_cntl = gcf::SDMA0_F32_CNTL::HALT.set(0, 1);  // halted until the driver starts it
     e.running = false;
   }
   last_error_.clear();
@@ -103,9 +100,9 @@ void AmGfx::reset() {
 }
 
 uint32_t AmGfx::selected_bank() const {
-  const uint32_t me = field(gc::GRBM_GFX_CNTL, "MEID").get(grbm_gfx_cntl_);
-  const uint32_t pipe = field(gc::GRBM_GFX_CNTL, "PIPEID").get(grbm_gfx_cntl_);
-  const uint32_t queue = field(gc::GRBM_GFX_CNTL, "QUEUEID").get(grbm_gfx_cntl_);
+  const uint32_t me = gcf::GRBM_GFX_CNTL::MEID.get(grbm_gfx_cntl_);
+  const uint32_t pipe = gcf::GRBM_GFX_CNTL::PIPEID.get(grbm_gfx_cntl_);
+  const uint32_t queue = gcf::GRBM_GFX_CNTL::QUEUEID.get(grbm_gfx_cntl_);
   return (me * kPipes + pipe) * kQueues + queue;
 }
 
@@ -174,17 +171,17 @@ uint32_t AmGfx::ib_register(uint32_t bank, uint32_t index, const std::string& po
   const uint32_t stored = hqds_[bank][index];
   if (!inside || !active_[bank]) {
     if (index == gc::CP_HQD_IB_CONTROL.offset - hqd_first_)
-      return field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").set(stored, 0);
+      return gcf::CP_HQD_IB_CONTROL::PROCESSING_IB.set(stored, 0);
     return stored;
   }
   if (index == gc::CP_HQD_IB_BASE_ADDR.offset - hqd_first_)
-    return field(gc::CP_HQD_IB_BASE_ADDR, "IB_BASE_ADDR").set(0, uint32_t(va >> 2));
+    return gcf::CP_HQD_IB_BASE_ADDR::IB_BASE_ADDR.set(0, uint32_t(va >> 2));
   if (index == gc::CP_HQD_IB_BASE_ADDR_HI.offset - hqd_first_)
-    return field(gc::CP_HQD_IB_BASE_ADDR_HI, "IB_BASE_ADDR_HI").set(0, uint32_t(va >> 32));
+    return gcf::CP_HQD_IB_BASE_ADDR_HI::IB_BASE_ADDR_HI.set(0, uint32_t(va >> 32));
   if (index == gc::CP_HQD_IB_RPTR.offset - hqd_first_)
-    return field(gc::CP_HQD_IB_RPTR, "CONSUMED_OFFSET").set(0, at);
-  uint32_t control = field(gc::CP_HQD_IB_CONTROL, "IB_SIZE").set(stored, size);
-  return field(gc::CP_HQD_IB_CONTROL, "PROCESSING_IB").set(control, 1);
+    return gcf::CP_HQD_IB_RPTR::CONSUMED_OFFSET.set(0, at);
+  uint32_t control = gcf::CP_HQD_IB_CONTROL::IB_SIZE.set(stored, size);
+  return gcf::CP_HQD_IB_CONTROL::PROCESSING_IB.set(control, 1);
 }
 
 uint32_t AmGfx::read32(uint64_t offset) {
@@ -196,7 +193,7 @@ uint32_t AmGfx::read32(uint64_t offset) {
   const std::string positions =
       s.kind == Kind::Hqd && is_ib_register(s.index) ? engine_->ib_positions() : std::string();
   std::lock_guard lock(mutex_);
-  const uint32_t vmid = field(gc::GRBM_GFX_CNTL, "VMID").get(grbm_gfx_cntl_);
+  const uint32_t vmid = gcf::GRBM_GFX_CNTL::VMID.get(grbm_gfx_cntl_);
   const uint32_t me_pipe = selected_bank() / kQueues;
   switch (s.kind) {
     case Kind::Hqd:
@@ -219,11 +216,10 @@ uint32_t AmGfx::read32(uint64_t offset) {
     case Kind::DoorbellUpper:
       return doorbell_upper_;
     case Kind::CpStat:
-      return hooks_.rlc_autoload_done() ? 0 : field(gc::CP_STAT, "CP_BUSY").set(0, 1);
+      return hooks_.rlc_autoload_done() ? 0 : gcf::CP_STAT::CP_BUSY.set(0, 1);
     case Kind::BootloadStatus:
-      return hooks_.rlc_autoload_done()
-                 ? field(gc::RLC_RLCS_BOOTLOAD_STATUS, "BOOTLOAD_COMPLETE").set(0, 1)
-                 : 0;
+      return hooks_.rlc_autoload_done() ? gcf::RLC_RLCS_BOOTLOAD_STATUS::BOOTLOAD_COMPLETE.set(0, 1)
+                                        : 0;
     case Kind::SpiQueueReset:
       return spi_queue_reset_;
     case Kind::Sdma:
@@ -239,7 +235,7 @@ void AmGfx::write32(uint64_t offset, uint32_t value) {
   if (it == slots_.end()) throw InvalidInput("AM GFX model: no register at byte " + hex(offset));
   const Slot s = it->second;
   std::lock_guard lock(mutex_);
-  const uint32_t vmid = field(gc::GRBM_GFX_CNTL, "VMID").get(grbm_gfx_cntl_);
+  const uint32_t vmid = gcf::GRBM_GFX_CNTL::VMID.get(grbm_gfx_cntl_);
   const uint32_t me_pipe = selected_bank() / kQueues;
   switch (s.kind) {
     case Kind::Hqd:
@@ -278,7 +274,7 @@ void AmGfx::write32(uint64_t offset, uint32_t value) {
       break;
     case Kind::Sdma: {
       SdmaEngine& e = sdma_[s.engine];
-      const am::RegField& rb_enable = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE");
+      const am::RegField& rb_enable = gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE;
       const bool was_enabled = rb_enable.get(sdma_reg(s.engine, gc::SDMA0_QUEUE0_RB_CNTL));
       e.regs[s.index] = value;
       if (s.index == gc::SDMA0_QUEUE0_RB_CNTL.offset - sdma_first_) {
@@ -291,9 +287,9 @@ void AmGfx::write32(uint64_t offset, uint32_t value) {
     case Kind::SdmaF32Cntl: {
       SdmaEngine& e = sdma_[s.engine];
       e.f32_cntl = value;
-      const bool halted = field(gc::SDMA0_F32_CNTL, "HALT").get(value);
-      const bool enabled = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE")
-                               .get(sdma_reg(s.engine, gc::SDMA0_QUEUE0_RB_CNTL));
+      const bool halted = gcf::SDMA0_F32_CNTL::HALT.get(value);
+      const bool enabled =
+          gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE.get(sdma_reg(s.engine, gc::SDMA0_QUEUE0_RB_CNTL));
       if (halted && e.running) stop_sdma(s.engine);
       if (!halted && enabled && !e.running) start_sdma(s.engine);
       break;
@@ -304,13 +300,13 @@ void AmGfx::write32(uint64_t offset, uint32_t value) {
 void AmGfx::write_hqd(uint32_t bank, uint32_t index, uint32_t value) {
   Hqd& h = hqds_[bank];
   if (index == gc::CP_HQD_ACTIVE.offset - hqd_first_) {
-    const bool want = field(gc::CP_HQD_ACTIVE, "ACTIVE").get(value);
+    const bool want = gcf::CP_HQD_ACTIVE::ACTIVE.get(value);
     if (want && !active_[bank]) activate(bank);
     if (!want && active_[bank]) deactivate(bank);
     return;
   }
   if (index == gc::CP_HQD_DEQUEUE_REQUEST.offset - hqd_first_) {
-    const am::RegField& req = field(gc::CP_HQD_DEQUEUE_REQUEST, "DEQUEUE_REQ");
+    const am::RegField& req = gcf::CP_HQD_DEQUEUE_REQUEST::DEQUEUE_REQ;
     if (req.get(value) != 0 && active_[bank]) deactivate(bank);
     h[index] = req.set(value, 0);  // the request completes at once
     return;
@@ -329,20 +325,23 @@ const volatile uint64_t* AmGfx::doorbell(uint64_t byte, const std::string& who,
 }
 
 bool AmGfx::pipe_running(uint32_t pipe) const {
-  const std::string p = "MEC_PIPE" + std::to_string(pipe);
-  return !field(gc::CP_MEC_RS64_CNTL, "MEC_HALT").get(mec_cntl_) &&
-         !field(gc::CP_MEC_RS64_CNTL, p + "_RESET").get(mec_cntl_) &&
-         field(gc::CP_MEC_RS64_CNTL, p + "_ACTIVE").get(mec_cntl_);
+  namespace mec = gcf::CP_MEC_RS64_CNTL;
+  constexpr am::RegField kReset[] = {mec::MEC_PIPE0_RESET, mec::MEC_PIPE1_RESET,
+                                     mec::MEC_PIPE2_RESET, mec::MEC_PIPE3_RESET};
+  constexpr am::RegField kActive[] = {mec::MEC_PIPE0_ACTIVE, mec::MEC_PIPE1_ACTIVE,
+                                      mec::MEC_PIPE2_ACTIVE, mec::MEC_PIPE3_ACTIVE};
+  if (pipe >= std::size(kReset)) return false;
+  return !mec::MEC_HALT.get(mec_cntl_) && !kReset[pipe].get(mec_cntl_) &&
+         kActive[pipe].get(mec_cntl_);
 }
 
 void AmGfx::activate(uint32_t bank) {
   const std::string who = compute_name(bank) + ": activation refused";
   const uint32_t me = bank / (kPipes * kQueues), pipe = bank / kQueues % kPipes;
   const uint32_t db = hqd_reg(bank, gc::CP_HQD_PQ_DOORBELL_CONTROL);
-  const uint64_t db_byte =
-      uint64_t(field(gc::CP_HQD_PQ_DOORBELL_CONTROL, "DOORBELL_OFFSET").get(db)) * 4;
-  const am::RegField& lower = field(gc::CP_MEC_DOORBELL_RANGE_LOWER, "DOORBELL_RANGE_LOWER");
-  const am::RegField& upper = field(gc::CP_MEC_DOORBELL_RANGE_UPPER, "DOORBELL_RANGE_UPPER");
+  const uint64_t db_byte = uint64_t(gcf::CP_HQD_PQ_DOORBELL_CONTROL::DOORBELL_OFFSET.get(db)) * 4;
+  const am::RegField& lower = gcf::CP_MEC_DOORBELL_RANGE_LOWER::DOORBELL_RANGE_LOWER;
+  const am::RegField& upper = gcf::CP_MEC_DOORBELL_RANGE_UPPER::DOORBELL_RANGE_UPPER;
   const uint64_t first = uint64_t(lower.get(doorbell_lower_)) * 4;
   const uint64_t last = uint64_t(upper.get(doorbell_upper_)) * 4;
   std::string error;
@@ -353,7 +352,7 @@ void AmGfx::activate(uint32_t bank) {
   } else if (!pipe_running(pipe)) {
     error = who + ": MEC pipe " + std::to_string(pipe) + " is not running (CP_MEC_RS64_CNTL " +
             hex(mec_cntl_) + ")";
-  } else if (!field(gc::CP_HQD_PQ_DOORBELL_CONTROL, "DOORBELL_EN").get(db)) {
+  } else if (!gcf::CP_HQD_PQ_DOORBELL_CONTROL::DOORBELL_EN.get(db)) {
     error = who + ": CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN is 0";
   } else if (db_byte < first || db_byte > last) {
     error = who + ": doorbell at byte " + hex(db_byte) + " is outside the MEC doorbell range [" +
@@ -366,9 +365,9 @@ void AmGfx::activate(uint32_t bank) {
     d.ring_va = pair64(hqd_reg(bank, gc::CP_HQD_PQ_BASE), hqd_reg(bank, gc::CP_HQD_PQ_BASE_HI))
                 << 8;
     // QUEUE_SIZE: the ring holds 2^(QUEUE_SIZE+1) dwords.
-    d.ring_bytes = uint64_t(4)
-                   << (field(gc::CP_HQD_PQ_CONTROL, "QUEUE_SIZE").get(
-                           hqd_reg(bank, gc::CP_HQD_PQ_CONTROL)) + 1);
+    d.ring_bytes = uint64_t(4) << (gcf::CP_HQD_PQ_CONTROL::QUEUE_SIZE.get(
+                                       hqd_reg(bank, gc::CP_HQD_PQ_CONTROL)) +
+                                   1);
     d.rptr_va = pair64(hqd_reg(bank, gc::CP_HQD_PQ_RPTR_REPORT_ADDR) & 0xfffffffc,
                        hqd_reg(bank, gc::CP_HQD_PQ_RPTR_REPORT_ADDR_HI) & 0xffff);
     d.wptr_va = pair64(hqd_reg(bank, gc::CP_HQD_PQ_WPTR_POLL_ADDR) & 0xfffffffc,
@@ -380,7 +379,7 @@ void AmGfx::activate(uint32_t bank) {
     return;
   }
   active_[bank] = true;
-  hqd_reg(bank, gc::CP_HQD_ACTIVE) = field(gc::CP_HQD_ACTIVE, "ACTIVE").set(0, 1);
+  hqd_reg(bank, gc::CP_HQD_ACTIVE) = gcf::CP_HQD_ACTIVE::ACTIVE.set(0, 1);
 }
 
 void AmGfx::deactivate(uint32_t bank) {
@@ -411,16 +410,15 @@ void AmGfx::start_sdma(uint32_t engine) {
   const std::string regs = std::string("SDMA") += std::to_string(engine);  // register prefix
   auto reg = [&](const am::Reg& sdma0) -> uint32_t& { return sdma_reg(engine, sdma0); };
   const uint32_t rb_cntl = reg(gc::SDMA0_QUEUE0_RB_CNTL);
-  const uint64_t db_byte =
-      uint64_t(field(gc::SDMA0_QUEUE0_DOORBELL_OFFSET, "OFFSET")
-                   .get(reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET))) *
-      4;
+  const uint64_t db_byte = uint64_t(gcf::SDMA0_QUEUE0_DOORBELL_OFFSET::OFFSET.get(
+                               reg(gc::SDMA0_QUEUE0_DOORBELL_OFFSET))) *
+                           4;
   std::string error;
   if (!hooks_.sdma_firmware_ready()) {
     error = who + ": no SDMA firmware loaded";
-  } else if (field(gc::SDMA0_F32_CNTL, "HALT").get(sdma_[engine].f32_cntl)) {
+  } else if (gcf::SDMA0_F32_CNTL::HALT.get(sdma_[engine].f32_cntl)) {
     error = who + ": " + regs + "_F32_CNTL.HALT is set";
-  } else if (!field(gc::SDMA0_QUEUE0_DOORBELL, "ENABLE").get(reg(gc::SDMA0_QUEUE0_DOORBELL))) {
+  } else if (!gcf::SDMA0_QUEUE0_DOORBELL::ENABLE.get(reg(gc::SDMA0_QUEUE0_DOORBELL))) {
     error = who + ": " + regs + "_QUEUE0_DOORBELL.ENABLE is 0";
   }
   if (error.empty()) {
@@ -429,7 +427,7 @@ void AmGfx::start_sdma(uint32_t engine) {
     d.id = kSdmaQueueId + engine;
     d.ring_va = pair64(reg(gc::SDMA0_QUEUE0_RB_BASE), reg(gc::SDMA0_QUEUE0_RB_BASE_HI)) << 8;
     // RB_SIZE: the ring holds 2^RB_SIZE dwords.
-    d.ring_bytes = uint64_t(4) << field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_SIZE").get(rb_cntl);
+    d.ring_bytes = uint64_t(4) << gcf::SDMA0_QUEUE0_RB_CNTL::RB_SIZE.get(rb_cntl);
     d.rptr_va = pair64(reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO) & 0xfffffffc,
                        reg(gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI));
     d.wptr_va = pair64(reg(gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO),
@@ -438,7 +436,7 @@ void AmGfx::start_sdma(uint32_t engine) {
   }
   if (!error.empty()) {
     last_error_ = error;
-    reg(gc::SDMA0_QUEUE0_RB_CNTL) = field(gc::SDMA0_QUEUE0_RB_CNTL, "RB_ENABLE").set(rb_cntl, 0);
+    reg(gc::SDMA0_QUEUE0_RB_CNTL) = gcf::SDMA0_QUEUE0_RB_CNTL::RB_ENABLE.set(rb_cntl, 0);
     return;
   }
   sdma_[engine].running = true;

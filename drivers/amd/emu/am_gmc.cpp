@@ -13,6 +13,7 @@ namespace {
 
 namespace gc = am::gc_11_0_0;
 namespace mm = am::mmhub_3_0_0;
+namespace gcf = am::gc_11_0_0::fields;
 
 // The registers of each hub in AmGmc::Reg order.
 const am::Reg kGfxRegs[] = {
@@ -54,27 +55,25 @@ const am::Reg kMmRegs[] = {
 
 // Fields, from the GC hub's descriptions (the MM hub's have the same layout:
 // mmhub_3_0_0_sh_mask.h and gc_11_0_0_sh_mask.h agree on every field used here).
-const am::RegField& field(const am::Reg& r, const char* name) {
-  return am::describe(r).field(name);
-}
+namespace ctx0 = gcf::GCVM_CONTEXT0_CNTL;
 
 // Which CONTEXT0_CNTL interrupt enable covers a fault (the *_PROTECTION_FAULT_ENABLE_INTERRUPT
 // fields): VALID for a missing entry or an unreadable table, RANGE outside the context.
-const char* interrupt_enable(MmuFaultReason reason) {
+am::RegField interrupt_enable(MmuFaultReason reason) {
   switch (reason) {
     case MmuFaultReason::OutsideContext:
-      return "RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT";
+      return ctx0::RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT;
     case MmuFaultReason::NotValid:
     case MmuFaultReason::BadTable:
-      return "VALID_PROTECTION_FAULT_ENABLE_INTERRUPT";
+      return ctx0::VALID_PROTECTION_FAULT_ENABLE_INTERRUPT;
     case MmuFaultReason::NotReadable:
-      return "READ_PROTECTION_FAULT_ENABLE_INTERRUPT";
+      return ctx0::READ_PROTECTION_FAULT_ENABLE_INTERRUPT;
     case MmuFaultReason::NotWritable:
-      return "WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT";
+      return ctx0::WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT;
     case MmuFaultReason::NotExecutable:
-      return "EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT";
+      return ctx0::EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT;
   }
-  return "VALID_PROTECTION_FAULT_ENABLE_INTERRUPT";
+  return ctx0::VALID_PROTECTION_FAULT_ENABLE_INTERRUPT;
 }
 
 }  // namespace
@@ -141,20 +140,18 @@ void AmGmc::write32(uint64_t offset, uint32_t value) {
   HubState& h = hubs_[hub];
   switch (reg) {
     case Sem:
-      if (field(gc::GCVM_INVALIDATE_ENG17_SEM, "SEMAPHORE").get(value) == 0) h.sem_held = false;
+      if (gcf::GCVM_INVALIDATE_ENG17_SEM::SEMAPHORE.get(value) == 0) h.sem_held = false;
       return;
     case Req: {
       h.value[Req] = value;
       h.value[Ack] = 0;
-      const uint32_t vmids =
-          field(gc::GCVM_INVALIDATE_ENG17_REQ, "PER_VMID_INVALIDATE_REQ").get(value);
+      const uint32_t vmids = gcf::GCVM_INVALIDATE_ENG17_REQ::PER_VMID_INVALIDATE_REQ.get(value);
       if (vmids & 1) {
         h.mmu.invalidate();
         ++h.invalidations;
       }
       if (!withhold_ack_)
-        h.value[Ack] =
-            field(gc::GCVM_INVALIDATE_ENG17_ACK, "PER_VMID_INVALIDATE_ACK").set(0, vmids);
+        h.value[Ack] = gcf::GCVM_INVALIDATE_ENG17_ACK::PER_VMID_INVALIDATE_ACK.set(0, vmids);
       return;
     }
     case Ack:
@@ -164,7 +161,7 @@ void AmGmc::write32(uint64_t offset, uint32_t value) {
       return;  // read-only
     case FaultCntl: {
       const am::RegField& clear =
-          field(gc::GCVM_L2_PROTECTION_FAULT_CNTL, "CLEAR_PROTECTION_FAULT_STATUS_ADDR");
+          gcf::GCVM_L2_PROTECTION_FAULT_CNTL::CLEAR_PROTECTION_FAULT_STATUS_ADDR;
       if (clear.get(value)) h.value[FaultStatus] = h.value[FaultAddrLo] = h.value[FaultAddrHi] = 0;
       h.value[FaultCntl] = clear.set(value, 0);
       return;
@@ -177,13 +174,12 @@ void AmGmc::write32(uint64_t offset, uint32_t value) {
 }
 
 void AmGmc::apply_context(HubState& h, int hub) {
-  const am::Reg& cntl_reg = kGfxRegs[Cntl];
   const uint32_t cntl = h.value[Cntl];
-  if (!field(cntl_reg, "ENABLE_CONTEXT").get(cntl)) {
+  if (!ctx0::ENABLE_CONTEXT.get(cntl)) {
     h.mmu.set_context(0, 0, 0);
     return;
   }
-  const uint32_t depth = field(cntl_reg, "PAGE_TABLE_DEPTH").get(cntl);
+  const uint32_t depth = ctx0::PAGE_TABLE_DEPTH.get(cntl);
   if (depth != 3) {
     last_error_ = std::string(hub == 0 ? "GCVM" : "MMVM") + "_CONTEXT0_CNTL: PAGE_TABLE_DEPTH " +
                   std::to_string(depth) +
@@ -206,9 +202,9 @@ void AmGmc::report_fault(Hub which, const MmuFault& fault) {
   {
     std::lock_guard lock(mu_);
     HubState& h = hubs_[int(which)];
-    const bool allow_updates = field(gc::GCVM_L2_PROTECTION_FAULT_CNTL,
-                                     "ALLOW_SUBSEQUENT_PROTECTION_FAULT_STATUS_ADDR_UPDATES")
-                                   .get(h.value[FaultCntl]);
+    const bool allow_updates =
+        gcf::GCVM_L2_PROTECTION_FAULT_CNTL::ALLOW_SUBSEQUENT_PROTECTION_FAULT_STATUS_ADDR_UPDATES
+            .get(h.value[FaultCntl]);
     if (h.value[FaultStatus] == 0 || allow_updates) {
       const uint32_t more = uint32_t(fs::MORE_FAULTS(h.value[FaultStatus] != 0 ? 1 : 0));
       h.value[FaultStatus] = fault.status | more;
@@ -217,7 +213,7 @@ void AmGmc::report_fault(Hub which, const MmuFault& fault) {
     } else {
       h.value[FaultStatus] |= uint32_t(fs::MORE_FAULTS(1));
     }
-    if (field(kGfxRegs[Cntl], interrupt_enable(fault.reason)).get(h.value[Cntl])) {
+    if (interrupt_enable(fault.reason).get(h.value[Cntl])) {
       const bool mm = which == Hub::Mm;
       const uint32_t client = mm ? am::ih::kClientVmc : am::ih::kClientGfx;
       const uint32_t source = mm ? am::ih::kSrcVmFault : am::ih::kSrcUtcl2Fault;

@@ -144,8 +144,7 @@ void AmGpu::write32(uint64_t offset, uint32_t value) {
   }
   if (offset == remap_mem_offset_ || offset == remap_reg_offset_) {
     // ADDRESS (bits 18:2) is the byte offset in the register BAR (nbio_4_3_0.def).
-    const am::RegField& address =
-        am::describe(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL).field("ADDRESS");
+    constexpr am::RegField address = nbio::fields::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL::ADDRESS;
     const uint64_t at = uint64_t(address.get(value)) << 2;
     (offset == remap_mem_offset_ ? hdp_mem_at_ : hdp_reg_at_).store(at);
   }

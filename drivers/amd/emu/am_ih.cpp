@@ -15,9 +15,7 @@ const am::Reg kRegsInOrder[] = {oss::IH_RB_CNTL,        oss::IH_RB_BASE, oss::IH
                                 oss::IH_RB_RPTR,        oss::IH_RB_WPTR, oss::IH_RB_WPTR_ADDR_LO,
                                 oss::IH_RB_WPTR_ADDR_HI};
 
-const am::RegField& field(const am::Reg& r, const char* name) {
-  return am::describe(r).field(name);
-}
+namespace ossf = am::osssys_6_0_0::fields;
 
 constexpr uint32_t kEntryBytes = am::ih_entry::kBytes;
 constexpr uint32_t kMcSpaceVram = 4;  // ih_v6_0_rb_cntl: 4 for an MC address, 2 for a bus address
@@ -63,14 +61,14 @@ void AmIh::write32(uint64_t offset, uint32_t value) {
   value_[reg] = value;
   // The clear acts on the register only; the write-back copy is next written with an entry
   // (Linux ih_v6_0_get_wptr trusts the register when the copy shows an overflow).
-  if (reg == Cntl && field(oss::IH_RB_CNTL, "WPTR_OVERFLOW_CLEAR").get(value))
-    value_[Wptr] = field(oss::IH_RB_WPTR, "RB_OVERFLOW").set(value_[Wptr], 0);
+  if (reg == Cntl && ossf::IH_RB_CNTL::WPTR_OVERFLOW_CLEAR.get(value))
+    value_[Wptr] = ossf::IH_RB_WPTR::RB_OVERFLOW.set(value_[Wptr], 0);
 }
 
 void AmIh::write_back() {
-  static const am::RegField& enable = field(oss::IH_RB_CNTL, "WPTR_WRITEBACK_ENABLE");
-  static const am::RegField& lo = field(oss::IH_RB_WPTR_ADDR_LO, "ADDR");
-  static const am::RegField& hi = field(oss::IH_RB_WPTR_ADDR_HI, "ADDR");
+  constexpr am::RegField enable = ossf::IH_RB_CNTL::WPTR_WRITEBACK_ENABLE;
+  constexpr am::RegField lo = ossf::IH_RB_WPTR_ADDR_LO::ADDR;
+  constexpr am::RegField hi = ossf::IH_RB_WPTR_ADDR_HI::ADDR;
   if (!enable.get(value_[Cntl])) return;
   const uint64_t mc = uint64_t(lo.get(value_[WptrAddrLo])) << 2 |
                       uint64_t(hi.get(value_[WptrAddrHi])) << 32;
@@ -84,14 +82,14 @@ void AmIh::write_back() {
 
 bool AmIh::push(const std::array<uint32_t, 8>& entry) {
   // Looked up once (describe() scans the tables): every interrupt of the GPU comes here.
-  static const am::RegField& rb_enable = field(oss::IH_RB_CNTL, "RB_ENABLE");
-  static const am::RegField& mc_space_field = field(oss::IH_RB_CNTL, "MC_SPACE");
-  static const am::RegField& rb_size = field(oss::IH_RB_CNTL, "RB_SIZE");
-  static const am::RegField& base_hi = field(oss::IH_RB_BASE_HI, "ADDR");
-  static const am::RegField& offset = field(oss::IH_RB_WPTR, "OFFSET");
-  static const am::RegField& overflow = field(oss::IH_RB_WPTR, "RB_OVERFLOW");
-  static const am::RegField& rptr_offset = field(oss::IH_RB_RPTR, "OFFSET");
-  static const am::RegField& overflow_enable = field(oss::IH_RB_CNTL, "WPTR_OVERFLOW_ENABLE");
+  constexpr am::RegField rb_enable = ossf::IH_RB_CNTL::RB_ENABLE;
+  constexpr am::RegField mc_space_field = ossf::IH_RB_CNTL::MC_SPACE;
+  constexpr am::RegField rb_size = ossf::IH_RB_CNTL::RB_SIZE;
+  constexpr am::RegField base_hi = ossf::IH_RB_BASE_HI::ADDR;
+  constexpr am::RegField offset = ossf::IH_RB_WPTR::OFFSET;
+  constexpr am::RegField overflow = ossf::IH_RB_WPTR::RB_OVERFLOW;
+  constexpr am::RegField rptr_offset = ossf::IH_RB_RPTR::OFFSET;
+  constexpr am::RegField overflow_enable = ossf::IH_RB_CNTL::WPTR_OVERFLOW_ENABLE;
   std::lock_guard lock(mu_);
   const uint32_t cntl = value_[Cntl];
   auto drop = [&](std::string why) {
