@@ -171,6 +171,61 @@ TEST(AmSystem, ASecondAsicThatIsOnlyATableBootsAndWorks) {
   expect_working(std::move(drv));
 }
 
+// OSSSYS 6.0.3 of the fake ASIC above, with IH_RB_BASE moved from dword 0x81 of segment 0 to
+// 0xa0 (free in OSSSYS 6.0.0): the table a new IP version's .def would give.
+std::vector<RegDesc> osssys_with_a_moved_register() {
+  std::vector<RegDesc> t;
+  for (const RegDesc& r : registers())
+    if (r.reg.ip == Ip::OSSSYS) t.push_back(r);
+  for (RegDesc& r : t) {
+    EXPECT_NE(r.reg.offset, 0xa0u) << r.name;  // the new place is free
+    r.file = "osssys_6_0_3";
+    if (r.name == "IH_RB_BASE") r.reg.offset = 0xa0;
+  }
+  return t;
+}
+
+// The same second ASIC with one register moved is still only a table: the driver and the
+// emulated GPU both place IH_RB_BASE from it, the boot and the GPU work, and the ring base lands
+// at the new place. Without the table the driver writes the old place, where the GPU does not
+// look: the moved register is what the test exercises.
+TEST(AmSystem, AnAsicWithAMovedRegisterIsATableToo) {
+  static const std::vector<RegDesc> moved = osssys_with_a_moved_register();
+  AsicDescription other = gfx1100_asic();
+  for (BlockSpec& b : other.blocks) {
+    if (b.kind == BlockKind::Ih) b.version = {6, 0, 3};
+    if (b.kind == BlockKind::Smu) b.version = {13, 0, 7};
+  }
+  AsicDescription without_table = other;
+  other.register_tables[size_t(Ip::OSSSYS)] = moved;
+  const RegDesc& base = describe(osssys_6_0_0::IH_RB_BASE);
+  for (const AsicDescription* asic : {&other, &without_table}) {
+    SCOPED_TRACE(asic == &other ? "with the table" : "without it");
+    System s;
+    emu::AmSystemOptions options;
+    options.discovery = table_with_other_versions();
+    options.register_tables[size_t(Ip::OSSSYS)] = moved;
+    s.sys = emu::make_am_emulated_system(std::move(options));
+    AmDriverOptions with_it;
+    with_it.asics = {asic};
+    auto drv = s.open(with_it);
+    const uint64_t at = absolute_dword(base, s.sys->gpu().bases()) * 4;
+    IpSegmentBases unmoved = s.sys->gpu().bases();
+    unmoved.tables = {};
+    EXPECT_EQ(at, absolute_dword(base, unmoved) * 4 + (0xa0 - 0x81) * 4);
+    if (asic == &other) {
+      EXPECT_NE(s.sys->gpu().read32(at), 0u);  // the ring's address >> 8
+      expect_working(std::move(drv));
+    } else {
+      EXPECT_EQ(s.sys->gpu().read32(at), 0u);
+    }
+  }
+  IpSegmentBases bases;
+  bases.tables[size_t(Ip::OSSSYS)] = std::span(moved).first(1);
+  EXPECT_EQ(error_of<InvalidInput>([&] { absolute_dword(base, bases); }),
+            "IH_RB_BASE: this GPU's OSSSYS register table (osssys_6_0_3) has no such register");
+}
+
 TEST(AmSystem, ABootOverAPreviousBootResetsTheGpuFirst) {
   System s;
   s.open().reset();  // booted, then closed: the sOS keeps running, the marker stays

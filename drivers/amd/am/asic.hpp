@@ -43,6 +43,7 @@
 #include "amd/am/discovery.hpp"
 #include "amd/am/gpu_memory.hpp"
 #include "amd/am/ip_block_driver.hpp"
+#include "amd/am/regs.hpp"
 
 namespace hcq::amd::am {
 
@@ -67,6 +68,9 @@ struct AsicDescription {
   uint32_t user_queue_end_doorbell = 0;  // the MEC doorbell range's last 64-bit doorbell
   uint32_t max_compute_queues = 0;   // HQDs of ME 1 hcq uses
   std::vector<uint32_t> sdma_doorbells;  // copy queue i: SDMA engine i's ring 0
+  // Per IP, the register table of a version whose registers are not where the .def hcq's
+  // constants come from puts them (IpSegmentBases::tables); empty: that .def.
+  std::array<std::span<const RegDesc>, kIpCount> register_tables{};
   const BlockSpec* block(BlockKind kind) const;  // null when it has none
 };
 

@@ -223,7 +223,8 @@ void AmBoot::discover_and_read_firmware(std::span<const AsicDescription* const> 
     vram_.read(at, table);
     discovery_ = parse_discovery(table);
     asic_ = &find_asic(discovery_, asics);
-    const IpSegmentBases bases = segment_bases(discovery_);
+    IpSegmentBases bases = segment_bases(discovery_);
+    bases.tables = asic_->register_tables;
     io_ = std::make_unique<RegisterIo>(regs_, bases);
     // NBIO's SMN index/data pair (segment 1) for registers past the window's end (tinygrad
     // amdev.py indirect_rreg).

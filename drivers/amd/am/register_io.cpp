@@ -19,7 +19,30 @@ std::string duration_text(std::chrono::microseconds d) {
 
 const RegDesc& RegisterIo::describe(const Reg& r) { return am::describe(r); }
 
-uint64_t RegisterIo::byte_offset(const RegDesc& r) const { return absolute_dword(r, bases_) * 4; }
+RegisterIo::RegisterIo(os::Mmio& mmio, IpSegmentBases bases)
+    : mmio_(mmio), bases_(std::move(bases)) {
+  bool moved = false;
+  for (const auto& t : bases_.tables) moved |= !t.empty();
+  if (!moved) return;
+  const std::span<const RegDesc> all = registers();
+  resolved_.resize(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    try {
+      resolved_[i] = int64_t(absolute_dword(all[i], bases_) * 4);
+    } catch (const InvalidInput&) {
+      resolved_[i] = -1;  // the access says why
+    }
+  }
+}
+
+uint64_t RegisterIo::byte_offset(const RegDesc& r) const {
+  const std::span<const RegDesc> all = registers();
+  if (!resolved_.empty() && &r >= all.data() && &r < all.data() + all.size()) {
+    const int64_t at = resolved_[size_t(&r - all.data())];
+    if (at >= 0) return uint64_t(at);
+  }
+  return absolute_dword(r, bases_) * 4;
+}
 
 uint32_t RegisterIo::read(const RegDesc& r) { return mmio_.read32(byte_offset(r)); }
 

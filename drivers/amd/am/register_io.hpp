@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 #include "amd/am/regs.hpp"
 #include "os/mmio.hpp"
@@ -18,7 +19,9 @@ namespace hcq::amd::am {
 class RegisterIo {
  public:
   // The bases are copied; the window must outlive this object.
-  RegisterIo(os::Mmio& mmio, IpSegmentBases bases) : mmio_(mmio), bases_(std::move(bases)) {}
+  // Where the bases carry a moved table (IpSegmentBases::tables), every described register is
+  // resolved here once, so an access does not search the table.
+  RegisterIo(os::Mmio& mmio, IpSegmentBases bases);
 
   // The register's byte offset in the window (4 * absolute_dword). InvalidInput when the bases
   // lack its segment (absolute_dword's message).
@@ -58,6 +61,9 @@ class RegisterIo {
                 const std::string& waiting_for);
   os::Mmio& mmio_;
   IpSegmentBases bases_;
+  // Byte offsets by position in registers(), or -1 where the GPU's table lacks the register;
+  // empty when no table moved anything.
+  std::vector<int64_t> resolved_;
 };
 
 }  // namespace hcq::amd::am

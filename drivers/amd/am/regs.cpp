@@ -114,7 +114,18 @@ const RegField& RegDesc::field(std::string_view want) const {
   throw InvalidInput(std::string(name) + " (" + std::string(file) + ") has no field " + std::string(want));
 }
 
-uint64_t absolute_dword(const RegDesc& r, const IpSegmentBases& bases) {
+uint64_t absolute_dword(const RegDesc& reference, const IpSegmentBases& bases) {
+  const RegDesc* found = &reference;
+  if (std::span<const RegDesc> t = bases.tables[size_t(reference.reg.ip)]; !t.empty()) {
+    found = nullptr;
+    for (const RegDesc& d : t)
+      if (d.name == reference.name) found = &d;
+    if (!found)
+      throw InvalidInput(std::string(reference.name) + ": this GPU's " +
+                         std::string(ip_name(reference.reg.ip)) + " register table (" +
+                         std::string(t.front().file) + ") has no such register");
+  }
+  const RegDesc& r = *found;
   if (r.reg.base_idx == kAbsolute) return r.reg.offset;
   const std::vector<uint32_t>& segs = bases[r.reg.ip];
   if (r.reg.base_idx >= segs.size())

@@ -68,10 +68,14 @@ struct RegDesc {
   const RegField& field(std::string_view name) const;
 };
 
-// Segment bases in dwords per IP (instance 0), as IP discovery reports them. A minimal stand-in
-// of this piece's own: the discovery parser (issue 17 item 2) fills it.
+// Where one GPU's registers are: the segment bases in dwords per IP (instance 0), as IP
+// discovery reports them, and, per IP, the register table of the IP version the GPU has where
+// it is not the .def that hcq's constants come from (a version whose registers moved; the
+// ASIC's description names it). Registers are matched by name: gc_11_0_0::CP_HQD_ACTIVE
+// resolves to the CP_HQD_ACTIVE of the GPU's GC table.
 struct IpSegmentBases {
   std::array<std::vector<uint32_t>, kIpCount> dwords;
+  std::array<std::span<const RegDesc>, kIpCount> tables{};  // empty: hcq's own .def
   std::vector<uint32_t>& operator[](Ip ip) { return dwords[size_t(ip)]; }
   const std::vector<uint32_t>& operator[](Ip ip) const { return dwords[size_t(ip)]; }
 };
@@ -82,9 +86,11 @@ struct Discovery;
 // table lacks, or a base past 32 bits (register offsets are 32-bit dwords).
 IpSegmentBases segment_bases(const Discovery& d);
 
-// The register's dword address in the register BAR (its byte offset is 4 times that).
-// Throws InvalidInput when the bases lack its segment:
-// "CP_HQD_ACTIVE (gc_11_0_0): GC has no segment 1 (IP discovery gave 1 base)".
+// The register's dword address in the register BAR (its byte offset is 4 times that), from
+// the GPU's table for its IP where `bases` has one. Throws InvalidInput when the bases lack its
+// segment: "CP_HQD_ACTIVE (gc_11_0_0): GC has no segment 1 (IP discovery gave 1 base)", or
+// when the GPU's table lacks it: "IH_RB_BASE: this GPU's OSSSYS register table (osssys_6_0_3)
+// has no such register".
 uint64_t absolute_dword(const RegDesc& r, const IpSegmentBases& bases);
 
 // Every described register, in .def order (gc, mmhub, nbio, mp, osssys, hdp).

@@ -43,7 +43,8 @@ void* map_emulated_bar(os::EmulatedBar& bar, uint64_t bytes) {
 // block's interrupts go into the IH ring.
 AmEmulatedGpu::AmEmulatedGpu(AmGpuWiring wiring)
     : gpu_(std::make_unique<AmGpu>(wiring.vram, wiring.doorbells, std::move(wiring.dma),
-                                   AmGpu::kFbBase, std::move(wiring.discovery))) {
+                                   AmGpu::kFbBase, std::move(wiring.discovery),
+                                   wiring.register_tables)) {
   AmGpu& g = *gpu_;
   psp_ = std::make_shared<AmPsp>(g.bases(), g.bus());
   gmc_ = std::make_shared<AmGmc>(g.bases(), g.bus());

@@ -15,12 +15,13 @@
 // doorbell memory and whatever `dma` reaches must outlive the object.
 #pragma once
 
+#include <array>
 #include <functional>
-#include <vector>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "amd/emu/am_firmware_writer.hpp"
 #include "amd/emu/am_gfx.hpp"
@@ -68,6 +69,9 @@ struct AmGpuWiring {
   std::function<void()> msi;
   FirmwareCompression firmware = FirmwareCompression::None;
   std::vector<std::byte> discovery;  // the IP discovery table; empty: gfx1100's
+  // Per IP, the register table of a version whose registers moved (IpSegmentBases::tables);
+  // empty: the .def's. Must outlive the GPU.
+  std::array<std::span<const am::RegDesc>, am::kIpCount> register_tables{};
 };
 
 class AmEmulatedGpu {

@@ -28,7 +28,8 @@ uint64_t byte_offset(const am::Reg& r, const am::IpSegmentBases& bases) {
 
 AmGpu::AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
              std::function<void*(uint64_t, uint64_t)> dma, uint64_t fb_base,
-             std::vector<std::byte> discovery_table)
+             std::vector<std::byte> discovery_table,
+             std::array<std::span<const am::RegDesc>, am::kIpCount> register_tables)
     : discovery_table_(discovery_table.empty() ? gfx1100_discovery_table()
                                                : std::move(discovery_table)) {
   if (vram.size() < (1u << 20) || vram.size() % (1u << 20))
@@ -51,6 +52,7 @@ AmGpu::AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
   const std::vector<std::byte>& table = discovery_table_;
   std::memcpy(vram.data() + discovery_offset(), table.data(), table.size());
   bases_ = am::segment_bases(am::parse_discovery(table));
+  bases_.tables = register_tables;
   memsize_offset_ = byte_offset(nbio::RCC_CONFIG_MEMSIZE, bases_);
   remap_mem_offset_ = byte_offset(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, bases_);
   remap_reg_offset_ = byte_offset(nbio::BIF_BX0_REMAP_HDP_REG_FLUSH_CNTL, bases_);

@@ -74,9 +74,12 @@ class AmGpu final : public os::MmioHandler {
   // "AM GPU model: VRAM of 0x1234 bytes is not a whole number of MiB (at least 1)".
   // `discovery_table`: the IP discovery table its firmware leaves in VRAM (empty: gfx1100's,
   // gfx1100_discovery_table()); its register bases place every block's registers.
+  // `register_tables`: per IP, the table of a version whose registers moved
+  // (IpSegmentBases::tables; must outlive this object); empty: the .def's.
   AmGpu(std::span<uint8_t> vram, std::span<uint8_t> doorbells,
         std::function<void*(uint64_t iova, uint64_t size)> dma, uint64_t fb_base = kFbBase,
-        std::vector<std::byte> discovery_table = {});
+        std::vector<std::byte> discovery_table = {},
+        std::array<std::span<const am::RegDesc>, am::kIpCount> register_tables = {});
 
   // The register BAR's handler: byte offsets in BAR5 (or beyond it, through MM_INDEX).
   uint32_t read32(uint64_t offset) override;

@@ -62,6 +62,7 @@ AmEmulatedSystem::AmEmulatedSystem(AmSystemOptions options)
   wiring.msi = [vfio] { vfio->interrupt(kAddress); };
   wiring.firmware = options.firmware;
   wiring.discovery = std::move(options.discovery);
+  wiring.register_tables = options.register_tables;
   model_ = std::make_unique<AmEmulatedGpu>(std::move(wiring));
   model_->publish(*bus_->kernel());
   undo.s = nullptr;

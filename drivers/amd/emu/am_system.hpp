@@ -36,6 +36,8 @@ struct AmSystemOptions {
   // The IP discovery table the GPU's firmware leaves (write_discovery_table); empty: the RX
   // 7900 XTX's. Tests give another ASIC's IP versions so.
   std::vector<std::byte> discovery;
+  // Where a test's ASIC moved registers (AmGpuWiring::register_tables); must outlive the system.
+  std::array<std::span<const am::RegDesc>, am::kIpCount> register_tables{};
 };
 
 class AmEmulatedSystem {
