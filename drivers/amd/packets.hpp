@@ -16,7 +16,7 @@ enum class Gen : uint8_t { Gfx9 = 1, Gfx11 = 2, Gfx12 = 4, Gfx10 = 8 };
 inline constexpr uint8_t GFX9 = 1, GFX10 = 8, GFX11 = 2, GFX12 = 4, GFX10_11 = GFX10 | GFX11,
                          GFX10_12 = GFX10 | GFX11 | GFX12, GFX11_12 = GFX11 | GFX12,
                          GFX9_11 = GFX9 | GFX10 | GFX11, GFX9_GFX12 = GFX9 | GFX12,
-                         ALL = GFX9 | GFX10 | GFX11 | GFX12;
+                         GFX9_10 = GFX9 | GFX10, ALL = GFX9 | GFX10 | GFX11 | GFX12;
 constexpr bool has_gen(uint8_t gens, Gen g) { return gens & uint8_t(g); }
 const char* to_string(Gen g);
 

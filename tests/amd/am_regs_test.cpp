@@ -31,8 +31,7 @@ struct Expected {
 TEST(AmRegs, OffsetsAndSegmentsMatchTheLinuxHeaders) {
   // regNAME / regNAME_BASE_IDX from Linux drivers/gpu/drm/amd/include/asic_reg/.
   const Expected expected[] = {
-      {"GRBM_STATUS", Ip::GC, 0, 0x0da4},                   // gc_11_0_0_offset.h
-      {"GRBM_GFX_CNTL", Ip::GC, 1, 0x0900},
+      {"GRBM_GFX_CNTL", Ip::GC, 1, 0x0900},  // gc_11_0_0_offset.h
       {"RLC_SAFE_MODE", Ip::GC, 1, 0x0980},
       {"RLC_CNTL", Ip::GC, 1, 0x4c00},
       {"CP_MEC_CNTL", Ip::GC, 1, 0x0802},
@@ -41,31 +40,31 @@ TEST(AmRegs, OffsetsAndSegmentsMatchTheLinuxHeaders) {
       {"GCVM_CONTEXT0_CNTL", Ip::GC, 0, 0x1688},
       {"GCVM_INVALIDATE_ENG17_REQ", Ip::GC, 0, 0x16bc},
       {"GCVM_INVALIDATE_ENG17_ACK", Ip::GC, 0, 0x16ce},
-      {"SDMA0_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0080},          // SDMA 6.0 in the GC header
-      {"SDMA1_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0680},          // regSDMA1_*: SDMA0's + 0x600
+      {"SDMA0_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0080},  // SDMA 6.0 in the GC header
+      {"SDMA1_QUEUE0_RB_CNTL", Ip::GC, 0, 0x0680},  // regSDMA1_*: SDMA0's + 0x600
       {"SDMA1_WATCHDOG_CNTL", Ip::GC, 0, 0x062e},
       {"SDMA1_UTCL1_CNTL", Ip::GC, 0, 0x063c},
       {"SDMA1_UTCL1_PAGE", Ip::GC, 0, 0x063f},
-      {"MMVM_CONTEXT0_CNTL", Ip::MMHUB, 0, 0x0740},         // mmhub_3_0_0_offset.h
+      {"MMVM_CONTEXT0_CNTL", Ip::MMHUB, 0, 0x0740},  // mmhub_3_0_0_offset.h
       {"MMVM_INVALIDATE_ENG17_REQ", Ip::MMHUB, 0, 0x0774},
       {"MMVM_INVALIDATE_ENG17_ACK", Ip::MMHUB, 0, 0x0786},
       {"MMMC_VM_FB_LOCATION_BASE", Ip::MMHUB, 0, 0x08ec},
-      {"BIF_BX0_PCIE_INDEX2", Ip::NBIO, 0, 0x000e},         // nbio_4_3_0_offset.h
+      {"BIF_BX0_PCIE_INDEX2", Ip::NBIO, 0, 0x000e},  // nbio_4_3_0_offset.h
       {"BIF_BX0_PCIE_DATA2", Ip::NBIO, 0, 0x000f},
       {"BIF_BX0_PCIE_INDEX2_HI", Ip::NBIO, 0, 0x0011},
       {"BIF_BX_PF0_RSMU_INDEX", Ip::NBIO, 1, 0x0000},
       {"RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", Ip::NBIO, 2, 0x00c0},
-      {"MP0_SMN_C2PMSG_35", Ip::MP0, 0, 0x0063},            // mp_13_0_0_offset.h
+      {"MP0_SMN_C2PMSG_35", Ip::MP0, 0, 0x0063},  // mp_13_0_0_offset.h
       {"MP0_SMN_C2PMSG_64", Ip::MP0, 0, 0x0080},
       {"MP0_SMN_C2PMSG_81", Ip::MP0, 0, 0x0091},
       {"MP1_SMN_C2PMSG_66", Ip::MP1, 0, 0x0282},
       {"MP1_SMN_C2PMSG_82", Ip::MP1, 0, 0x0292},
       {"MP1_SMN_C2PMSG_90", Ip::MP1, 0, 0x029a},
-      {"IH_RB_CNTL", Ip::OSSSYS, 0, 0x0080},                // osssys_6_0_0_offset.h
+      {"IH_RB_CNTL", Ip::OSSSYS, 0, 0x0080},  // osssys_6_0_0_offset.h
       {"IH_RB_BASE", Ip::OSSSYS, 0, 0x0081},
       {"IH_RB_RPTR", Ip::OSSSYS, 0, 0x0083},
       {"IH_RB_WPTR", Ip::OSSSYS, 0, 0x0084},
-      {"HDP_MEM_POWER_CTRL", Ip::HDP, 0, 0x00d4},           // hdp_6_0_0_offset.h
+      {"HDP_MEM_POWER_CTRL", Ip::HDP, 0, 0x00d4},  // hdp_6_0_0_offset.h
       {"HDP_MISC_CNTL", Ip::HDP, 0, 0x00d3},
       // Fixed dwords of amdgpu_discovery.c (mmMM_INDEX, mmMM_INDEX_HI, mmRCC_CONFIG_MEMSIZE).
       {"MM_INDEX", Ip::NBIO, kAbsolute, 0x0},
@@ -104,7 +103,6 @@ TEST(AmRegs, FieldMasksMatchTheLinuxHeaders) {
       {"GRBM_GFX_CNTL", "MEID", 0x0000000c, 0x2},
       {"GRBM_GFX_CNTL", "VMID", 0x000000f0, 0x4},
       {"GRBM_GFX_CNTL", "QUEUEID", 0x00000700, 0x8},
-      {"GRBM_STATUS", "GUI_ACTIVE", 0x80000000, 0x1f},
       {"RLC_SAFE_MODE", "CMD", 0x00000001, 0x0},
       {"RLC_SAFE_MODE", "MESSAGE", 0x0000001e, 0x1},
       {"GCVM_INVALIDATE_ENG17_REQ", "PER_VMID_INVALIDATE_REQ", 0x0000ffff, 0x0},
@@ -118,7 +116,7 @@ TEST(AmRegs, FieldMasksMatchTheLinuxHeaders) {
       {"RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", "BIF_DOORBELL_APER_EN", 0x00000001, 0x0},  // nbio
       {"BIF_BX0_PCIE_INDEX2_HI", "PCIE_INDEX2_HI", 0x000000ff, 0x0},
       {"MP1_SMN_C2PMSG_90", "CONTENT", 0xffffffff, 0x0},  // mp_13_0_0_sh_mask.h
-      {"MM_INDEX", "MM_APER", 0x80000000, 0x1f},         // bif_4_1_sh_mask.h
+      {"MM_INDEX", "MM_APER", 0x80000000, 0x1f},          // bif_4_1_sh_mask.h
   };
   for (const ExpectedField& e : expected) {
     SCOPED_TRACE(std::string(e.reg) + "." + e.field);
@@ -168,15 +166,16 @@ TEST(AmRegs, ResolverAddsTheSegmentBase) {
   b[Ip::GC] = {0x1260, 0xa000, 0x1c000, 0x2402c00};
   b[Ip::NBIO] = {0x0, 0x14, 0xd20, 0x10400, 0x241b000, 0x4040000};
   b[Ip::MP1] = {0x16000, 0xdc0000, 0xe00000, 0xe40000, 0x243fc00};
-  EXPECT_EQ(absolute_dword(find_register("GRBM_STATUS"), b), 0x1260u + 0xda4u);
+  EXPECT_EQ(absolute_dword(find_register("GRBM_CNTL"), b), 0x1260u + 0xda0u);
   EXPECT_EQ(absolute_dword(find_register("RLC_SAFE_MODE"), b), 0xa000u + 0x980u);
   EXPECT_EQ(absolute_dword(find_register("MP1_SMN_C2PMSG_66"), b), 0x16282u);
   EXPECT_EQ(absolute_dword(find_register("RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN"), b), 0xde0u);
   EXPECT_EQ(absolute_dword(find_register("BIF_BX_PF0_RSMU_DATA"), b), 0x15u);
   // Fixed dwords need no base; RCC_CONFIG_MEMSIZE's 0xde3 is NBIO segment 2 + 0xc3 on Navi 31.
   EXPECT_EQ(absolute_dword(find_register("RCC_CONFIG_MEMSIZE"), IpSegmentBases{}), 0xde3u);
-  // GRBM_STATUS lands where regs.def (the CP's dword address) has it.
-  EXPECT_EQ(absolute_dword(find_register("GRBM_STATUS"), b), regs::GRBM_STATUS_ALL.address);
+  // GRBM_STATUS, described once in regs.def (the CP's dword address), is gc_11_0_0_offset.h's
+  // regGRBM_STATUS 0x0da4 in GC segment 0.
+  EXPECT_EQ(b[Ip::GC][0] + 0xda4u, regs::GRBM_STATUS_ALL.address);
 
   IpSegmentBases one;
   one[Ip::GC] = {0x1260};
@@ -194,7 +193,7 @@ TEST(AmRegs, SegmentBasesFromTheDiscoveryTable) {
   std::copy(t.begin(), t.end(), vram_tail.begin());
   const IpSegmentBases b = segment_bases(parse_discovery(vram_tail));
   EXPECT_EQ(b[Ip::GC], (std::vector<uint32_t>{0x1260, 0xa000, 0x1c000, 0x2402c00}));
-  EXPECT_EQ(absolute_dword(find_register("GRBM_STATUS"), b), regs::GRBM_STATUS_ALL.address);
+  EXPECT_EQ(b[Ip::GC][0] + 0xda4u, regs::GRBM_STATUS_ALL.address);  // regGRBM_STATUS
   EXPECT_EQ(absolute_dword(find_register("MP1_SMN_C2PMSG_66"), b), 0x16282u);
   EXPECT_EQ(absolute_dword(find_register("BIF_BX_PF0_RSMU_DATA"), b), 0x15u);
   for (Ip ip : {Ip::GC, Ip::MMHUB, Ip::NBIO, Ip::MP0, Ip::MP1, Ip::OSSSYS, Ip::HDP})
@@ -297,6 +296,18 @@ TEST(AmRegs, BothHubsDescribeTheirFieldsAlike) {
   // The one difference: MMVM_L2_CNTL5 has MM_CLIENT_RET_FGCG_OFF at bit 16, which moves
   // UTCL2_ATC_REQ_FGCG_OFF to bit 17 (GC: bit 16). gmc.cpp sets neither.
   EXPECT_EQ(differ, std::vector<std::string>{"VM_L2_CNTL5.UTCL2_ATC_REQ_FGCG_OFF"});
+}
+
+// One description per register: none of regs.def's (the CP-visible registers of every
+// generation) is described again by an IP version's .def.
+TEST(AmRegs, NoRegisterIsDescribedInBothRegisterFiles) {
+  std::vector<std::string> both;
+  for (const regs::Reg& r : regs::all())
+    for (const RegDesc& d : registers())
+      if (d.name == r.name) both.push_back(r.name);
+  EXPECT_EQ(both, std::vector<std::string>{});
+  EXPECT_EQ(error_of<InvalidInput>([] { find_register("GRBM_STATUS"); }).substr(0, 31),
+            "unknown AM register GRBM_STATUS");
 }
 
 }  // namespace

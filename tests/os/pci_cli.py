@@ -171,30 +171,27 @@ expect("hcq reg in another BAR", run(["reg", "22:00.0", "read", "0x100", "--bar"
        "0000:22:00.0 BAR1+0x100 = 0x0\n")
 expect("hcq reg in a BAR the GPU lacks", run(["reg", "22:00.0", "read", "0", "--bar", "2"], True, ok=False),
        "hcq: 0000:22:00.0 has no BAR2\n")
-# AMD registers come from drivers/amd/regs.def, fields included. The emulated RX 7900 XTX's
+# AMD registers come from drivers/amd/regs.def, fields included: every field of Linux's
+# gc_11_0_0_sh_mask.h GRBM_STATUS__* / GRBM_STATUS2__*, in bit order. The emulated RX 7900 XTX's
 # register BAR reads as a GPU in a compute dispatch: GRBM_STATUS 0xa0404000 (GUI_ACTIVE,
 # CP_BUSY, SPI_BUSY, TA_BUSY), GRBM_STATUS2 0x24000000 (CPC_BUSY, RLC_BUSY), the rest 0.
-GRBM_STATUS = """\
-0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0xa0404000
-  TA_BUSY = 1
-  GDS_BUSY = 0
-  SX_BUSY = 0
-  GE_BUSY = 0
-  SPI_BUSY = 1
-  BCI_BUSY = 0
-  PA_BUSY = 0
-  DB_BUSY = 0
-  CP_BUSY = 1
-  CB_BUSY = 0
-  GUI_ACTIVE = 1
-"""
-GRBM_STATUS2 = """\
-0000:01:00.0 BAR5+0x8008 GRBM_STATUS2 = 0x24000000
-  RLC_BUSY = 1
-  CPF_BUSY = 0
-  CPC_BUSY = 1
-  CPG_BUSY = 0
-"""
+STATUS_FIELDS = ["ME0PIPE0_CMDFIFO_AVAIL", "SDMA_RQ_PENDING", "ME0PIPE0_CF_RQ_PENDING",
+                 "ME0PIPE0_PF_RQ_PENDING", "GDS_DMA_RQ_PENDING", "DB_CLEAN", "CB_CLEAN", "TA_BUSY",
+                 "GDS_BUSY", "GE_BUSY_NO_DMA", "SX_BUSY", "GE_BUSY", "SPI_BUSY", "BCI_BUSY", "SC_BUSY",
+                 "PA_BUSY", "DB_BUSY", "ANY_ACTIVE", "CP_COHERENCY_BUSY", "CP_BUSY", "CB_BUSY",
+                 "GUI_ACTIVE"]
+STATUS2_FIELDS = ["ME0PIPE1_CMDFIFO_AVAIL", "ME0PIPE1_CF_RQ_PENDING", "ME0PIPE1_PF_RQ_PENDING",
+                  "ME1PIPE0_RQ_PENDING", "ME1PIPE1_RQ_PENDING", "ME1PIPE2_RQ_PENDING",
+                  "ME1PIPE3_RQ_PENDING", "RLC_RQ_PENDING", "UTCL2_BUSY", "EA_BUSY", "RMI_BUSY",
+                  "UTCL2_RQ_PENDING", "SDMA_SCH_RQ_PENDING", "EA_LINK_BUSY", "SDMA_BUSY",
+                  "SDMA0_RQ_PENDING", "SDMA1_RQ_PENDING", "RLC_BUSY", "TCP_BUSY", "CPF_BUSY",
+                  "CPC_BUSY", "CPG_BUSY"]
+STATUS_VALUES = {f: int(f in ("TA_BUSY", "SPI_BUSY", "CP_BUSY", "GUI_ACTIVE")) for f in STATUS_FIELDS}
+STATUS2_VALUES = {f: int(f in ("RLC_BUSY", "CPC_BUSY")) for f in STATUS2_FIELDS}
+GRBM_STATUS = "0000:01:00.0 BAR5+0x8010 GRBM_STATUS = 0xa0404000\n" + "".join(
+    f"  {f} = {v}\n" for f, v in STATUS_VALUES.items())
+GRBM_STATUS2 = "0000:01:00.0 BAR5+0x8008 GRBM_STATUS2 = 0x24000000\n" + "".join(
+    f"  {f} = {v}\n" for f, v in STATUS2_VALUES.items())
 expect("hcq reg AMD, with fields", run(["reg", "01:00.0", "read", "GRBM_STATUS"], True), GRBM_STATUS)
 expect("hcq reg names in any case", run(["reg", "01:00.0", "read", "grbm_Status"], True), GRBM_STATUS)
 expect("hcq reg --count", run(["reg", "01:00.0", "read", "GRBM_STATUS2", "--count", "4"], True),
@@ -204,15 +201,14 @@ expect("hcq reg --count by offset", run(["reg", "01:00.0", "read", "0x800c", "--
 lines = run(["reg", "01:00.0", "read", "0x8008", "--count", "3", "--json"], True).splitlines()
 expect("hcq reg --json", [json.loads(l) for l in lines], [
     {"address": "0000:01:00.0", "bar": 5, "offset": "0x8008", "name": "GRBM_STATUS2", "value": "0x24000000",
-     "fields": {"RLC_BUSY": 1, "CPF_BUSY": 0, "CPC_BUSY": 1, "CPG_BUSY": 0}},
+     "fields": STATUS2_VALUES},
     {"address": "0000:01:00.0", "bar": 5, "offset": "0x800c", "name": None, "value": "0x0", "fields": {}},
     {"address": "0000:01:00.0", "bar": 5, "offset": "0x8010", "name": "GRBM_STATUS", "value": "0xa0404000",
-     "fields": {"TA_BUSY": 1, "GDS_BUSY": 0, "SX_BUSY": 0, "GE_BUSY": 0, "SPI_BUSY": 1, "BCI_BUSY": 0,
-                "PA_BUSY": 0, "DB_BUSY": 0, "CP_BUSY": 1, "CB_BUSY": 0, "GUI_ACTIVE": 1}}])
-expect("hcq reg list PATTERN", run(["reg", "01:00.0", "list", "grbm"], True), """\
+     "fields": STATUS_VALUES}])
+expect("hcq reg list PATTERN", run(["reg", "01:00.0", "list", "grbm"], True), f"""\
 REGISTER      WHERE         FIELDS
-GRBM_STATUS2  BAR5+0x8008   RLC_BUSY CPF_BUSY CPC_BUSY CPG_BUSY
-GRBM_STATUS   BAR5+0x8010   TA_BUSY GDS_BUSY SX_BUSY GE_BUSY SPI_BUSY BCI_BUSY PA_BUSY DB_BUSY CP_BUSY CB_BUSY GUI_ACTIVE
+GRBM_STATUS2  BAR5+0x8008   {" ".join(STATUS2_FIELDS)}
+GRBM_STATUS   BAR5+0x8010   {" ".join(STATUS_FIELDS)}
 """)
 GFX11_REFUSAL = ("its BAR5 offset on gfx1100 is not established from a public source (gfx1100's GC "
                  "register base comes from the GPU's IP discovery table)")

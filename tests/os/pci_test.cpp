@@ -15,11 +15,15 @@
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
-#include "core/error.hpp"
 #include "amd/pci.hpp"
+#include "common/error_of.hpp"
+#include "common/file_size_limit.hpp"
+#include "core/error.hpp"
 #include "emulated_pci.hpp"
 #include "nv/pci.hpp"
 #include "nv/targets.hpp"
@@ -27,8 +31,6 @@
 #include "os/iommufd_abi.hpp"
 #include "os/pci_bar.hpp"
 #include "os/vfio.hpp"
-#include "common/error_of.hpp"
-#include "common/file_size_limit.hpp"
 
 namespace hcq::os {
 namespace {
@@ -520,6 +522,13 @@ std::vector<std::string> field_names(const PciSupport::Register& r) {
   return names;
 }
 
+const PciSupport::Register::Field& field_named(const PciSupport::Register& r,
+                                               const std::string& name) {
+  for (auto& f : r.fields)
+    if (f.name == name) return f;
+  throw std::runtime_error(r.name + " has no field " + name);
+}
+
 TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
   const PciSupport s = amd::pci_support();
   const auto mi210 = s.registers(0x740f), mi300 = s.registers(0x74a1), navi31 = s.registers(0x744c);
@@ -529,10 +538,31 @@ TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
   EXPECT_EQ(reg_named(mi210, "COMPUTE_PGM_RSRC3").offset, 0x2e2du * 4);  // gfx9's address
   EXPECT_EQ(reg_named(mi210, "GRBM_STATUS").bar, 5);
   EXPECT_EQ(reg_named(mi210, "GRBM_STATUS").offset, 0x8010u);
+  // Every field of Linux gc_9_4_2_sh_mask.h GRBM_STATUS__*, in bit order.
   EXPECT_EQ(field_names(reg_named(mi210, "GRBM_STATUS")),
-            (std::vector<std::string>{"TA_BUSY", "GDS_BUSY", "VGT_BUSY", "IA_BUSY", "SX_BUSY",
-                                      "WD_BUSY", "SPI_BUSY", "BCI_BUSY", "PA_BUSY", "DB_BUSY",
-                                      "CP_BUSY", "CB_BUSY", "GUI_ACTIVE"}));
+            (std::vector<std::string>{"ME0PIPE0_CMDFIFO_AVAIL",
+                                      "ME0PIPE0_CF_RQ_PENDING",
+                                      "ME0PIPE0_PF_RQ_PENDING",
+                                      "GDS_DMA_RQ_PENDING",
+                                      "DB_CLEAN",
+                                      "CB_CLEAN",
+                                      "TA_BUSY",
+                                      "GDS_BUSY",
+                                      "WD_BUSY_NO_DMA",
+                                      "VGT_BUSY",
+                                      "IA_BUSY_NO_DMA",
+                                      "IA_BUSY",
+                                      "SX_BUSY",
+                                      "WD_BUSY",
+                                      "SPI_BUSY",
+                                      "BCI_BUSY",
+                                      "SC_BUSY",
+                                      "PA_BUSY",
+                                      "DB_BUSY",
+                                      "CP_COHERENCY_BUSY",
+                                      "CP_BUSY",
+                                      "CB_BUSY",
+                                      "GUI_ACTIVE"}));
   // gfx942 and gfx11: the GRBM status registers only.
   EXPECT_EQ(reg_named(mi300, "GRBM_STATUS2").refused, "");
   EXPECT_EQ(reg_named(mi300, "COMPUTE_PGM_LO").refused,
@@ -541,19 +571,18 @@ TEST(AmdPciRegisters, ComeFromRegsDefPerGeneration) {
   EXPECT_EQ(reg_named(navi31, "GRBM_STATUS").offset, 0x8010u);
   EXPECT_NE(reg_named(navi31, "COMPUTE_USER_DATA_0").refused, "");
   const auto& status = reg_named(navi31, "GRBM_STATUS");
-  EXPECT_EQ(status.fields[3].name, "GE_BUSY");
-  EXPECT_EQ(status.fields[3].get(0x00200000), 1u);
-  EXPECT_EQ(status.fields[10].name, "GUI_ACTIVE");
-  EXPECT_EQ(status.fields[10].get(0x7fffffff), 0u);
+  EXPECT_EQ(field_named(status, "GE_BUSY").get(0x00200000), 1u);
+  EXPECT_EQ(field_named(status, "GUI_ACTIVE").get(0x7fffffff), 0u);
+  EXPECT_EQ(field_named(status, "SDMA_RQ_PENDING").lo, 6);  // gfx11 and gfx12 only
+  EXPECT_THROW(field_named(reg_named(mi210, "GRBM_STATUS"), "SDMA_RQ_PENDING"), std::runtime_error);
   // GRBM_STATUS2.RLC_BUSY: bit 24 on gfx9 only; bit 26 from gfx10.3 on, where bit 24 is
-  // SDMA2_RQ_PENDING (Linux gc_9_4_3 and gc_10_3_0/gc_11_0_0/gc_12_0_0 sh_mask.h
+  // SDMA2_RQ_PENDING on gfx10.3 (Linux gc_9_4_3 and gc_10_3_0/gc_11_0_0/gc_12_0_0 sh_mask.h
   // GRBM_STATUS2__RLC_BUSY__SHIFT 0x18 / 0x1a).
-  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS2").fields[0].name, "RLC_BUSY");
-  EXPECT_EQ(reg_named(mi210, "GRBM_STATUS2").fields[0].lo, 24);
-  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].name, "RLC_BUSY");
-  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].lo, 26);
-  EXPECT_EQ(reg_named(navi31, "GRBM_STATUS2").fields[0].get(1u << 24), 0u);
-  EXPECT_EQ(reg_named(s.registers(0x7550), "GRBM_STATUS2").fields[0].lo, 26);  // gfx1201
+  EXPECT_EQ(field_named(reg_named(mi210, "GRBM_STATUS2"), "RLC_BUSY").lo, 24);
+  EXPECT_EQ(field_named(reg_named(navi31, "GRBM_STATUS2"), "RLC_BUSY").lo, 26);
+  EXPECT_EQ(field_named(reg_named(navi31, "GRBM_STATUS2"), "RLC_BUSY").get(1u << 24), 0u);
+  EXPECT_EQ(field_named(reg_named(s.registers(0x7550), "GRBM_STATUS2"), "RLC_BUSY").lo,
+            26);  // gfx1201
   // A device hcq has no target for: every name known once, none readable by name.
   const auto unknown = s.registers(0x1234);
   EXPECT_EQ(unknown.size(), navi31.size());
