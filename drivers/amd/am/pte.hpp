@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "amd/am/regs.hpp"
+
 namespace hcq::amd::am {
 
 // Bits [lo, lo + width) of a 64-bit entry (desc::Bits is one dword; entries are two).
@@ -24,13 +26,11 @@ namespace pte {
 #define PTE_VALUE(f, n, v) inline constexpr uint64_t f##_##n = v;
 #define PDE_FIELD(...)
 #define PT_LEVEL(...)
-#define FAULT_STATUS_FIELD(...)
 #include "amd/am/pte.def"
 #undef PTE_FIELD
 #undef PTE_VALUE
 #undef PDE_FIELD
 #undef PT_LEVEL
-#undef FAULT_STATUS_FIELD
 }  // namespace pte
 
 namespace pde {
@@ -38,29 +38,19 @@ namespace pde {
 #define PTE_VALUE(...)
 #define PDE_FIELD(n, lo, w) inline constexpr EntryBits n{#n, lo, w};
 #define PT_LEVEL(...)
-#define FAULT_STATUS_FIELD(...)
 #include "amd/am/pte.def"
 #undef PTE_FIELD
 #undef PTE_VALUE
 #undef PDE_FIELD
 #undef PT_LEVEL
-#undef FAULT_STATUS_FIELD
 }  // namespace pde
 
-// GCVM_L2_PROTECTION_FAULT_STATUS fields: fault_status::PERMISSION_FAULTS.
-namespace fault_status {
-#define PTE_FIELD(...)
-#define PTE_VALUE(...)
-#define PDE_FIELD(...)
-#define PT_LEVEL(...)
-#define FAULT_STATUS_FIELD(n, lo, w) inline constexpr EntryBits n{#n, lo, w};
-#include "amd/am/pte.def"
-#undef PTE_FIELD
-#undef PTE_VALUE
-#undef PDE_FIELD
-#undef PT_LEVEL
-#undef FAULT_STATUS_FIELD
-}  // namespace fault_status
+// GCVM_L2_PROTECTION_FAULT_STATUS's fields (gc_11_0_0.def; MMVM_L2_PROTECTION_FAULT_STATUS has
+// the same): fault_status::PERMISSION_FAULTS, as the hub latches a translation fault. Linux
+// gfxhub_v3_0_print_l2_protection_fault_status decodes CID, MORE_FAULTS, WALKER_ERROR,
+// PERMISSION_FAULTS, MAPPING_ERROR and RW; the page's address is latched in
+// GCVM_L2_PROTECTION_FAULT_ADDR_LO32/HI32 as address >> 12.
+namespace fault_status = gc_11_0_0::fields::GCVM_L2_PROTECTION_FAULT_STATUS;
 
 // A level of the table tree, root first.
 struct PtLevel {
@@ -76,13 +66,11 @@ inline constexpr PtLevel kLevels[] = {
 #define PTE_VALUE(...)
 #define PDE_FIELD(...)
 #define PT_LEVEL(n, shift, huge) {#n, shift, huge != 0},
-#define FAULT_STATUS_FIELD(...)
 #include "amd/am/pte.def"
 #undef PTE_FIELD
 #undef PTE_VALUE
 #undef PDE_FIELD
 #undef PT_LEVEL
-#undef FAULT_STATUS_FIELD
 };
 inline constexpr unsigned kNumLevels = sizeof(kLevels) / sizeof(kLevels[0]);
 inline constexpr uint64_t kPageBytes = 1ull << kLevels[kNumLevels - 1].shift;   // 4 KiB

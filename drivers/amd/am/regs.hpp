@@ -43,6 +43,8 @@ struct RegField {
   constexpr uint32_t set(uint32_t reg, uint32_t value) const {
     return (reg & ~mask()) | ((value << lo) & mask());
   }
+  // The field's bits holding `value` (bits beyond the width dropped): CID(5) | RW(1).
+  constexpr uint32_t operator()(uint32_t value) const { return set(0, value); }
 };
 
 // Fields and the values to give them, applied in order: with_fields(v, {{F::A, 1}, {F::B, 0}}).

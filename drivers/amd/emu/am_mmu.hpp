@@ -100,7 +100,8 @@ class AmMmu {
   uint64_t hits_ = 0, walks_ = 0;
 };
 
-// The fault status a translation fault latches (pte.def FAULT_STATUS_FIELD layout).
+// The fault status a translation fault latches (pte.hpp fault_status: the fields of
+// gc_11_0_0.def GCVM_L2_PROTECTION_FAULT_STATUS).
 uint32_t fault_status(MmuFaultReason reason, MmuAccess access, uint32_t client);
 
 }  // namespace hcq::amd::emu
