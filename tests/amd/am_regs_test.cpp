@@ -267,7 +267,7 @@ TEST(AmRegs, FieldConstantsAreTheDescribedFields) {
             0xffffff07u);
 }
 
-// The GMC programs both hubs from one list with the GC hub's fields (gmc.cpp HubRegs): every
+// The GMC programs both hubs from one list with the GC hub's fields (hub_regs.hpp HubRegs): every
 // GC hub register (GCVM_*, GCMC_VM_*) whose MM twin (MMVM_*, MMMC_VM_*) is described must have
 // the same fields at the same bits (mmhub_3_0_0_sh_mask.h and gc_11_0_0_sh_mask.h agree but
 // for one field, which gmc.cpp does not set).
@@ -292,7 +292,7 @@ TEST(AmRegs, BothHubsDescribeTheirFieldsAlike) {
         differ.push_back(std::string(gc.name.substr(2)) + "." + std::string(f.name));
     }
   }
-  EXPECT_GE(pairs, 40);  // every register gmc.cpp's HubRegs lists, and more
+  EXPECT_GE(pairs, 40);  // every register hub_regs.hpp lists, and more
   // The one difference: MMVM_L2_CNTL5 has MM_CLIENT_RET_FGCG_OFF at bit 16, which moves
   // UTCL2_ATC_REQ_FGCG_OFF to bit 17 (GC: bit 16). gmc.cpp sets neither.
   EXPECT_EQ(differ, std::vector<std::string>{"VM_L2_CNTL5.UTCL2_ATC_REQ_FGCG_OFF"});

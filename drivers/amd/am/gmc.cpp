@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "amd/am/hub_regs.hpp"
 #include "amd/am/pte.hpp"
 #include "core/error.hpp"
 
@@ -10,83 +11,9 @@ namespace hcq::amd::am {
 
 namespace {
 
-// The registers a hub's init, invalidation and fault handling use. Linux gfxhub_v3_0.c and
-// mmhub_v3_0.c program the same list on both hubs, named alike (GCVM_*/MMVM_*,
-// GCMC_VM_*/MMMC_VM_*), so one list names them: compile-time constants, a typo is a build
-// error, nothing is looked up by name. Indexed by Hub.
-// clang-format off
-#define AM_HUB_REGS(X)                               \
-  X(MC_VM_FB_LOCATION_BASE)                          \
-  X(MC_VM_FB_LOCATION_TOP)                           \
-  X(MC_VM_AGP_BASE)                                  \
-  X(MC_VM_AGP_BOT)                                   \
-  X(MC_VM_AGP_TOP)                                   \
-  X(MC_VM_SYSTEM_APERTURE_LOW_ADDR)                  \
-  X(MC_VM_SYSTEM_APERTURE_HIGH_ADDR)                 \
-  X(MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB)          \
-  X(MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB)          \
-  X(MC_VM_MX_L1_TLB_CNTL)                            \
-  X(VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32)           \
-  X(VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32)           \
-  X(VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32)          \
-  X(VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32)          \
-  X(VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32)            \
-  X(VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32)            \
-  X(VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32)        \
-  X(VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32)        \
-  X(VM_L2_PROTECTION_FAULT_CNTL2)                    \
-  X(VM_L2_CNTL)                                      \
-  X(VM_L2_CNTL2)                                     \
-  X(VM_L2_CNTL3)                                     \
-  X(VM_L2_CNTL4)                                     \
-  X(VM_L2_CNTL5)                                     \
-  X(VM_CONTEXT0_CNTL)                                \
-  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32)  \
-  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32)  \
-  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32) \
-  X(VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32) \
-  X(VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32)     \
-  X(VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32)     \
-  X(VM_L2_PROTECTION_FAULT_CNTL)                     \
-  X(VM_L2_PROTECTION_FAULT_STATUS)                   \
-  X(VM_L2_PROTECTION_FAULT_ADDR_LO32)                \
-  X(VM_L2_PROTECTION_FAULT_ADDR_HI32)                \
-  X(VM_INVALIDATE_ENG17_SEM)                         \
-  X(VM_INVALIDATE_ENG17_REQ)                         \
-  X(VM_INVALIDATE_ENG17_ACK)
-// Every invalidation engine's address range (LO32, HI32).
-#define AM_HUB_ENGINES(X) \
-  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17)
-// clang-format on
-
-struct HubRegs {
-#define AM_MEMBER(name) Reg name;
-  AM_HUB_REGS(AM_MEMBER)
-#undef AM_MEMBER
-  std::array<Reg, 18> range_lo, range_hi;
-};
-#define AM_GC(name) gc_11_0_0::GC##name,
-#define AM_MM(name) mmhub_3_0_0::MM##name,
-#define AM_GC_LO(e) gc_11_0_0::GCVM_INVALIDATE_ENG##e##_ADDR_RANGE_LO32,
-#define AM_GC_HI(e) gc_11_0_0::GCVM_INVALIDATE_ENG##e##_ADDR_RANGE_HI32,
-#define AM_MM_LO(e) mmhub_3_0_0::MMVM_INVALIDATE_ENG##e##_ADDR_RANGE_LO32,
-#define AM_MM_HI(e) mmhub_3_0_0::MMVM_INVALIDATE_ENG##e##_ADDR_RANGE_HI32,
-static_assert(int(Hub::Mm) == 0 && int(Hub::Gc) == 1);
-constexpr HubRegs kHubRegs[2] = {
-    {AM_HUB_REGS(AM_MM){AM_HUB_ENGINES(AM_MM_LO)}, {AM_HUB_ENGINES(AM_MM_HI)}},
-    {AM_HUB_REGS(AM_GC){AM_HUB_ENGINES(AM_GC_LO)}, {AM_HUB_ENGINES(AM_GC_HI)}}};
-#undef AM_GC
-#undef AM_MM
-#undef AM_GC_LO
-#undef AM_GC_HI
-#undef AM_MM_LO
-#undef AM_MM_HI
-const HubRegs& hub_regs(Hub hub) { return kHubRegs[int(hub)]; }
-
-// The fields, from the GC hub's description: the MM hub's registers have the same fields at
-// the same bits but for VM_L2_CNTL5's FGCG bits, which are not set here (test
-// AmRegs.BothHubsDescribeTheirFieldsAlike).
-namespace hubf = gc_11_0_0::fields;
+// The hub's registers (hub_regs.hpp).
+const HubRegs& hub_regs(Hub hub) { return hub == Hub::Gc ? kGcHubRegs : kMmHubRegs; }
+namespace hubf = hub_fields;
 
 // Linux soc15 MTYPE_UC (gfxhub_v3_0_init_tlb_regs "UC, uncached"); pte.def's MTYPE UC.
 constexpr uint32_t kMtypeUc = uint32_t(pte::MTYPE_UC);
@@ -100,7 +27,6 @@ constexpr uint32_t kL2Cntl5Default = 0x00003fe0;
 // Invalidation engine 17 is the one Linux uses for its own flushes ("Use register 17 for
 // GART", gmc_v11_0_flush_gpu_tlb); tinygrad uses it for everything.
 constexpr int kEngine = 17;
-constexpr int kEngines = 18;
 
 // gfxhub_v3_0.c gfxhub_client_ids.
 constexpr const char* kGfxhubClients[] = {
@@ -277,7 +203,7 @@ void Gmc::init_hub(Hub hub, const HubContext& ctx) {
   // setup_vmid_config (contexts 1-15) is left out: hcq runs everything in context 0.
 
   // program_invalidation: every engine may invalidate the whole range.
-  for (int e = 0; e < kEngines; ++e) {
+  for (int e = 0; e < kHubInvalidationEngines; ++e) {
     regs_.write(h.range_lo[e], 0xffffffff);
     regs_.write(h.range_hi[e], 0x1f);
   }

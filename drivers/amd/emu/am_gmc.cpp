@@ -1,7 +1,9 @@
 #include "amd/emu/am_gmc.hpp"
 
+#include <array>
 #include <optional>
 
+#include "amd/am/hub_regs.hpp"
 #include "amd/am/ih_entry.hpp"
 #include "amd/am/ih_ids.hpp"
 #include "amd/am/pte.hpp"
@@ -11,47 +13,27 @@ namespace hcq::amd::emu {
 
 namespace {
 
-namespace gc = am::gc_11_0_0;
-namespace mm = am::mmhub_3_0_0;
 namespace gcf = am::gc_11_0_0::fields;
 
-// The registers of each hub in AmGmc::Reg order.
-const am::Reg kGfxRegs[] = {
-    gc::GCVM_CONTEXT0_CNTL,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
-    gc::GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
-    gc::GCVM_INVALIDATE_ENG17_SEM,
-    gc::GCVM_INVALIDATE_ENG17_REQ,
-    gc::GCVM_INVALIDATE_ENG17_ACK,
-    gc::GCVM_L2_PROTECTION_FAULT_STATUS,
-    gc::GCVM_L2_PROTECTION_FAULT_ADDR_LO32,
-    gc::GCVM_L2_PROTECTION_FAULT_ADDR_HI32,
-    gc::GCVM_L2_PROTECTION_FAULT_CNTL,
-    gc::GCMC_VM_FB_LOCATION_BASE,
-    gc::GCMC_VM_FB_LOCATION_TOP,
-};
-const am::Reg kMmRegs[] = {
-    mm::MMVM_CONTEXT0_CNTL,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
-    mm::MMVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
-    mm::MMVM_INVALIDATE_ENG17_SEM,
-    mm::MMVM_INVALIDATE_ENG17_REQ,
-    mm::MMVM_INVALIDATE_ENG17_ACK,
-    mm::MMVM_L2_PROTECTION_FAULT_STATUS,
-    mm::MMVM_L2_PROTECTION_FAULT_ADDR_LO32,
-    mm::MMVM_L2_PROTECTION_FAULT_ADDR_HI32,
-    mm::MMVM_L2_PROTECTION_FAULT_CNTL,
-    mm::MMMC_VM_FB_LOCATION_BASE,
-    mm::MMMC_VM_FB_LOCATION_TOP,
-};
+// A hub's registers (hub_regs.hpp) in AmGmc::Reg order.
+std::array<am::Reg, 16> in_order(const am::HubRegs& h) {
+  return {h.VM_CONTEXT0_CNTL,
+          h.VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
+          h.VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32,
+          h.VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
+          h.VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
+          h.VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
+          h.VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
+          h.VM_INVALIDATE_ENG17_SEM,
+          h.VM_INVALIDATE_ENG17_REQ,
+          h.VM_INVALIDATE_ENG17_ACK,
+          h.VM_L2_PROTECTION_FAULT_STATUS,
+          h.VM_L2_PROTECTION_FAULT_ADDR_LO32,
+          h.VM_L2_PROTECTION_FAULT_ADDR_HI32,
+          h.VM_L2_PROTECTION_FAULT_CNTL,
+          h.MC_VM_FB_LOCATION_BASE,
+          h.MC_VM_FB_LOCATION_TOP};
+}
 
 // Fields, from the GC hub's descriptions (the MM hub's have the same layout:
 // mmhub_3_0_0_sh_mask.h and gc_11_0_0_sh_mask.h agree on every field used here).
@@ -80,9 +62,11 @@ am::RegField interrupt_enable(MmuFaultReason reason) {
 
 AmGmc::AmGmc(const am::IpSegmentBases& bases, AmBus& bus)
     : bus_(bus), hubs_{HubState(bus.vram), HubState(bus.vram)} {
+  static_assert(kRegs == 16, "in_order lists every AmGmc::Reg");
+  const std::array<am::Reg, 16> gfx = in_order(am::kGcHubRegs), mm = in_order(am::kMmHubRegs);
   for (int r = 0; r < kRegs; ++r) {
-    hubs_[0].offset[r] = am::absolute_dword(am::describe(kGfxRegs[r]), bases) * 4;
-    hubs_[1].offset[r] = am::absolute_dword(am::describe(kMmRegs[r]), bases) * 4;
+    hubs_[0].offset[r] = am::absolute_dword(am::describe(gfx[r]), bases) * 4;
+    hubs_[1].offset[r] = am::absolute_dword(am::describe(mm[r]), bases) * 4;
   }
   for (HubState& h : hubs_) power_on(h);
 }
