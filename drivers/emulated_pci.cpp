@@ -5,6 +5,7 @@
 
 #include "amd/am/discovery.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
+#include "amd/emu/am_emulated_gpu.hpp"
 #include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "nv/pci.hpp"
@@ -54,12 +55,17 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   // GRBM_STATUS2 CPC_BUSY and RLC_BUSY set. Every other register reads 0.
   constexpr uint32_t kGrbmStatusBusy = 1u << 31 | 1u << 29 | 1u << 22 | 1u << 14;  // 0xa0404000
   constexpr uint32_t kGrbmStatus2Busy = 1u << 29 | 1u << 26;                        // 0x24000000
-  const amd::Target& navi = *amd::find_target("gfx1100");
-  F amd = function("0000:01:00.0", "0000:00:01.0", amd::kPciVendor, uint16_t(navi.device_id),
-                   0x030000, "amdgpu", 2);
-  amd.subsystem_device = 0x0e3b;
-  amd.revision = 0xc8;
-  amd.link = {4, 16, 4, 16};
+  // An RX 7900 XTX (amd::emu::rx7900xtx_identity) at `addr` under `parent`.
+  auto navi31 = [](std::string addr, std::string parent, std::string driver, int group) {
+    F f = amd::emu::rx7900xtx_identity();
+    f.address = std::move(addr);
+    f.parent = std::move(parent);
+    f.driver = std::move(driver);
+    f.iommu_group = group;
+    f.numa_node = 0;
+    return f;
+  };
+  F amd = navi31("0000:01:00.0", "0000:00:01.0", "amdgpu", 2);
   amd.bars = {{0, 256 * MiB, true, true, false, {}, {}},
               {2, 2 * MiB, true, true, false, {}, {}},
               {4, 256, false, false, true, {}, {}},
@@ -73,11 +79,7 @@ std::vector<os::EmulatedPciFunction> emulated_pci_functions() {
   // sits 64 KiB below the end of VRAM (the real card's table, am_discovery_writer.hpp), so
   // `hcq reg` places the AM registers from it. Every other register reads 0.
   constexpr uint64_t kAmVram = 24 * GiB;
-  F bootable = function("0000:03:00.0", "0000:00:06.0", amd::kPciVendor,
-                        uint16_t(navi.device_id), 0x030000, "vfio-pci", 8);
-  bootable.subsystem_device = 0x0e3b;
-  bootable.revision = 0xc8;
-  bootable.link = {4, 16, 4, 16};
+  F bootable = navi31("0000:03:00.0", "0000:00:06.0", "vfio-pci", 8);
   std::map<uint64_t, uint32_t> table;
   {
     const std::vector<std::byte> bytes = amd::emu::gfx1100_discovery_table();

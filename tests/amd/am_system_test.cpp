@@ -1,6 +1,8 @@
 // The am: driver booting the register-level emulated RX 7900 XTX (emu:gfx1100_am) end to end:
 // a cold boot, a boot over a previous boot (the mode-1 reset path), a boot after one that died
 // half way, and the work the booted GPU then runs, verified.
+#include "amd/emu/am_system.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,10 +16,10 @@
 #include "amd/am/am_driver.hpp"
 #include "amd/emu/am_discovery_writer.hpp"
 #include "amd/emu/am_gpu.hpp"
-#include "amd/emu/am_system.hpp"
 #include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "core/hcq.hpp"
+#include "emulated_pci.hpp"
 #include "os/emulated_vfio.hpp"
 #include "os/mmio.hpp"
 #include "os/vfio.hpp"
@@ -224,6 +226,34 @@ TEST(AmSystem, AnAsicWithAMovedRegisterIsATableToo) {
   bases.tables[size_t(Ip::OSSSYS)] = std::span(moved).first(1);
   EXPECT_EQ(error_of<InvalidInput>([&] { absolute_dword(base, bases); }),
             "IH_RB_BASE: this GPU's OSSSYS register table (osssys_6_0_3) has no such register");
+}
+
+// The RX 7900 XTX's PCI identity is written once (amd::emu::rx7900xtx_identity): the VFIO
+// system's GPU and both Navi 31s of `hcq pci`'s emulated machine carry it.
+TEST(AmSystem, EveryEmulatedRx7900XtxHasTheOneIdentity) {
+  const os::EmulatedPciFunction id = emu::rx7900xtx_identity();
+  EXPECT_EQ(id.vendor, 0x1002);
+  EXPECT_EQ(id.device, 0x744c);  // pci.ids: Navi 31 [Radeon RX 7900 XT/7900 XTX]
+  EXPECT_EQ(id.subsystem_device, 0x0e3b);
+  EXPECT_EQ(id.class_code, 0x030000u);
+  EXPECT_EQ(id.revision, 0xc8);
+  auto same = [&](const os::EmulatedPciFunction& f) {
+    SCOPED_TRACE(f.address);
+    EXPECT_EQ(f.vendor, id.vendor);
+    EXPECT_EQ(f.device, id.device);
+    EXPECT_EQ(f.subsystem_vendor, id.subsystem_vendor);
+    EXPECT_EQ(f.subsystem_device, id.subsystem_device);
+    EXPECT_EQ(f.class_code, id.class_code);
+    EXPECT_EQ(f.revision, id.revision);
+    EXPECT_EQ(f.link.max_speed, id.link.max_speed);
+    EXPECT_EQ(f.link.max_width, id.link.max_width);
+  };
+  System s;
+  same(*s.sys->bus().function(AmEmulatedSystem::kAddress));
+  int navis = 0;
+  for (const os::EmulatedPciFunction& f : emulated_pci_functions())
+    if (f.device == id.device && f.vendor == id.vendor) same(f), ++navis;
+  EXPECT_EQ(navis, 2);
 }
 
 TEST(AmSystem, ABootOverAPreviousBootResetsTheGpuFirst) {

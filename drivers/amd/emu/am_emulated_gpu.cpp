@@ -8,23 +8,29 @@
 
 #include "amd/am/ih_entry.hpp"
 #include "amd/am/psp_gfx_if.hpp"
+#include "amd/pci.hpp"
 #include "amd/targets.hpp"
 #include "core/error.hpp"
 #include "os/cleanup.hpp"
 
 namespace hcq::amd::emu {
 
-os::EmulatedPciFunction am_gpu_function(uint64_t vram_bar_bytes,
-                                        std::shared_ptr<os::MmioHandler> registers,
-                                        std::shared_ptr<os::MmioHandler> doorbells) {
+os::EmulatedPciFunction rx7900xtx_identity() {
   os::EmulatedPciFunction gpu;
-  gpu.vendor = 0x1002;  // AMD; the RX 7900 XTX's device id is its target's (targets.cpp)
+  gpu.vendor = kPciVendor;
   gpu.device = uint16_t(find_target("gfx1100")->device_id);
-  gpu.subsystem_vendor = 0x1002;
+  gpu.subsystem_vendor = kPciVendor;
   gpu.subsystem_device = 0x0e3b;
   gpu.class_code = 0x030000;
   gpu.revision = 0xc8;
   gpu.link = {4, 16, 4, 16};
+  return gpu;
+}
+
+os::EmulatedPciFunction am_gpu_function(uint64_t vram_bar_bytes,
+                                        std::shared_ptr<os::MmioHandler> registers,
+                                        std::shared_ptr<os::MmioHandler> doorbells) {
+  os::EmulatedPciFunction gpu = rx7900xtx_identity();
   gpu.bars = {{0, vram_bar_bytes, true, true, false, {}, {}},
               {2, AmGpu::kDoorbellBarBytes, true, true, false, {}, std::move(doorbells)},
               {5, AmGpu::kRegisterBarBytes, false, false, false, {}, std::move(registers)}};

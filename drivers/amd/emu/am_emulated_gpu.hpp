@@ -34,11 +34,16 @@
 
 namespace hcq::amd::emu {
 
-// The RX 7900 XTX's PCI description: AMD Navi 31 (pci.ids 744c), subsystem 1002:0e3b, class
-// 0x030000, revision 0xc8, 16 GT/s x16; BAR0 `vram_bar_bytes` (64-bit prefetchable), BAR2
-// the doorbells (64-bit prefetchable, AmGpu::kDoorbellBarBytes; memory, or `doorbells` where
-// given), BAR5 the registers (32-bit, AmGpu::kRegisterBarBytes) whose accesses go to
-// `registers`.
+// The RX 7900 XTX's PCI identity, the one place every emulated machine takes it from: AMD
+// Navi 31 (vendor 1002, the device id of targets.cpp's gfx1100, pci.ids 744c), subsystem
+// 1002:0e3b, class 0x030000, revision 0xc8, 16 GT/s x16. No BARs, address or driver: the
+// machine adds them.
+os::EmulatedPciFunction rx7900xtx_identity();
+
+// The RX 7900 XTX's PCI description: rx7900xtx_identity() with BAR0 `vram_bar_bytes` (64-bit
+// prefetchable), BAR2 the doorbells (64-bit prefetchable, AmGpu::kDoorbellBarBytes; memory, or
+// `doorbells` where given), BAR5 the registers (32-bit, AmGpu::kRegisterBarBytes) whose accesses go
+// to `registers`.
 os::EmulatedPciFunction am_gpu_function(uint64_t vram_bar_bytes,
                                         std::shared_ptr<os::MmioHandler> registers,
                                         std::shared_ptr<os::MmioHandler> doorbells = nullptr);
